@@ -1,0 +1,54 @@
+"""actorflow: a OneFlow-shaped deep-learning framework on NumPy kernels.
+
+``import actorflow as flow`` gives tensors with autograd, ``nn``, ``optim``, ``utils.data``,
+checkpoints (``save``/``load``) and, built on them, ``nn.Graph`` and the actor runtime.
+"""
+import builtins as _builtins
+
+from actorflow.framework import dtype as _dtype_mod
+from actorflow.framework.dtype import (  # noqa: F401
+    bfloat16, dtype, float16, float32, float64, get_default_dtype, int8, int16, int32, int64,
+    promote_types, set_default_dtype, uint8,
+)
+from actorflow.framework.device import device  # noqa: F401
+from actorflow.tensor import Size, Tensor  # noqa: F401
+from actorflow.tensor_types import *  # noqa: F401,F403
+from actorflow import sysconfig  # noqa: F401
+from actorflow import ops as _ops  # noqa: F401  (registers every op)
+from actorflow.functional import *  # noqa: F401,F403
+from actorflow.functional import __dict__ as _fdict
+from actorflow import autograd  # noqa: F401
+from actorflow import nn  # noqa: F401
+from actorflow.autograd import (  # noqa: F401
+    enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled,
+)
+from actorflow.random import (  # noqa: F401
+    Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state,
+)
+
+bool = _dtype_mod.bool_  # noqa: A001  (flow.bool, as in PyTorch and OneFlow)
+half = float16
+float = float32  # noqa: A001
+double = float64
+long = int64
+int = int32  # noqa: A001
+char = int8
+is_floating_point = _fdict.get("is_floating_point")
+
+__version__ = "0.1.0"
+
+
+def is_tensor(x) -> _builtins.bool:
+    """True for actorflow tensors."""
+    return isinstance(x, Tensor)
+
+
+def numel(x: Tensor) -> _builtins.int:
+    return x.numel()
+
+
+def manual_seed_all(seed_value) -> None:
+    manual_seed(seed_value)
+from actorflow import utils  # noqa: F401,E402
+from actorflow.serialization import load, save  # noqa: F401,E402
+from actorflow import optim  # noqa: F401,E402

@@ -1,0 +1,376 @@
+"""The autograd engine: records one Node per differentiable op call and runs backward.
+
+Gradient rules are the ``grad`` functions of registered ops. They call functional ops, so the
+same rule computes gradients eagerly, or, while ``nn.Graph`` traces, emits backward ops into the
+Job. There is one engine for all modes.
+"""
+from __future__ import annotations
+
+import weakref
+
+from actorflow.autograd import grad_mode
+from actorflow.tensor import EagerBlob, Tensor
+
+
+class Node:
+    """One recorded op call; it is also the ``ctx`` a gradient rule receives.
+
+    ``ctx.inputs`` / ``ctx.outputs`` give the saved tensors (checked against in-place changes),
+    ``ctx.attrs`` the op's attrs, ``ctx.input_metas`` shapes and dtypes of the inputs and
+    ``ctx.needs_input_grad`` which inputs want a gradient.
+    """
+
+    __slots__ = ("op", "attrs", "_inputs", "_outputs", "_versions", "input_metas",
+                 "output_metas", "next_edges", "needs_input_grad", "freed", "pre_hooks",
+                 "module_path", "__weakref__")
+
+    def __init__(self, op, attrs, inputs, outputs, module_path=""):
+        self.op = op
+        self.attrs = attrs
+        self.module_path = module_path
+        self.input_metas = [(t._shape, t.dtype) for t in inputs]
+        self.output_metas = [(t._shape, t.dtype) for t in outputs]
+        edges = []
+        needs = []
+        for t in inputs:
+            if t.requires_grad:
+                fn = t.grad_fn
+                edges.append((fn, t._out_idx) if fn is not None else (t, -1))
+                needs.append(True)
+            else:
+                edges.append(None)
+                needs.append(False)
+        self.next_edges = edges
+        self.needs_input_grad = tuple(needs)
+        self._inputs = inputs
+        self._outputs = None
+        if op is not None and op.grad_uses_outputs:
+            self._outputs = [_alias(t) for t in outputs]
+        self._versions = [t._vc[0] for t in inputs]
+        if self._outputs is not None:
+            self._versions += [t._vc[0] for t in outputs]
+        self.freed = False
+        self.pre_hooks = None
+
+    def name(self) -> str:
+        return f"{self.op.name}_backward"
+
+    def __repr__(self) -> str:
+        return f"<{self.name()}>"
+
+    # -- what gradient rules read ---------------------------------------------------------------
+    @property
+    def inputs(self) -> list:
+        self._check_saved()
+        return self._inputs
+
+    @property
+    def outputs(self) -> list:
+        self._check_saved()
+        if self._outputs is None:
+            raise RuntimeError(f"{self.op.name}: the gradient rule reads outputs, but the op is "
+                               f"not registered with grad_uses_outputs=True")
+        if grad_mode._state.enabled:  # create_graph: saved outputs rejoin the graph via self
+            return [_alias(t, self, i) for i, t in enumerate(self._outputs)]
+        return self._outputs
+
+    def _check_saved(self) -> None:
+        if self.freed:
+            raise RuntimeError(
+                f"{self.name()}: trying to backward through the graph a second time (or to read "
+                f"saved tensors after they were freed). Pass retain_graph=True to the first "
+                f"backward() if you need to backward twice.")
+        saved = self._inputs + (self._outputs or [])
+        mutated = self.op.mutates if self.op is not None else ()
+        for i, (t, v) in enumerate(zip(saved, self._versions)):
+            if i in mutated:  # state the op itself updates (running stats), not read by grads
+                continue
+            if t._vc[0] != v:
+                raise RuntimeError(
+                    f"{self.name()}: one of the tensors needed for gradient computation has been "
+                    f"modified by an in-place operation: a tensor of shape {tuple(t._shape)} is at "
+                    f"version {t._vc[0]}; expected version {v}"
+                    + (f" (op in module {self.module_path})" if self.module_path else ""))
+
+    # -- backward -------------------------------------------------------------------------------
+    def apply(self, douts: list) -> tuple:
+        if self.freed:
+            self._check_saved()
+        grads = self.op.grad_fn(self, *douts)
+        if not isinstance(grads, (tuple, list)):
+            grads = (grads,)
+        if len(grads) != len(self.next_edges):
+            raise RuntimeError(f"{self.name()}: gradient rule returned {len(grads)} gradients "
+                               f"for {len(self.next_edges)} inputs")
+        return grads
+
+    def release(self) -> None:
+        self.freed = True
+        self._inputs = []
+        self._outputs = None
+        self._versions = []
+
+
+def _is_readonly_view(t: Tensor) -> bool:
+    h = t._h
+    return isinstance(h, EagerBlob) and not h.array.flags.writeable
+
+
+def _alias(t: Tensor, node: Node | None = None, idx: int = 0) -> Tensor:
+    """A tensor sharing ``t``'s storage and version counter; outside autograd, or output
+    ``idx`` of ``node`` when one is given."""
+    a = Tensor._from_handle(t._h, t._shape, t.dtype)
+    a._vc = t._vc
+    if node is not None and t.dtype.is_floating_point:
+        a.requires_grad, a.grad_fn, a._out_idx = True, node, idx
+    return a
+
+
+class RemovableHandle:
+    """Returned by ``register_hook``; ``remove()`` unregisters the hook."""
+
+    def __init__(self, hooks: list, hook):
+        self._hooks = hooks
+        self._hook = hook
+
+    def remove(self) -> None:
+        if self._hook in self._hooks:
+            self._hooks.remove(self._hook)
+
+
+def register_hook(t: Tensor, hook) -> RemovableHandle:
+    if not t.requires_grad:
+        raise RuntimeError("register_hook: cannot register a hook on a tensor that doesn't "
+                           "require gradient")
+    if t.grad_fn is None:
+        if t._hooks is None:
+            t._hooks = []
+        hooks = t._hooks
+    else:
+        node = t.grad_fn
+        if node.pre_hooks is None:
+            node.pre_hooks = {}
+        hooks = node.pre_hooks.setdefault(t._out_idx, [])
+    if hooks and getattr(hooks[-1], "retains_grad", False):
+        hooks.insert(len(hooks) - 1, hook)  # retain_grad stores the grad after every hook
+    else:
+        hooks.append(hook)
+    return RemovableHandle(hooks, hook)
+
+
+def retain_grad(t: Tensor) -> None:
+    if not t.requires_grad:
+        raise RuntimeError("retain_grad: can't retain_grad on a tensor that has "
+                           "requires_grad=False")
+    if t.grad_fn is None or t._retains_grad:
+        return
+    ref = weakref.ref(t)
+
+    def keep(g):
+        target = ref()
+        if target is not None:
+            target._grad = g.detach() if target._grad is None else (target._grad + g).detach()
+        return None
+
+    keep.retains_grad = True
+    t._retains_grad = True
+    register_hook(t, keep)
+
+
+# -- running backward ---------------------------------------------------------------------------
+
+def _F():
+    import actorflow.functional as F
+    return F
+
+
+def _run_hooks(hooks, g):
+    for h in list(hooks):
+        r = h(g)
+        if r is not None:
+            g = r
+    return g
+
+
+def _prepare_roots(tensors, grads, op_name):
+    F = _F()
+    roots = []
+    for i, (t, g) in enumerate(zip(tensors, grads)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{op_name}: expected Tensors, got {type(t).__name__}")
+        if not t.requires_grad:
+            raise RuntimeError(f"{op_name}: element {i} of tensors does not require grad and "
+                               f"does not have a grad_fn")
+        if g is None:
+            if t.numel() != 1:
+                raise RuntimeError(f"{op_name}: grad can be implicitly created only for scalar "
+                                   f"outputs; this output has shape {tuple(t._shape)}")
+            g = F.ones_like(t)
+        else:
+            if not isinstance(g, Tensor):
+                g = F.tensor(g, dtype=t.dtype)
+            if tuple(g._shape) != tuple(t._shape):
+                raise RuntimeError(f"{op_name}: gradient of shape {tuple(g._shape)} does not match "
+                                   f"the output's shape {tuple(t._shape)}")
+            g = g.detach().clone()
+        roots.append((t, g))
+    return roots
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
+    """Accumulate gradients of ``tensors`` into the ``.grad`` of the leaves they depend on."""
+    if isinstance(tensors, Tensor):
+        tensors = [tensors]
+    tensors = list(tensors)
+    if grad_tensors is None:
+        grad_tensors = [None] * len(tensors)
+    elif isinstance(grad_tensors, Tensor):
+        grad_tensors = [grad_tensors]
+    roots = _prepare_roots(tensors, list(grad_tensors), "backward")
+    only = None
+    if inputs is not None:
+        inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+        only = {id(t) for t in inputs}
+    _execute(roots, retain_graph if retain_graph is not None else create_graph, create_graph,
+             capture=None, accumulate_only=only)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
+         allow_unused=False):
+    """Return the gradients of ``outputs`` with respect to ``inputs`` without touching ``.grad``."""
+    if isinstance(outputs, Tensor):
+        outputs = [outputs]
+    single = isinstance(inputs, Tensor)
+    inputs = [inputs] if single else list(inputs)
+    if grad_outputs is None or isinstance(grad_outputs, Tensor):
+        grad_outputs = [grad_outputs] * len(outputs) if grad_outputs is None else [grad_outputs]
+    roots = _prepare_roots(list(outputs), list(grad_outputs), "autograd.grad")
+    for t in inputs:
+        if not t.requires_grad:
+            raise RuntimeError("autograd.grad: one of the inputs does not require grad")
+    capture = {}
+    for i, t in enumerate(inputs):
+        key = (t.grad_fn, t._out_idx) if t.grad_fn is not None else (t, -1)
+        capture.setdefault(key, []).append(i)
+    results = [None] * len(inputs)
+    _execute(roots, retain_graph if retain_graph is not None else create_graph, create_graph,
+             capture=(capture, results), accumulate_only=set())
+    for i, r in enumerate(results):
+        if r is None and not allow_unused:
+            raise RuntimeError(f"autograd.grad: input {i} was not used in the graph; pass "
+                               f"allow_unused=True if this is intended")
+    return tuple(results)
+
+
+def _execute(roots, retain_graph, create_graph, capture, accumulate_only):
+    F = _F()
+    buffers: dict = {}
+    deps: dict = {}
+    root_nodes = []
+
+    def add_to(store, key, idx, g):
+        slot = store.get(key)
+        if slot is None:
+            store[key] = slot = {}
+        prev = slot.get(idx)
+        slot[idx] = g if prev is None else F.add(prev, g)
+
+    leaf_grads: dict = {}
+    leaves: dict = {}
+    for t, g in roots:
+        if t.grad_fn is None:
+            add_to(leaf_grads, id(t), 0, g)
+            leaves[id(t)] = t
+        else:
+            add_to(buffers, t.grad_fn, t._out_idx, g)
+            root_nodes.append(t.grad_fn)
+
+    # count, for every reachable node, how many edges point at it
+    seen = set()
+    stack = list(dict.fromkeys(root_nodes))
+    for n in stack:
+        seen.add(n)
+    while stack:
+        n = stack.pop()
+        if n.freed:
+            n._check_saved()
+        for e in n.next_edges:
+            if e is None or not isinstance(e[0], Node):
+                continue
+            m = e[0]
+            deps[m] = deps.get(m, 0) + 1
+            if m not in seen:
+                seen.add(m)
+                stack.append(m)
+
+    ready = [n for n in dict.fromkeys(root_nodes) if deps.get(n, 0) == 0]
+    processed = []
+    with grad_mode.set_grad_enabled(create_graph):
+        while ready:
+            node = ready.pop()
+            processed.append(node)
+            slot = buffers.pop(node, {})
+            n_out = len(node.output_metas)
+            douts = [slot.get(i) for i in range(n_out)]
+            if node.pre_hooks:
+                for idx, hooks in node.pre_hooks.items():
+                    if douts[idx] is not None:
+                        douts[idx] = _run_hooks(hooks, douts[idx])
+            if capture is not None:
+                for idx in range(n_out):
+                    hit = capture[0].get((node, idx))
+                    if hit is not None:
+                        for i in hit:
+                            capture[1][i] = douts[idx]
+            if all(d is None for d in douts):
+                grads = (None,) * len(node.next_edges)
+            else:
+                grads = node.apply(douts)
+            for edge, g, meta in zip(node.next_edges, grads, node.input_metas):
+                if edge is None:
+                    continue
+                target, idx = edge
+                if g is not None:
+                    if tuple(g._shape) != tuple(meta[0]):
+                        raise RuntimeError(
+                            f"{node.name()}: gradient rule produced shape {tuple(g._shape)} "
+                            f"for an input of shape {tuple(meta[0])}")
+                    if g.dtype is not meta[1]:
+                        g = g.to(meta[1])
+                if isinstance(target, Node):
+                    if g is not None:
+                        add_to(buffers, target, idx, g)
+                    deps[target] -= 1
+                    if deps[target] == 0:
+                        ready.append(target)
+                elif g is not None:
+                    add_to(leaf_grads, id(target), 0, g)
+                    leaves[id(target)] = target
+        stored = set()  # one gradient tensor object must not become two leaves' .grad
+        for key, slot in leaf_grads.items():
+            leaf = leaves[key]
+            g = slot[0]
+            if leaf._hooks:
+                g = _run_hooks(leaf._hooks, g)
+            if capture is not None:
+                hit = capture[0].get((leaf, -1))
+                if hit is not None:
+                    for i in hit:
+                        capture[1][i] = g
+            if accumulate_only is not None and key not in accumulate_only:
+                continue
+            if not create_graph:
+                g = g.detach()
+            if leaf._grad is None:
+                # a .grad must own writable memory: optimizers and clipping update it in place
+                if id(g) in stored or (not create_graph and _is_readonly_view(g)):
+                    g = F.clone(g) if create_graph else g.clone()
+                stored.add(id(g))
+                leaf._grad = g
+            else:
+                leaf._grad = F.add(leaf._grad, g)
+                if not create_graph:
+                    leaf._grad = leaf._grad.detach()
+    if not retain_graph:
+        for node in processed:
+            node.release()

@@ -1,0 +1,163 @@
+"""Dispatch: every functional op call comes through ``apply`` and goes to one interpreter.
+
+* eager-local (default): infer output metas, run the op's kernel, record autograd;
+* lazy (pushed by ``nn.Graph`` while it traces ``build``): add the op to the Job;
+* global tensors get their own interpreter with the distributed work.
+
+The interpreter is chosen per call, so the same functional code (user code, gradient rules,
+optimizer updates) runs in every mode.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from actorflow.autograd import grad_mode
+from actorflow.autograd.engine import Node
+from actorflow.dispatch import scope
+from actorflow.ops.registry import Meta, Op, OpError
+from actorflow.random import default_generator
+from actorflow.tensor import EagerBlob, Tensor
+
+# interpreters pushed over the eager one (a Graph's tracer); the top one gets every call
+_interpreters: list = []
+
+
+def push_interpreter(interp) -> None:
+    _interpreters.append(interp)
+
+
+def pop_interpreter(interp) -> None:
+    if not _interpreters or _interpreters[-1] is not interp:
+        raise RuntimeError("pop_interpreter: interpreter stack corrupted")
+    _interpreters.pop()
+
+
+def current_interpreter():
+    return _interpreters[-1] if _interpreters else None
+
+
+def infer(op: Op, inputs: list, attrs: dict) -> list:
+    """Run the op's shape/dtype inference, turning failures into errors that name the op,
+    the module path and the input shapes."""
+    try:
+        metas = op.infer_fn(inputs, attrs)
+    except OpError as e:
+        raise OpError(_where(str(e), op, inputs)) from None
+    except (ValueError, TypeError, IndexError) as e:
+        raise OpError(_where(f"{op.name}: {e}", op, inputs)) from None
+    return metas
+
+
+def _where(msg: str, op: Op, inputs: list) -> str:
+    path = scope.current_path()
+    if path:
+        msg += f" [in module {path}]"
+    if "shapes:" not in msg and inputs:
+        msg += " (input shapes: " + ", ".join(
+            str(tuple(t._shape)) if isinstance(t, Tensor) else repr(t) for t in inputs) + ")"
+    return msg
+
+
+def run_kernel(op: Op, arrays: list, outs: list, attrs: dict, inputs=None) -> None:
+    """Call the op's CPU kernel; an exception comes back naming the op and module."""
+    try:
+        op.kernel_cpu(arrays, outs, attrs)
+    except Exception as e:  # re-raised with the op's name; the original is chained
+        shapes = ", ".join(str(a.shape) for a in arrays)
+        path = scope.current_path()
+        where = f" [in module {path}]" if path else ""
+        raise RuntimeError(f"{op.name}: kernel failed{where} (input shapes: {shapes}): "
+                           f"{type(e).__name__}: {e}") from e
+
+
+def apply(op: Op, inputs: list, attrs: dict, out: list | None = None) -> list:
+    """Run ``op`` on tensors ``inputs`` with ``attrs``; returns the output tensors.
+
+    ``out`` (in-place ops) names existing tensors to write the outputs into.
+    """
+    if _interpreters:
+        return _interpreters[-1].apply(op, inputs, attrs, out)
+    metas = infer(op, inputs, attrs)
+    if op.random and attrs.get("seed") is None:
+        attrs = dict(attrs, seed=default_generator.next_seed())
+    arrays = [t._array() for t in inputs]
+    record = grad_mode._state.enabled and op.grad_fn is not None \
+        and any(t.requires_grad for t in inputs)
+    if out is not None:
+        return _apply_inplace(op, inputs, attrs, out, metas, arrays, record)
+    if op.view_fn is not None:
+        base = inputs[0]
+        results = []
+        for a, m in zip(op.view_fn(arrays, attrs), metas):
+            t = Tensor._wrap(a, m[1], base._vc)
+            t._base = base if base._base is None else base._base
+            results.append(t)
+    else:
+        outs = [np.empty(m[0], m[1].np) for m in metas]
+        run_kernel(op, arrays, outs, attrs)
+        for i in op.mutates:  # inputs written in place (optimizer state): a new version
+            if i < len(inputs):
+                inputs[i]._vc[0] += 1
+        results = [Tensor._wrap(o, m[1]) for o, m in zip(outs, metas)]
+    if record:
+        _record(op, inputs, results, attrs)
+    return results
+
+
+def _record(op: Op, inputs: list, results: list, attrs: dict) -> None:
+    node = Node(op, attrs, inputs, results, scope.current_path())
+    for i, r in enumerate(results):
+        if r.dtype.is_floating_point:
+            r.requires_grad = True
+            r.grad_fn = node
+            r._out_idx = i
+
+
+def _apply_inplace(op, inputs, attrs, out, metas, arrays, record):
+    for t, m in zip(out, metas):
+        if tuple(m[0]) != tuple(t._shape):
+            raise OpError(_where(f"{op.name}_: output of shape {tuple(m[0])} can't be written in "
+                                 f"place into a tensor of shape {tuple(t._shape)}", op, inputs))
+        if m[1] is not t.dtype and m[1]._category > t.dtype._category:
+            raise OpError(_where(f"{op.name}_: result type {m[1]} can't be cast to the "
+                                 f"in-place output's dtype {t.dtype}", op, inputs))
+    if record:
+        for t in out:
+            if t.grad_fn is None and t.requires_grad:
+                raise RuntimeError(f"{op.name}_: a leaf tensor that requires grad is being used "
+                                   f"in an in-place operation (use it under no_grad(), or "
+                                   f"clone it first)")
+        # inputs that are also outputs keep their pre-op autograd identity for backward
+        inputs = [_old_identity(t) if any(t is o for o in out) else t for t in inputs]
+    outs = [t._array() for t in out]
+    if all(m[1] is t.dtype for t, m in zip(out, metas)):
+        run_kernel(op, arrays, outs, attrs)
+    else:
+        tmp = [np.empty(m[0], m[1].np) for m in metas]
+        run_kernel(op, arrays, tmp, attrs)
+        for o, r in zip(outs, tmp):
+            o[...] = r
+    for t in out:
+        t._vc[0] += 1
+    if record:
+        _record(op, inputs, out, attrs)
+    return list(out)
+
+
+def _old_identity(t: Tensor) -> Tensor:
+    # the pre-op values, copied: the kernel overwrites t and gradient rules (mul_, pow_,
+    # sin_, ...) read the old values
+    a = Tensor._wrap(t._array().copy(), t.dtype)
+    a.requires_grad = t.requires_grad
+    a.grad_fn = t.grad_fn
+    a._out_idx = t._out_idx
+    return a
+
+
+def eager_tensor(array: np.ndarray, dtype) -> Tensor:
+    """Wrap a NumPy array the caller owns as an eager tensor."""
+    return Tensor._wrap(array, dtype)
+
+
+__all__ = ["apply", "infer", "run_kernel", "push_interpreter", "pop_interpreter",
+           "current_interpreter", "Meta", "EagerBlob", "eager_tensor"]

@@ -1,0 +1,1 @@
+"""Value types: dtypes, devices (and later placement and SBP)."""

@@ -1,0 +1,154 @@
+"""Data types: the dtype objects users see, their NumPy storage types and type promotion."""
+from __future__ import annotations
+
+import numpy as np
+import ml_dtypes
+
+
+class dtype:
+    """A tensor element type (``actorflow.float32`` and friends)."""
+
+    __slots__ = ("name", "np", "is_floating_point", "is_signed", "itemsize", "_category")
+
+    def __init__(self, name: str, np_type, category: int):
+        self.name = name
+        self.np = np.dtype(np_type)
+        self.is_floating_point = category == 2
+        self.is_signed = category == 2 or (category == 1 and self.np.kind == "i")
+        self.itemsize = self.np.itemsize
+        self._category = category  # 0 bool, 1 integer, 2 floating
+
+    def __repr__(self) -> str:
+        return f"actorflow.{self.name}"
+
+    def __reduce__(self):
+        return (_by_name, (self.name,))
+
+
+bool_ = dtype("bool", np.bool_, 0)
+uint8 = dtype("uint8", np.uint8, 1)
+int8 = dtype("int8", np.int8, 1)
+int16 = dtype("int16", np.int16, 1)
+int32 = dtype("int32", np.int32, 1)
+int64 = dtype("int64", np.int64, 1)
+float16 = dtype("float16", np.float16, 2)
+bfloat16 = dtype("bfloat16", ml_dtypes.bfloat16, 2)
+float32 = dtype("float32", np.float32, 2)
+float64 = dtype("float64", np.float64, 2)
+
+ALL = (bool_, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64)
+_NAMES = {d.name: d for d in ALL}
+_NAMES.update({"bool": bool_, "half": float16, "float": float32, "double": float64,
+               "long": int64, "int": int32, "char": int8})
+_FROM_NP = {d.np: d for d in ALL}
+
+
+def _by_name(name: str) -> dtype:
+    return _NAMES[name]
+
+
+_default_float = float32
+
+
+def get_default_dtype() -> dtype:
+    """The floating dtype used for Python floats and for creation ops without ``dtype=``."""
+    return _default_float
+
+
+def set_default_dtype(d: dtype) -> None:
+    """Set the default floating dtype (float16, bfloat16, float32 or float64)."""
+    global _default_float
+    d = as_dtype(d)
+    if not d.is_floating_point:
+        raise TypeError(f"set_default_dtype: only floating dtypes are allowed, got {d}")
+    _default_float = d
+
+
+def as_dtype(x) -> dtype:
+    """Convert a dtype, a NumPy dtype, a Python type or a name to an actorflow dtype."""
+    if isinstance(x, dtype):
+        return x
+    if x is float:
+        return _default_float
+    if x is int:
+        return int64
+    if x is bool:
+        return bool_
+    if isinstance(x, str) and x in _NAMES:
+        return _NAMES[x]
+    try:
+        nd = np.dtype(x)
+    except TypeError:
+        raise TypeError(f"cannot interpret {x!r} as an actorflow dtype") from None
+    if nd in _FROM_NP:
+        return _FROM_NP[nd]
+    if nd == np.uint16 or nd == np.uint32 or nd == np.uint64:
+        return int64
+    raise TypeError(f"unsupported dtype {nd}")
+
+
+def from_numpy_dtype(nd: np.dtype) -> dtype:
+    """The actorflow dtype stored as NumPy dtype ``nd`` (raises for unsupported ones)."""
+    d = _FROM_NP.get(nd)
+    if d is None:
+        return as_dtype(nd)
+    return d
+
+
+# ---- promotion -------------------------------------------------------------------------------
+
+_ORDER_INT = {uint8: 0, int8: 1, int16: 2, int32: 3, int64: 4}
+
+
+def _promote_pair(a: dtype, b: dtype) -> dtype:
+    if a is b:
+        return a
+    if a._category != b._category:
+        return a if a._category > b._category else b
+    if a._category == 1:
+        if {a, b} == {uint8, int8}:
+            return int16
+        return a if _ORDER_INT[a] > _ORDER_INT[b] else b
+    if a._category == 2:
+        if {a, b} == {float16, bfloat16}:
+            return float32
+        return a if a.itemsize > b.itemsize else b
+    return a
+
+
+def promote_types(a: dtype, b: dtype) -> dtype:
+    """PyTorch's promotion of two dtypes (both from dimensioned tensors)."""
+    return _promote_pair(as_dtype(a), as_dtype(b))
+
+
+def result_type(tensor_dtypes, zero_dim_dtypes=(), scalars=()) -> dtype:
+    """Result dtype following PyTorch: dimensioned tensors decide first; zero-dim tensors and
+    Python scalars only raise the *category* (bool < integer < floating)."""
+    res = None
+    for d in tensor_dtypes:
+        res = d if res is None else _promote_pair(res, d)
+    zres = None
+    for d in zero_dim_dtypes:
+        zres = d if zres is None else _promote_pair(zres, d)
+    if res is None:
+        res = zres
+    elif zres is not None and zres._category > res._category:
+        res = zres
+    for s in scalars:
+        sd = scalar_dtype(s)
+        if res is None:
+            res = sd
+        elif sd._category > res._category:
+            res = sd
+    return res
+
+
+def scalar_dtype(s) -> dtype:
+    """The dtype a Python scalar takes on its own."""
+    if isinstance(s, (bool, np.bool_)):
+        return bool_
+    if isinstance(s, (int, np.integer)):
+        return int64
+    if isinstance(s, (float, np.floating)):
+        return _default_float
+    raise TypeError(f"expected a Python number, got {type(s).__name__}")

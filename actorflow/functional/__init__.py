@@ -1,0 +1,20 @@
+"""The functional API: one Python function per op family member, plus Tensor methods.
+
+Every function here ends in ``dispatch.apply`` on a registered op, so the same code runs
+eagerly, inside a Graph trace, and inside gradient rules.
+"""
+from actorflow.functional._base import as_tensor_like, call, scalar_value  # noqa: F401
+from actorflow.functional.creation import *  # noqa: F401,F403
+from actorflow.functional.elementwise import *  # noqa: F401,F403
+from actorflow.functional.activation import *  # noqa: F401,F403
+from actorflow.functional.reduce import *  # noqa: F401,F403
+from actorflow.functional.shape import *  # noqa: F401,F403
+from actorflow.functional.reduce_extrema import *  # noqa: F401,F403
+from actorflow.functional.rearrange import *  # noqa: F401,F403
+from actorflow.functional.index import *  # noqa: F401,F403
+from actorflow.functional.linalg import *  # noqa: F401,F403
+from actorflow.functional.nn_ops import *  # noqa: F401,F403
+from actorflow.functional.conv import *  # noqa: F401,F403
+from actorflow.functional.pool import *  # noqa: F401,F403
+from actorflow.functional.normalization import *  # noqa: F401,F403
+from actorflow.functional.loss import *  # noqa: F401,F403

@@ -1,0 +1,48 @@
+"""Helpers the functional modules share: calling ops, and turning Python values into tensors."""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from actorflow.framework import dtype as dt
+from actorflow.dispatch import apply
+from actorflow.ops.registry import get
+from actorflow.tensor import Tensor
+
+
+def call(op_name: str, *inputs, **attrs):
+    """Run a registered op; returns one tensor, or a tuple when the op has several outputs."""
+    outs = apply(get(op_name), list(inputs), attrs)
+    return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def call1(op, inputs: list, attrs: dict) -> Tensor:
+    """Fast path for a single-output op given as an ``Op`` record."""
+    return apply(op, inputs, attrs)[0]
+
+
+def is_scalar(x) -> bool:
+    return isinstance(x, (numbers.Number, np.bool_, np.number)) and not isinstance(x, Tensor)
+
+
+def as_tensor_like(x, like: Tensor | None = None) -> Tensor:
+    """A tensor for ``x``: tensors pass through, arrays and Python data are wrapped."""
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, np.ndarray):
+        return Tensor._wrap(x, dt.from_numpy_dtype(x.dtype))
+    if is_scalar(x):
+        d = dt.scalar_dtype(x)
+        if like is not None and d._category <= like.dtype._category:
+            d = like.dtype
+        return Tensor._wrap(np.array(x, dtype=d.np), d)
+    from actorflow.functional.creation import tensor
+    return tensor(x)
+
+
+def scalar_value(x):
+    """A Python number from a number or a one-element tensor."""
+    if isinstance(x, Tensor):
+        return x.item()
+    return x

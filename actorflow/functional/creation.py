@@ -1,0 +1,258 @@
+"""Tensor creation: from data (tensor, as_tensor, from_numpy) and from attrs (zeros, arange,
+randn, ...). Creation from attrs goes through registered ops, so a Graph can trace it."""
+from __future__ import annotations
+
+import numpy as np
+
+from actorflow.framework import dtype as dt
+from actorflow.framework.device import as_device
+from actorflow.dispatch import apply
+from actorflow.ops import registry
+from actorflow.tensor import Size, Tensor
+
+_constant = registry.get("constant")
+
+
+def _shape(size) -> tuple:
+    if len(size) == 1 and isinstance(size[0], (tuple, list, Size)):
+        size = size[0]
+    return tuple(int(s) for s in size)
+
+
+def _finish(t: Tensor, requires_grad: bool) -> Tensor:
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _infer_data_dtype(data) -> dt.dtype:
+    if isinstance(data, (np.ndarray, np.generic)):  # NumPy arrays and scalars keep their dtype
+        return dt.from_numpy_dtype(data.dtype)
+    arr = np.asarray(data)
+    if arr.dtype.kind == "f":
+        return dt.get_default_dtype()
+    if arr.dtype.kind == "b":
+        return dt.bool_
+    if arr.dtype.kind in "iu":
+        return dt.int64
+    raise TypeError(f"tensor: can't build a tensor from {type(data).__name__} data "
+                    f"(elements of NumPy type {arr.dtype})")
+
+
+def _nested_tensors_to_array(data):
+    if isinstance(data, Tensor):
+        return data._array()
+    if isinstance(data, (list, tuple)):
+        return [_nested_tensors_to_array(d) for d in data]
+    return data
+
+
+def tensor(data, dtype=None, device=None, requires_grad: bool = False,
+           pin_memory: bool = False) -> Tensor:
+    """A new tensor holding a copy of ``data`` (nested lists, numbers, arrays or tensors)."""
+    as_device(device)
+    if isinstance(data, Tensor):
+        src = data._array()
+        d = dt.as_dtype(dtype) if dtype is not None else data.dtype
+    else:
+        if isinstance(data, (list, tuple)):
+            data = _nested_tensors_to_array(data)
+        d = dt.as_dtype(dtype) if dtype is not None else _infer_data_dtype(data)
+        src = data
+    arr = np.array(src, dtype=d.np, copy=True)
+    return _finish(Tensor._wrap(arr, d), requires_grad)
+
+
+def as_tensor(data, dtype=None, device=None) -> Tensor:
+    """Like ``tensor`` but shares memory with a NumPy array (or tensor) when no cast is needed."""
+    as_device(device)
+    if isinstance(data, Tensor):
+        return data if dtype is None else data.to(dtype)
+    if isinstance(data, np.ndarray) and (dtype is None or dt.as_dtype(dtype).np == data.dtype):
+        return Tensor._wrap(data, dt.from_numpy_dtype(data.dtype))
+    return tensor(data, dtype=dtype)
+
+
+def from_numpy(array: np.ndarray) -> Tensor:
+    """A tensor sharing memory with ``array``."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"from_numpy: expected a numpy.ndarray, got {type(array).__name__}")
+    return Tensor._wrap(array, dt.from_numpy_dtype(array.dtype))
+
+
+def full(size, fill_value, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """A tensor of shape ``size`` filled with ``fill_value``."""
+    as_device(device)
+    if isinstance(fill_value, Tensor):
+        fill_value = fill_value.item()
+    d = dt.as_dtype(dtype) if dtype is not None else dt.scalar_dtype(fill_value)
+    t = apply(_constant, [], {"shape": tuple(int(s) for s in size), "dtype": d,
+                              "value": fill_value})[0]
+    return _finish(t, requires_grad)
+
+
+def zeros(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
+    return full(_shape(size), 0, dtype=d, device=device, requires_grad=requires_grad)
+
+
+def ones(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
+    return full(_shape(size), 1, dtype=d, device=device, requires_grad=requires_grad)
+
+
+def empty(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """An uninitialised tensor (its values are whatever the memory held)."""
+    as_device(device)
+    d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
+    return _finish(Tensor._wrap(np.empty(_shape(size), d.np), d), requires_grad)
+
+
+def _like(x: Tensor, dtype):
+    return tuple(x._shape), (dt.as_dtype(dtype) if dtype is not None else x.dtype)
+
+
+def zeros_like(x: Tensor, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    shape, d = _like(x, dtype)
+    return full(shape, 0, dtype=d, requires_grad=requires_grad)
+
+
+def ones_like(x: Tensor, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    shape, d = _like(x, dtype)
+    return full(shape, 1, dtype=d, requires_grad=requires_grad)
+
+
+def full_like(x: Tensor, fill_value, dtype=None, device=None,
+              requires_grad: bool = False) -> Tensor:
+    shape, d = _like(x, dtype)
+    return full(shape, fill_value, dtype=d, requires_grad=requires_grad)
+
+
+def empty_like(x: Tensor, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    shape, d = _like(x, dtype)
+    return empty(shape, dtype=d, requires_grad=requires_grad)
+
+
+def arange(start, end=None, step=1, dtype=None, device=None,
+           requires_grad: bool = False) -> Tensor:
+    """Values ``start, start+step, ...`` below ``end`` (``arange(n)`` counts from 0)."""
+    as_device(device)
+    if end is None:
+        start, end = 0, start
+    start, end, step = (v.item() if isinstance(v, Tensor) else v for v in (start, end, step))
+    if dtype is None:
+        d = dt.result_type([], (), (start, end, step))
+    else:
+        d = dt.as_dtype(dtype)
+    t = apply(registry.get("arange"), [], {"start": start, "end": end, "step": step,
+                                           "dtype": d})[0]
+    return _finish(t, requires_grad)
+
+
+def linspace(start, end, steps: int, dtype=None, device=None,
+             requires_grad: bool = False) -> Tensor:
+    as_device(device)
+    d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
+    t = apply(registry.get("linspace"), [], {"start": float(start), "end": float(end),
+                                             "steps": int(steps), "dtype": d})[0]
+    return _finish(t, requires_grad)
+
+
+def eye(n: int, m: int | None = None, dtype=None, device=None,
+        requires_grad: bool = False) -> Tensor:
+    as_device(device)
+    d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
+    t = apply(registry.get("eye"), [], {"n": int(n), "m": int(n if m is None else m),
+                                        "dtype": d})[0]
+    return _finish(t, requires_grad)
+
+
+def _random(op_name, size, dtype, requires_grad, generator=None, **attrs):
+    d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
+    if not d.is_floating_point:
+        raise TypeError(f"{op_name}: random values need a floating dtype, got {d}")
+    attrs.update(shape=_shape(size), dtype=d)
+    if generator is not None:
+        attrs["seed"] = generator.next_seed()
+    return _finish(apply(registry.get(op_name), [], attrs)[0], requires_grad)
+
+
+def rand(*size, dtype=None, device=None, generator=None, requires_grad: bool = False) -> Tensor:
+    """Uniform values in [0, 1)."""
+    as_device(device)
+    return _random("uniform", size, dtype, requires_grad, generator, low=0.0, high=1.0)
+
+
+def randn(*size, dtype=None, device=None, generator=None, requires_grad: bool = False) -> Tensor:
+    """Standard normal values."""
+    as_device(device)
+    return _random("normal", size, dtype, requires_grad, generator, mean=0.0, std=1.0)
+
+
+def normal(mean=0.0, std=1.0, size=None, *, dtype=None, device=None, generator=None,
+           requires_grad: bool = False) -> Tensor:
+    """Normal values with ``mean`` and ``std`` (numbers) and shape ``size``."""
+    as_device(device)
+    if isinstance(mean, Tensor) or isinstance(std, Tensor):
+        from actorflow.functional.elementwise import add, mul
+        shape = tuple((mean if isinstance(mean, Tensor) else std)._shape)
+        z = _random("normal", (shape,), dtype or (mean if isinstance(mean, Tensor) else std).dtype,
+                    False, generator, mean=0.0, std=1.0)
+        return add(mul(z, std), mean)
+    if size is None:
+        raise TypeError("normal: size is required when mean and std are numbers")
+    return _random("normal", (size,), dtype, requires_grad, generator, mean=float(mean),
+                   std=float(std))
+
+
+def randint(low, high=None, size=None, dtype=None, device=None, generator=None,
+            requires_grad: bool = False) -> Tensor:
+    """Random integers in [low, high): ``randint(high, size)`` or ``randint(low, high, size)``."""
+    as_device(device)
+    if size is None:
+        if isinstance(high, (tuple, list, Size)):
+            low, high, size = 0, low, high
+        else:
+            raise TypeError("randint: size is required")
+    d = dt.as_dtype(dtype) if dtype is not None else dt.int64
+    attrs = {"shape": tuple(size), "dtype": d, "low": int(low), "high": int(high)}
+    if generator is not None:
+        attrs["seed"] = generator.next_seed()
+    return apply(registry.get("randint"), [], attrs)[0]
+
+
+def randperm(n: int, dtype=None, device=None, generator=None) -> Tensor:
+    """A random permutation of ``0 .. n-1``."""
+    as_device(device)
+    attrs = {"n": int(n), "dtype": dt.as_dtype(dtype) if dtype is not None else dt.int64}
+    if generator is not None:
+        attrs["seed"] = generator.next_seed()
+    return apply(registry.get("randperm"), [], attrs)[0]
+
+
+def bernoulli(input: Tensor, p=None, generator=None) -> Tensor:
+    """0/1 draws: 1 with probability ``input`` (or ``p``, if given)."""
+    attrs = {"p": p}
+    if generator is not None:
+        attrs["seed"] = generator.next_seed()
+    return apply(registry.get("bernoulli"), [input], attrs)[0]
+
+
+def rand_like(x: Tensor, dtype=None, generator=None) -> Tensor:
+    return rand(tuple(x._shape), dtype=dtype or x.dtype, generator=generator)
+
+
+def randn_like(x: Tensor, dtype=None, generator=None) -> Tensor:
+    return randn(tuple(x._shape), dtype=dtype or x.dtype, generator=generator)
+
+
+def randint_like(x: Tensor, low, high=None, dtype=None, generator=None) -> Tensor:
+    if high is None:
+        low, high = 0, low
+    return randint(low, high, tuple(x._shape), dtype=dtype or x.dtype, generator=generator)
+
+
+__all__ = ["tensor", "as_tensor", "from_numpy", "full", "zeros", "ones", "empty", "zeros_like",
+           "ones_like", "full_like", "empty_like", "arange", "linspace", "eye", "rand", "randn",
+           "normal", "randint", "randperm", "bernoulli", "rand_like", "randn_like",
+           "randint_like"]

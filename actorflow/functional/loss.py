@@ -1,0 +1,138 @@
+"""Loss functions (``flow.cross_entropy``, ``flow.mse_loss``, ...) with torch.nn.functional's
+names, signatures and semantics. Each is one fused op (see ``actorflow/ops/loss.py`` and
+``actorflow/ops/loss_pointwise.py``); ``loss_backward`` is what their gradient rules call.
+
+``size_average`` and ``reduce`` are PyTorch's deprecated spellings of ``reduction``.
+"""
+from __future__ import annotations
+
+from actorflow.dispatch import apply
+from actorflow.ops import registry
+from actorflow.tensor import Tensor
+
+_cross_entropy = registry.get("cross_entropy")
+_nll_loss = registry.get("nll_loss")
+_mse = registry.get("mse_loss")
+_l1 = registry.get("l1_loss")
+_smooth_l1 = registry.get("smooth_l1_loss")
+_huber = registry.get("huber_loss")
+_kl_div = registry.get("kl_div")
+_bce = registry.get("binary_cross_entropy")
+_bce_logits = registry.get("binary_cross_entropy_with_logits")
+_BACKWARD = {op.name: registry.get(op.name + "_backward") for op in (
+    _cross_entropy, _nll_loss, _mse, _l1, _smooth_l1, _huber, _kl_div, _bce, _bce_logits)}
+
+
+def loss_backward(name: str, inputs: list, attrs: dict) -> list:
+    """Run ``<name>_backward``: the gradients a loss op's rule asks for (see ``ops/loss.py``)."""
+    return apply(_BACKWARD[name], inputs, attrs)
+
+
+def _reduction(size_average, reduce, reduction: str) -> str:
+    if size_average is None and reduce is None:
+        return reduction
+    if reduce is False:
+        return "none"
+    return "sum" if size_average is False else "mean"
+
+
+def _tensors(name: str, **named) -> None:
+    for label, t in named.items():
+        if t is not None and not isinstance(t, Tensor):
+            raise TypeError(f"{name}: {label} must be a Tensor, got {type(t).__name__}")
+
+
+def _pointwise(op, name: str, input: Tensor, target: Tensor, reduction: str, weight=None,
+               pos_weight=None, **attrs) -> Tensor:
+    _tensors(name, input=input, target=target, weight=weight, pos_weight=pos_weight)
+    inputs = [input, target]
+    if weight is not None:
+        inputs.append(weight)
+    if pos_weight is not None:
+        inputs.append(pos_weight)
+    attrs.update(reduction=reduction, has_weight=weight is not None,
+                 has_pos_weight=pos_weight is not None)
+    return apply(op, inputs, attrs)[0]
+
+
+def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
+                  size_average=None, ignore_index: int = -100, reduce=None,
+                  reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
+    """Cross entropy of ``softmax(input, dim=1)`` against class indices ``(N, d1, ...)`` or
+    class probabilities (the input's shape); ``weight`` has one value per class, positions whose
+    target is ``ignore_index`` are left out, and 'mean' divides by the summed target weights."""
+    _tensors("cross_entropy", input=input, target=target, weight=weight)
+    inputs = [input, target] if weight is None else [input, target, weight]
+    return apply(_cross_entropy, inputs, {
+        "ignore_index": int(ignore_index), "label_smoothing": float(label_smoothing),
+        "reduction": _reduction(size_average, reduce, reduction)})[0]
+
+
+def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
+             ignore_index: int = -100, reduce=None, reduction: str = "mean") -> Tensor:
+    """Negative log likelihood: ``-input[n, target[n]]`` for log-probabilities ``input``
+    of shape ``(N, C, d1, ...)``, weighted and reduced as in ``cross_entropy``."""
+    _tensors("nll_loss", input=input, target=target, weight=weight)
+    inputs = [input, target] if weight is None else [input, target, weight]
+    return apply(_nll_loss, inputs, {
+        "ignore_index": int(ignore_index),
+        "reduction": _reduction(size_average, reduce, reduction)})[0]
+
+
+def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
+             reduction: str = "mean", weight: Tensor | None = None) -> Tensor:
+    """Squared error; with ``weight``, 'mean' divides by the sum of the weights."""
+    return _pointwise(_mse, "mse_loss", input, target, _reduction(size_average, reduce,
+                      reduction), weight, weight_norm=True)
+
+
+def l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
+            reduction: str = "mean", weight: Tensor | None = None) -> Tensor:
+    """Absolute error; with ``weight``, 'mean' divides by the sum of the weights."""
+    return _pointwise(_l1, "l1_loss", input, target, _reduction(size_average, reduce,
+                      reduction), weight, weight_norm=True)
+
+
+def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
+                   reduction: str = "mean", beta: float = 1.0) -> Tensor:
+    """Squared error below ``beta`` (scaled by 1/beta), absolute error above it."""
+    return _pointwise(_smooth_l1, "smooth_l1_loss", input, target,
+                      _reduction(size_average, reduce, reduction), beta=float(beta))
+
+
+def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,
+               weight: Tensor | None = None) -> Tensor:
+    """Squared error below ``delta``, ``delta``-scaled absolute error above it."""
+    return _pointwise(_huber, "huber_loss", input, target, reduction, weight,
+                      delta=float(delta))
+
+
+def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None,
+           reduction: str = "mean", log_target: bool = False) -> Tensor:
+    """KL divergence of log-probabilities ``input`` from ``target`` (log-probabilities too when
+    ``log_target``); 'batchmean' divides the sum by the batch size."""
+    return _pointwise(_kl_div, "kl_div", input, target,
+                      _reduction(size_average, reduce, reduction), log_target=bool(log_target))
+
+
+def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
+                         size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
+    """Binary cross entropy of probabilities ``input`` (logs clamped at -100); ``weight``
+    broadcasts to the input and scales each element."""
+    return _pointwise(_bce, "binary_cross_entropy", input, target,
+                      _reduction(size_average, reduce, reduction), weight)
+
+
+def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,
+                                     weight: Tensor | None = None, size_average=None,
+                                     reduce=None, reduction: str = "mean",
+                                     pos_weight: Tensor | None = None) -> Tensor:
+    """Binary cross entropy of ``sigmoid(input)``, computed stably from the logits;
+    ``pos_weight`` (broadcast over the input) scales the positive-target terms."""
+    return _pointwise(_bce_logits, "binary_cross_entropy_with_logits", input, target,
+                      _reduction(size_average, reduce, reduction), weight, pos_weight)
+
+
+__all__ = ["cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
+           "kl_div", "binary_cross_entropy", "binary_cross_entropy_with_logits",
+           "loss_backward"]

@@ -1,0 +1,206 @@
+"""Neural-network functional API with ``torch.nn.functional`` signatures: linear, bmm,
+softmax, log_softmax, dropout, embedding, scaled_dot_product_attention (+ Tensor.softmax,
+Tensor.log_softmax, Tensor.bmm). Convolution, pooling and normalisation live in ``conv``,
+``pool`` and ``normalization``."""
+from __future__ import annotations
+
+import math
+import warnings
+
+from actorflow.autograd import grad_mode
+from actorflow.dispatch import apply
+from actorflow.framework import dtype as dt
+from actorflow.functional.elementwise import cast
+from actorflow.ops import registry
+from actorflow.tensor import Tensor, register_tensor_methods
+
+_LINEAR = registry.get("linear")
+_MATMUL = registry.get("matmul")
+_SOFTMAX = registry.get("softmax")
+_LOG_SOFTMAX = registry.get("log_softmax")
+_SOFTMAX_GRAD = registry.get("softmax_grad")
+_LOG_SOFTMAX_GRAD = registry.get("log_softmax_grad")
+_DROPOUT = registry.get("dropout")
+_DROPOUT_GRAD = registry.get("dropout_grad")
+_EMBEDDING = registry.get("embedding")
+_EMBEDDING_GRAD = registry.get("embedding_grad")
+_EMBEDDING_RENORM = registry.get("embedding_renorm")
+_NO_ATTRS: dict = {}
+
+
+def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``input @ weight.T + bias`` with ``weight`` of shape (out_features, in_features)."""
+    ins = [input, weight] if bias is None else [input, weight, bias]
+    return apply(_LINEAR, ins, _NO_ATTRS)[0]
+
+
+def bmm(input: Tensor, mat2: Tensor) -> Tensor:
+    """Batched matrix product of (b, n, m) and (b, m, p) tensors (no broadcasting)."""
+    a, b = input._shape, mat2._shape
+    if len(a) != 3 or len(b) != 3:
+        raise ValueError(f"bmm: both arguments must be 3-d, got shapes {tuple(a)} and "
+                         f"{tuple(b)}")
+    if a[0] != b[0] or a[2] != b[1]:
+        raise ValueError(f"bmm: shapes {tuple(a)} and {tuple(b)} don't fit (batch sizes must "
+                         f"match and input.shape[2] must equal mat2.shape[1])")
+    return apply(_MATMUL, [input, mat2], {"transpose_a": False, "transpose_b": False})[0]
+
+
+def _softmax_dim(name: str, x: Tensor, dim) -> int:
+    if dim is None:
+        warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the "
+                      f"call to include dim=X as an argument.", UserWarning, stacklevel=3)
+        return 0 if len(x._shape) in (0, 1, 3) else 1
+    return int(dim)
+
+
+def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3,
+            dtype=None) -> Tensor:
+    """``exp(x) / sum(exp(x))`` along ``dim`` (computed stably); ``dtype`` casts first."""
+    if dtype is not None:
+        input = cast(input, dt.as_dtype(dtype))
+    dim = _softmax_dim("softmax", input, dim)
+    return apply(_SOFTMAX, [input], {"dim": dim, "safe": False})[0]
+
+
+def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3,
+                dtype=None) -> Tensor:
+    """``x - logsumexp(x)`` along ``dim`` (computed stably); ``dtype`` casts first."""
+    if dtype is not None:
+        input = cast(input, dt.as_dtype(dtype))
+    dim = _softmax_dim("log_softmax", input, dim)
+    return apply(_LOG_SOFTMAX, [input], {"dim": dim})[0]
+
+
+def softmax_grad(dout: Tensor, y: Tensor, dim: int) -> Tensor:
+    """Gradient of softmax along ``dim`` given its output ``y``."""
+    return apply(_SOFTMAX_GRAD, [dout, y], {"dim": int(dim)})[0]
+
+
+def log_softmax_grad(dout: Tensor, y: Tensor, dim: int) -> Tensor:
+    """Gradient of log_softmax along ``dim`` given its output ``y``."""
+    return apply(_LOG_SOFTMAX_GRAD, [dout, y], {"dim": int(dim)})[0]
+
+
+def dropout(input: Tensor, p: float = 0.5, training: bool = True,
+            inplace: bool = False) -> Tensor:
+    """Zero elements with probability ``p`` and scale the rest by ``1/(1-p)`` (training only).
+
+    The mask comes from the global generator (``flow.manual_seed`` makes it reproducible)."""
+    p = float(p)
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout: probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0:
+        return input
+    if inplace:
+        from actorflow.functional.creation import empty
+        mask = empty(tuple(input._shape), dtype=dt.bool_)
+        return apply(_DROPOUT, [input], {"p": p}, out=[input, mask])[0]
+    return apply(_DROPOUT, [input], {"p": p})[0]
+
+
+def dropout_grad(dout: Tensor, mask: Tensor, scale: float) -> Tensor:
+    """``dout * mask * scale``: the gradient of dropout."""
+    return apply(_DROPOUT_GRAD, [dout, mask], {"scale": float(scale)})[0]
+
+
+def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
+              max_norm: float | None = None, norm_type: float = 2.0,
+              scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
+    """Rows of ``weight`` (num_embeddings, dim) at the integer ``input`` indices.
+
+    ``padding_idx``'s row gets no gradient; ``max_norm`` renormalises the used rows of
+    ``weight`` in place first. Gradients are always dense (``sparse`` is accepted for
+    compatibility)."""
+    n = weight._shape[0] if len(weight._shape) == 2 else 0
+    if padding_idx is not None:
+        padding_idx = int(padding_idx)
+        if not -n <= padding_idx < n:
+            raise ValueError(f"embedding: padding_idx {padding_idx} must be within "
+                             f"num_embeddings ({n})")
+        padding_idx %= n
+    if max_norm is not None:
+        with grad_mode.no_grad():
+            apply(_EMBEDDING_RENORM, [weight, input],
+                  {"max_norm": float(max_norm), "norm_type": float(norm_type)}, out=[weight])
+    return apply(_EMBEDDING, [input, weight], {"padding_idx": padding_idx,
+                                               "scale_grad_by_freq": bool(scale_grad_by_freq)})[0]
+
+
+def embedding_grad(dout: Tensor, indices: Tensor, num_weights: int, padding_idx: int | None,
+                   scale_grad_by_freq: bool = False) -> Tensor:
+    """Gradient of embedding with respect to its (num_weights, dim) weight."""
+    return apply(_EMBEDDING_GRAD, [dout, indices],
+                 {"num_weights": int(num_weights), "padding_idx": padding_idx,
+                  "scale_grad_by_freq": bool(scale_grad_by_freq)})[0]
+
+
+def _repeat_heads(t: Tensor, reps: int) -> Tensor:
+    """(..., H, S, E) -> (..., H * reps, S, E), each head repeated ``reps`` times in a row."""
+    from actorflow.functional.elementwise import expand
+    from actorflow.functional.shape import reshape
+    s = tuple(t._shape)
+    t = reshape(t, s[:-2] + (1,) + s[-2:])
+    t = expand(t, s[:-3] + (s[-3], reps) + s[-2:])
+    return reshape(t, s[:-3] + (s[-3] * reps,) + s[-2:])
+
+
+def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
+                                 attn_mask: Tensor | None = None, dropout_p: float = 0.0,
+                                 is_causal: bool = False, scale: float | None = None,
+                                 enable_gqa: bool = False) -> Tensor:
+    """``softmax(q @ k^T * scale + mask) @ v`` over (..., L, E) / (..., S, E) tensors.
+
+    ``attn_mask``: boolean (True = may attend) or float (added to the scores), broadcasting
+    to (..., L, S). ``is_causal`` masks keys after each query (top-left aligned). Rows with no
+    allowed key give zeros. ``dropout_p`` drops attention weights (always, like PyTorch)."""
+    import actorflow.functional as F
+    if is_causal and attn_mask is not None:
+        raise ValueError("scaled_dot_product_attention: pass either attn_mask or is_causal, "
+                         "not both")
+    qs, ks, vs = query._shape, key._shape, value._shape
+    if len(qs) < 2 or len(ks) < 2 or len(vs) < 2:
+        raise ValueError(f"scaled_dot_product_attention: query, key and value need at least 2 "
+                         f"dims, got {tuple(qs)}, {tuple(ks)}, {tuple(vs)}")
+    if qs[-1] != ks[-1] or ks[-2] != vs[-2]:
+        raise ValueError(f"scaled_dot_product_attention: shapes don't fit: query {tuple(qs)}, "
+                         f"key {tuple(ks)}, value {tuple(vs)} (need query/key embedding dims "
+                         f"and key/value lengths to match)")
+    if enable_gqa and len(qs) >= 3 and ks[-3] != qs[-3]:
+        if qs[-3] % ks[-3] or ks[-3] != vs[-3]:
+            raise ValueError(f"scaled_dot_product_attention: {qs[-3]} query heads can't share "
+                             f"{ks[-3]} key / {vs[-3]} value heads")
+        key = _repeat_heads(key, qs[-3] // ks[-3])
+        value = _repeat_heads(value, qs[-3] // vs[-3])
+    L, S = qs[-2], ks[-2]
+    scale = 1.0 / math.sqrt(qs[-1]) if scale is None else float(scale)
+    scores = F.mul(apply(_MATMUL, [query, key], {"transpose_a": False, "transpose_b": True})[0],
+                   scale)
+    if is_causal:
+        future = F.triu(F.ones(L, S, dtype=dt.bool_), 1)
+        scores = F.masked_fill(scores, future, -math.inf)
+    elif attn_mask is not None:
+        if attn_mask.dtype is dt.bool_:
+            scores = F.masked_fill(scores, F.logical_not(attn_mask), -math.inf)
+        else:
+            scores = F.add(scores, attn_mask)
+    attn = apply(_SOFTMAX, [scores], {"dim": -1, "safe": True})[0]
+    if dropout_p > 0.0:
+        attn = dropout(attn, dropout_p, training=True)
+    return apply(_MATMUL, [attn, value], {"transpose_a": False, "transpose_b": False})[0]
+
+
+def _tensor_softmax(self: Tensor, dim: int | None = None, dtype=None) -> Tensor:
+    return softmax(self, dim, dtype=dtype)
+
+
+def _tensor_log_softmax(self: Tensor, dim: int | None = None, dtype=None) -> Tensor:
+    return log_softmax(self, dim, dtype=dtype)
+
+
+register_tensor_methods({"softmax": _tensor_softmax, "log_softmax": _tensor_log_softmax,
+                         "bmm": bmm})
+
+__all__ = ["linear", "bmm", "softmax", "log_softmax", "softmax_grad", "log_softmax_grad",
+           "dropout", "dropout_grad", "embedding", "embedding_grad",
+           "scaled_dot_product_attention"]

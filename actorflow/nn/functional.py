@@ -1,0 +1,31 @@
+"""``actorflow.nn.functional``: the ``torch.nn.functional`` names.
+
+Each op is defined once in ``actorflow.functional`` and re-exported here; the few functions
+whose ``nn.functional`` signature differs from the tensor-level one (``relu`` takes
+``inplace``) are thin wrappers.
+"""
+from __future__ import annotations
+
+from actorflow.functional import (  # noqa: F401
+    adaptive_avg_pool2d, avg_pool2d, batch_norm, binary_cross_entropy,
+    binary_cross_entropy_with_logits, conv1d, conv2d, conv3d, cross_entropy, dropout, elu,
+    embedding, gelu, group_norm, kl_div, l1_loss, layer_norm, leaky_relu, linear, log_softmax,
+    max_pool1d, max_pool2d, mse_loss, nll_loss, pad, scaled_dot_product_attention, sigmoid, silu,
+    smooth_l1_loss, softmax, softplus, tanh,
+)
+from actorflow.functional import relu as _relu
+from actorflow.tensor import Tensor
+
+
+def relu(input: Tensor, inplace: bool = False) -> Tensor:
+    """``max(input, 0)``; with ``inplace`` the result is written into ``input``."""
+    return input.relu_() if inplace else _relu(input)
+
+
+__all__ = [
+    "relu", "gelu", "silu", "sigmoid", "tanh", "softmax", "log_softmax", "leaky_relu", "elu",
+    "softplus", "linear", "conv1d", "conv2d", "conv3d", "max_pool1d", "max_pool2d", "avg_pool2d",
+    "adaptive_avg_pool2d", "batch_norm", "layer_norm", "group_norm", "embedding", "dropout",
+    "scaled_dot_product_attention", "pad", "cross_entropy", "nll_loss", "mse_loss", "l1_loss",
+    "smooth_l1_loss", "kl_div", "binary_cross_entropy", "binary_cross_entropy_with_logits",
+]

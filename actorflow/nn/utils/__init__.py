@@ -1,0 +1,4 @@
+"""``actorflow.nn.utils``: helpers for training modules."""
+from actorflow.nn.utils.clip_grad import clip_grad_norm_, clip_grad_value_
+
+__all__ = ["clip_grad_norm_", "clip_grad_value_"]

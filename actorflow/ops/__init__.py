@@ -1,0 +1,6 @@
+"""Registered ops: each family module registers its ops on import (see ``registry``)."""
+from actorflow.ops.registry import Meta, Op, OpError, all_ops, fail, get, register  # noqa: F401
+from actorflow.ops import (  # noqa: F401  (importing registers the ops)
+    elementwise, activation, creation, shape, reduce, reduce_extrema, rearrange, index,
+    linalg, nn_ops, conv, pool, normalization, loss, optim_ops,
+)

@@ -1,0 +1,514 @@
+"""Unary math (abs, rounding, exp/log, trigonometry, erf, sigmoid, ...), clamp, and activation
+functions (gelu, silu, leaky_relu, elu/selu/celu, softplus, hardtanh, mish, ...).
+
+The unary ops are built with ``elementwise.unary``; integer inputs to floating functions give
+the default float dtype. Gradient rules are written with functional ops, so they also work when
+differentiated again. Non-differentiable results (sign, floor, ...) get zero gradients, as in
+PyTorch.
+"""
+from __future__ import annotations
+
+import math
+
+import ml_dtypes
+import numpy as np
+
+from actorflow.framework import dtype as dt
+from actorflow.ops._common import F, broadcast_shapes, promote
+from actorflow.ops.elementwise import _integral_only, _needs, _ufunc, bf16_safe, unary
+from actorflow.ops.registry import Meta, register
+
+_LN2 = math.log(2.0)
+_LN10 = math.log(10.0)
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_GELU_C = 0.044715
+SELU_ALPHA = 1.6732632423543772848170429916717
+SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def _quiet_ufunc(u):
+    """A kernel applying ufunc ``u`` without NumPy's warnings (nan/inf are valid results)."""
+    def kernel(x, out, attrs):
+        with np.errstate(all="ignore"):
+            u(x, out=out, dtype=out.dtype, casting="unsafe")
+    return kernel
+
+
+def _src(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``x`` in the dtype composite kernels compute in: the output's when it is float32/64,
+    else float32 (half precision and integer inputs)."""
+    wd = out.dtype if out.dtype in (np.float32, np.float64) else np.dtype(np.float32)
+    return x.astype(wd, copy=False)
+
+
+def _composite(fn):
+    """A kernel from ``fn(a, attrs) -> array`` computed in ``_src`` precision."""
+    def kernel(x, out, attrs):
+        with np.errstate(all="ignore"):
+            np.copyto(out, fn(_src(x, out), attrs), casting="unsafe")
+    return kernel
+
+
+_special: dict = {}
+
+
+def _special_fn(name: str):
+    """``scipy.special.<name>`` when SciPy is installed, else ``math.<name>`` per element
+    (both exact to double precision; SciPy is much faster)."""
+    fn = _special.get(name)
+    if fn is None:
+        try:
+            import scipy.special
+            fn = getattr(scipy.special, name)
+        except ImportError:  # pragma: no cover - SciPy is optional
+            fn = math_array_fn(name)
+        _special[name] = fn
+    return fn
+
+
+def math_array_fn(name: str):
+    """Apply ``math.<name>`` to every element of an array (the SciPy-free path)."""
+    ufunc = np.frompyfunc(getattr(math, name), 1, 1)
+    return lambda a: ufunc(a).astype(a.dtype)
+
+
+# Abramowitz & Stegun 7.1.26: erf(x) = 1 - poly(t) exp(-x^2), t = 1 / (1 + p x), |error| < 1.5e-7
+_AS_P = 0.3275911
+_AS_A = (1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592)
+
+
+def _erf_float32(a: np.ndarray, relative: bool = True) -> np.ndarray:
+    """erf in float32 with vectorised NumPy: A&S 7.1.26 (absolute error < 1.5e-7) and, when
+    ``relative`` accuracy is asked for, a Taylor series below |x| = 0.5 (where erf is small)."""
+    a = a.astype(np.float32, copy=False)
+    ax = np.abs(a)
+    t = 1.0 / (1.0 + np.float32(_AS_P) * ax)
+    poly = np.float32(_AS_A[0]) * t
+    for c in _AS_A[1:]:
+        poly += np.float32(c)
+        poly *= t
+    np.multiply(ax, ax, out=ax)
+    np.negative(ax, out=ax)
+    np.exp(ax, out=ax)
+    np.multiply(poly, ax, out=poly)
+    big = np.subtract(1.0, poly, out=poly)
+    np.copysign(big, a, out=big)
+    if not relative:
+        return big
+    x2 = a * a
+    # 2/sqrt(pi) * sum_k (-1)^k x^(2k+1) / (k! (2k+1)), k = 0..5
+    series = 1 - x2 * (1 / 3 - x2 * (1 / 10 - x2 * (1 / 42 - x2 * (1 / 216 - x2 / 1320))))
+    series *= a * np.float32(2 / math.sqrt(math.pi))
+    return np.where(np.abs(a) < 0.5, series, big)
+
+
+def erf_array(a: np.ndarray, relative: bool = True) -> np.ndarray:
+    """The error function of a float32/float64 array (float32 and narrower: a fast vectorised
+    approximation accurate to a few float32 ulps, or to 1.5e-7 absolute when ``relative`` is
+    False; float64: SciPy or ``math.erf``)."""
+    if a.dtype.itemsize <= 4:
+        return _erf_float32(a, relative)
+    return np.asarray(_special_fn("erf")(a), dtype=a.dtype)
+
+
+def erfc_array(a: np.ndarray) -> np.ndarray:
+    """The complementary error function ``1 - erf`` of a float32/float64 array (accurate for
+    large arguments)."""
+    return np.asarray(_special_fn("erfc")(a), dtype=a.dtype)
+
+
+def _sigmoid_array(a: np.ndarray) -> np.ndarray:
+    e = np.exp(-np.abs(a))  # never overflows
+    return np.where(a >= 0, 1.0, e) / (1.0 + e)
+
+
+def _zero_grad(ctx, g):
+    return F.zeros_like(g)
+
+
+def _x(ctx):
+    return ctx.inputs[0]
+
+
+def _y(ctx):
+    return ctx.outputs[0]
+
+
+
+abs_op = unary("abs", _ufunc(np.abs), float_only=False,
+            grad=lambda ctx, g: F.mul(g, F.sign(ctx.inputs[0])))
+sign = unary("sign", _ufunc(np.sign), float_only=False, grad=_zero_grad)
+square = unary("square", _ufunc(np.square), float_only=False,
+               grad=lambda ctx, g: F.mul(g, F.mul(ctx.inputs[0], 2)))
+floor = unary("floor", _ufunc(np.floor), float_only=False, grad=_zero_grad)
+ceil = unary("ceil", _ufunc(np.ceil), float_only=False, grad=_zero_grad)
+trunc = unary("trunc", _ufunc(np.trunc), float_only=False, grad=_zero_grad)
+round_op = unary("round", lambda x, out, attrs: np.round(x, attrs.get("decimals", 0), out=out),
+              float_only=False, grad=_zero_grad)
+isnan = unary("isnan", _ufunc(np.isnan), float_only=False, out_dtype=dt.bool_)
+isinf = unary("isinf", _ufunc(np.isinf), float_only=False, out_dtype=dt.bool_)
+isfinite = unary("isfinite", _ufunc(np.isfinite), float_only=False, out_dtype=dt.bool_)
+logical_not = unary("logical_not", _ufunc(np.logical_not), float_only=False, out_dtype=dt.bool_)
+bitwise_not = unary("bitwise_not", _ufunc(np.invert), float_only=False)
+_integral_only(bitwise_not)
+
+
+def _nan_to_num(x, out, attrs):
+    np.copyto(out, x)
+    if out.dtype.kind in "biu":
+        return
+    info = ml_dtypes.finfo(out.dtype)
+    pos, neg = attrs.get("posinf"), attrs.get("neginf")
+    np.copyto(out, np.asarray(attrs.get("nan", 0.0)), casting="unsafe", where=np.isnan(x))
+    np.copyto(out, np.asarray(info.max if pos is None else pos), casting="unsafe",
+              where=np.isposinf(x))
+    np.copyto(out, np.asarray(info.min if neg is None else neg), casting="unsafe",
+              where=np.isneginf(x))
+
+
+nan_to_num = unary("nan_to_num", _nan_to_num, float_only=False,
+                   grad=lambda ctx, g: F.where(F.isfinite(ctx.inputs[0]), g, 0.0))
+
+
+
+# ---- exponentials, logarithms, powers -----------------------------------------------------------
+
+exp2 = unary("exp2", _quiet_ufunc(np.exp2), grad_uses_outputs=True,
+             grad=lambda ctx, g: F.mul(g, F.mul(_y(ctx), _LN2)))
+expm1 = unary("expm1", _quiet_ufunc(np.expm1), grad_uses_outputs=True,
+              grad=lambda ctx, g: F.mul(g, F.add(_y(ctx), 1)))
+log = unary("log", _quiet_ufunc(np.log), grad=lambda ctx, g: F.div(g, _x(ctx)))
+log2 = unary("log2", _quiet_ufunc(np.log2),
+             grad=lambda ctx, g: F.div(g, F.mul(_x(ctx), _LN2)))
+log10 = unary("log10", _quiet_ufunc(np.log10),
+              grad=lambda ctx, g: F.div(g, F.mul(_x(ctx), _LN10)))
+log1p = unary("log1p", _quiet_ufunc(np.log1p), grad=lambda ctx, g: F.div(g, F.add(_x(ctx), 1)))
+sqrt = unary("sqrt", _quiet_ufunc(np.sqrt), grad_uses_outputs=True,
+             grad=lambda ctx, g: F.div(F.mul(g, 0.5), _y(ctx)))
+rsqrt = unary("rsqrt", _composite(lambda a, attrs: 1.0 / np.sqrt(a)), grad_uses_outputs=True,
+              grad=lambda ctx, g: F.mul(g, F.mul(F.pow(_y(ctx), 3), -0.5)))
+reciprocal = unary("reciprocal", _quiet_ufunc(np.reciprocal), grad_uses_outputs=True,
+                   grad=lambda ctx, g: F.neg(F.mul(g, F.square(_y(ctx)))))
+
+# ---- trigonometric and hyperbolic ---------------------------------------------------------------
+
+sin = unary("sin", _quiet_ufunc(np.sin), grad=lambda ctx, g: F.mul(g, F.cos(_x(ctx))))
+cos = unary("cos", _quiet_ufunc(np.cos), grad=lambda ctx, g: F.neg(F.mul(g, F.sin(_x(ctx)))))
+tan = unary("tan", _quiet_ufunc(np.tan), grad_uses_outputs=True,
+            grad=lambda ctx, g: F.mul(g, F.add(F.square(_y(ctx)), 1)))
+asin = unary("asin", _quiet_ufunc(np.arcsin),
+             grad=lambda ctx, g: F.mul(g, F.rsqrt(F.rsub(F.square(_x(ctx)), 1))))
+acos = unary("acos", _quiet_ufunc(np.arccos),
+             grad=lambda ctx, g: F.neg(F.mul(g, F.rsqrt(F.rsub(F.square(_x(ctx)), 1)))))
+atan = unary("atan", _quiet_ufunc(np.arctan),
+             grad=lambda ctx, g: F.div(g, F.add(F.square(_x(ctx)), 1)))
+sinh = unary("sinh", _quiet_ufunc(np.sinh), grad=lambda ctx, g: F.mul(g, F.cosh(_x(ctx))))
+cosh = unary("cosh", _quiet_ufunc(np.cosh), grad=lambda ctx, g: F.mul(g, F.sinh(_x(ctx))))
+tanh = unary("tanh", _quiet_ufunc(np.tanh), grad_uses_outputs=True,
+             grad=lambda ctx, g: F.mul(g, F.rsub(F.square(_y(ctx)), 1)))
+asinh = unary("asinh", _quiet_ufunc(np.arcsinh),
+              grad=lambda ctx, g: F.mul(g, F.rsqrt(F.add(F.square(_x(ctx)), 1))))
+acosh = unary("acosh", _quiet_ufunc(np.arccosh),
+              grad=lambda ctx, g: F.mul(g, F.rsqrt(F.sub(F.square(_x(ctx)), 1))))
+atanh = unary("atanh", _quiet_ufunc(np.arctanh),
+              grad=lambda ctx, g: F.div(g, F.rsub(F.square(_x(ctx)), 1)))
+
+# ---- erf, sigmoid -------------------------------------------------------------------------------
+
+
+def _gauss(x):
+    """exp(-x^2), the shape of erf's derivative."""
+    return F.exp(F.neg(F.square(x)))
+
+
+erf = unary("erf", _composite(lambda a, attrs: erf_array(a)),
+            grad=lambda ctx, g: F.mul(g, F.mul(_gauss(_x(ctx)), _TWO_OVER_SQRT_PI)))
+erfc = unary("erfc", _composite(lambda a, attrs: erfc_array(a)),
+             grad=lambda ctx, g: F.mul(g, F.mul(_gauss(_x(ctx)), -_TWO_OVER_SQRT_PI)))
+sigmoid = unary("sigmoid", _composite(lambda a, attrs: _sigmoid_array(a)), grad_uses_outputs=True,
+                grad=lambda ctx, g: F.mul(g, F.mul(_y(ctx), F.rsub(_y(ctx), 1))))
+
+# ---- clamp ------------------------------------------------------------------------------------
+
+clamp = register("clamp", doc="Clamp to [min, max]; either bound (a number) may be None.")
+
+
+@clamp.infer
+def _(inputs, attrs):
+    x = inputs[0]
+    bounds = [b for b in (attrs["min"], attrs["max"]) if b is not None]
+    if not bounds:
+        raise ValueError("at least one of min and max must be given")
+    return [Meta(x._shape, dt.result_type([x.dtype], (), bounds))]
+
+
+_safe_maximum, _safe_minimum = bf16_safe(np.maximum), bf16_safe(np.minimum)
+
+
+def clamp_into(out, x, lo, hi) -> None:
+    """``out = min(max(x, lo), hi)``; a bound may be None (used by clamp and hardtanh)."""
+    if lo is not None:
+        _safe_maximum(x, lo, out=out, dtype=out.dtype, casting="unsafe")
+    else:
+        np.copyto(out, x, casting="unsafe")
+    if hi is not None:
+        _safe_minimum(out, hi, out=out, dtype=out.dtype, casting="unsafe")
+
+
+@clamp.kernel("cpu")
+def _(ins, outs, attrs):
+    clamp_into(outs[0], ins[0], attrs["min"], attrs["max"])
+
+
+@clamp.grad
+def _(ctx, g):  # the gradient passes where min <= x <= max
+    x, lo, hi = ctx.inputs[0], ctx.attrs["min"], ctx.attrs["max"]
+    if lo is not None and hi is not None:
+        inside = F.logical_and(F.ge(x, lo), F.le(x, hi))
+    else:
+        inside = F.ge(x, lo) if lo is not None else F.le(x, hi)
+    return F.where(inside, g, 0.0)
+
+
+clamp_tensor = register("clamp_tensor", doc="Clamp to tensor bounds (broadcasting); inputs are "
+                                            "x, then min and/or max as attrs has_min/has_max say.")
+
+
+@clamp_tensor.infer
+def _(inputs, attrs):
+    if len(inputs) != 1 + bool(attrs["has_min"]) + bool(attrs["has_max"]) or len(inputs) < 2:
+        raise ValueError("expected x and at least one bound tensor")
+    shape = broadcast_shapes("clamp", *[t._shape for t in inputs])
+    return [Meta(shape, promote(inputs))]
+
+
+def _bounds(values: list, attrs: dict):
+    lo = values[1] if attrs["has_min"] else None
+    hi = values[-1] if attrs["has_max"] else None
+    return values[0], lo, hi
+
+
+@clamp_tensor.kernel("cpu")
+def _(ins, outs, attrs):
+    clamp_into(outs[0], *_bounds(ins, attrs))
+
+
+@clamp_tensor.grad
+def _(ctx, g):
+    x, lo, hi = _bounds(ctx.inputs, ctx.attrs)
+    metas = [m[0] for m in ctx.input_metas]
+    grads = [None] * len(metas)
+    if _needs(ctx, 0):
+        inside = None
+        if lo is not None:
+            inside = F.ge(x, lo)
+        if hi is not None:
+            inside = F.le(x, hi) if inside is None else F.logical_and(inside, F.le(x, hi))
+        grads[0] = F.sum_to(F.where(inside, g, 0.0), metas[0])
+    if lo is not None and _needs(ctx, 1):  # min wins where x < min (and min < max)
+        below = F.lt(x, lo) if hi is None else F.logical_and(F.lt(x, lo), F.lt(lo, hi))
+        grads[1] = F.sum_to(F.where(below, g, 0.0), metas[1])
+    if hi is not None and _needs(ctx, len(metas) - 1):  # max wins where x > max or max < min
+        above = F.gt(x, hi) if lo is None else F.logical_or(F.gt(x, hi), F.lt(hi, lo))
+        grads[-1] = F.sum_to(F.where(above, g, 0.0), metas[-1])
+    return tuple(grads)
+
+
+# ---- activations --------------------------------------------------------------------------------
+
+
+def _gelu_kernel(a, attrs):
+    if attrs["approximate"] == "tanh":
+        return 0.5 * a * (1.0 + np.tanh(_SQRT_2_OVER_PI * (a + _GELU_C * a * a * a)))
+    # gelu needs erf only to absolute accuracy: 0.5 x (1 + erf) has relative error ~1e-7
+    return 0.5 * a * (1.0 + erf_array(a * np.asarray(math.sqrt(0.5), a.dtype), relative=False))
+
+
+def _gelu_derivative(x: np.ndarray, approximate: str) -> np.ndarray:
+    """d gelu / dx as an array."""
+    if approximate == "tanh":
+        x2 = x * x
+        t = np.tanh(_SQRT_2_OVER_PI * x * (1.0 + _GELU_C * x2))
+        return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * _SQRT_2_OVER_PI * (1 + 3 * _GELU_C * x2)
+    cdf = 0.5 * (1.0 + erf_array(x * np.asarray(math.sqrt(0.5), x.dtype), relative=False))
+    return cdf + x * np.exp(-0.5 * x * x) * np.asarray(_INV_SQRT_2PI, x.dtype)
+
+
+gelu_grad = register("gelu_grad", doc="dout * gelu'(x): the gradient of gelu in one kernel.")
+
+
+@gelu_grad.infer
+def _(inputs, attrs):
+    return [Meta(inputs[1]._shape, inputs[1].dtype)]
+
+
+@gelu_grad.kernel("cpu")
+def _(ins, outs, attrs):
+    g, x = ins
+    with np.errstate(all="ignore"):
+        xs = _src(x, outs[0])
+        np.multiply(_gelu_derivative(xs, attrs["approximate"]), g, out=outs[0],
+                    casting="unsafe")
+
+
+@gelu_grad.grad
+def _(ctx, dout):
+    g, x = ctx.inputs
+    dg = F.gelu_grad(dout, x, approximate=ctx.attrs["approximate"]) \
+        if ctx.needs_input_grad[0] else None
+    dx = None
+    if ctx.needs_input_grad[1]:
+        dx = F.mul(F.mul(dout, g), _gelu_second_derivative(x, ctx.attrs["approximate"]))
+    return dg, dx
+
+
+def _gelu_grad(ctx, g):
+    return F.gelu_grad(g, _x(ctx), approximate=ctx.attrs["approximate"])
+
+
+def _gelu_second_derivative(x, approximate):
+    """gelu''(x) with functional ops (used only for double backward)."""
+    if approximate == "tanh":
+        # differentiate the composite first derivative with autograd itself
+        from actorflow.autograd import grad as _agrad
+        from actorflow.autograd import enable_grad
+        with enable_grad():
+            xd = F.detach(x)
+            xd.requires_grad_(True)
+            (dd,) = _agrad(F.sum(_gelu_first_derivative_composite(xd, approximate)), [xd])
+        return dd
+    # exact: gelu'' = phi(x) (2 - x^2)
+    pdf = F.mul(F.exp(F.mul(F.square(x), -0.5)), _INV_SQRT_2PI)
+    return F.mul(pdf, F.rsub(F.square(x), 2.0))
+
+
+def _gelu_first_derivative_composite(x, approximate):
+    if approximate == "tanh":
+        # d/dx 0.5 x (1 + t), t = tanh(k (x + c x^3)):  0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3c x^2)
+        x2 = F.square(x)
+        t = F.tanh(F.mul(F.add(x, F.mul(F.mul(x2, x), _GELU_C)), _SQRT_2_OVER_PI))
+        inner = F.mul(F.add(F.mul(x2, 3 * _GELU_C), 1), 0.5 * _SQRT_2_OVER_PI)
+        return F.add(F.mul(F.add(t, 1), 0.5), F.mul(F.mul(x, F.rsub(F.square(t), 1)), inner))
+    # Phi(x) + x phi(x)
+    cdf = F.mul(F.add(F.erf(F.mul(x, math.sqrt(0.5))), 1), 0.5)
+    pdf = F.mul(F.exp(F.mul(F.square(x), -0.5)), _INV_SQRT_2PI)
+    return F.add(cdf, F.mul(x, pdf))
+
+
+gelu = unary("gelu", _composite(_gelu_kernel), grad=_gelu_grad)
+
+
+def _silu_grad(ctx, g):  # s (1 + x (1 - s)), s = sigmoid(x)
+    x = _x(ctx)
+    s = F.sigmoid(x)
+    return F.mul(g, F.mul(s, F.add(F.mul(x, F.rsub(s, 1)), 1)))
+
+
+silu = unary("silu", _composite(lambda a, attrs: a * _sigmoid_array(a)), grad=_silu_grad)
+
+
+def _mish_grad(ctx, g):  # tanh(sp) + x sigmoid(x) (1 - tanh(sp)^2), sp = softplus(x)
+    x = _x(ctx)
+    t = F.tanh(F.softplus(x))
+    return F.mul(g, F.add(t, F.mul(F.mul(x, F.sigmoid(x)), F.rsub(F.square(t), 1))))
+
+
+mish = unary("mish", _composite(lambda a, attrs: a * np.tanh(np.logaddexp(0.0, a))),
+             grad=_mish_grad)
+
+leaky_relu = unary(
+    "leaky_relu",
+    _composite(lambda a, attrs: np.where(a > 0, a, a * attrs["negative_slope"])),
+    grad=lambda ctx, g: F.where(F.gt(_x(ctx), 0), g, F.mul(g, ctx.attrs["negative_slope"])))
+
+
+def _elu_kernel(a, attrs):
+    alpha, scale, input_scale = attrs["alpha"], attrs["scale"], attrs["input_scale"]
+    return scale * np.where(a > 0, a, alpha * np.expm1(a * input_scale))
+
+
+def _elu_grad(ctx, g):
+    x, alpha = _x(ctx), ctx.attrs["alpha"]
+    scale, input_scale = ctx.attrs["scale"], ctx.attrs["input_scale"]
+    neg = F.mul(F.exp(F.mul(x, input_scale)), scale * alpha * input_scale)
+    return F.mul(g, F.where(F.gt(x, 0), scale, neg))
+
+
+# elu(alpha); selu = elu(SELU_ALPHA, scale=SELU_SCALE);
+# celu(alpha) = elu(alpha, input_scale=1/alpha)
+elu = unary("elu", _composite(_elu_kernel), grad=_elu_grad)
+
+
+def _softplus_kernel(a, attrs):
+    beta = attrs["beta"]
+    return np.where(a * beta > attrs["threshold"], a, np.logaddexp(0.0, a * beta) / beta)
+
+
+def _softplus_grad(ctx, g):  # sigmoid(beta x), or 1 on the linear part
+    x, beta = _x(ctx), ctx.attrs["beta"]
+    bx = F.mul(x, beta)
+    return F.where(F.gt(bx, ctx.attrs["threshold"]), g, F.mul(g, F.sigmoid(bx)))
+
+
+softplus = unary("softplus", _composite(_softplus_kernel), grad=_softplus_grad)
+
+
+def _hardtanh_kernel(x, out, attrs):
+    clamp_into(out, x, attrs["min_val"], attrs["max_val"])
+
+
+def _hardtanh_grad(ctx, g):  # passes strictly inside (min_val, max_val)
+    x = _x(ctx)
+    inside = F.logical_and(F.gt(x, ctx.attrs["min_val"]), F.lt(x, ctx.attrs["max_val"]))
+    return F.where(inside, g, 0.0)
+
+
+hardtanh = unary("hardtanh", _hardtanh_kernel, float_only=False, grad=_hardtanh_grad)
+
+threshold = unary(
+    "threshold",
+    lambda x, out, attrs: np.copyto(out, np.where(x > attrs["threshold"], x, attrs["value"]),
+                                    casting="unsafe"),
+    float_only=False,
+    grad=lambda ctx, g: F.where(F.gt(_x(ctx), ctx.attrs["threshold"]), g, 0.0))
+
+hardsigmoid = unary(
+    "hardsigmoid", _composite(lambda a, attrs: np.clip(a / 6.0 + 0.5, 0.0, 1.0)),
+    grad=lambda ctx, g: F.where(F.logical_and(F.gt(_x(ctx), -3), F.lt(_x(ctx), 3)),
+                                F.div(g, 6), 0.0))
+
+
+def _hardswish_grad(ctx, g):  # 0 up to -3, x/3 + 1/2 on (-3, 3), 1 from 3 on (as PyTorch)
+    x = _x(ctx)
+    mid = F.mul(g, F.add(F.div(x, 3), 0.5))
+    return F.where(F.le(x, -3), 0.0, F.where(F.lt(x, 3), mid, g))
+
+
+hardswish = unary("hardswish",
+                  _composite(lambda a, attrs: a * np.clip(a / 6.0 + 0.5, 0.0, 1.0)),
+                  grad=_hardswish_grad)
+
+softsign = unary("softsign", _composite(lambda a, attrs: a / (1.0 + np.abs(a))),
+                 grad=lambda ctx, g: F.div(g, F.square(F.add(F.abs(_x(ctx)), 1))))
+
+logsigmoid = unary(
+    "logsigmoid",
+    _composite(lambda a, attrs: np.minimum(a, 0.0) - np.log1p(np.exp(-np.abs(a)))),
+    grad=lambda ctx, g: F.mul(g, F.sigmoid(F.neg(_x(ctx)))))
+
+
+def _shrink_grad(ctx, g):  # both shrinks pass the gradient where |x| > lambd
+    return F.where(F.gt(F.abs(_x(ctx)), ctx.attrs["lambd"]), g, 0.0)
+
+
+hardshrink = unary(
+    "hardshrink",
+    _composite(lambda a, attrs: np.where(np.abs(a) > attrs["lambd"], a, 0.0)),
+    grad=_shrink_grad)
+softshrink = unary(
+    "softshrink",
+    _composite(lambda a, attrs: np.where(np.abs(a) > attrs["lambd"],
+                                         a - np.sign(a) * attrs["lambd"], 0.0)),
+    grad=_shrink_grad)

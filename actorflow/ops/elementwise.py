@@ -1,0 +1,550 @@
+"""Elementwise ops: binary arithmetic (tensor-tensor and tensor-scalar forms), unary math,
+casts, copies and the two broadcasting helpers every gradient rule uses (``expand`` and
+``sum_to_shape``).
+
+Binary ops come in two registered forms: ``add`` (two tensors, broadcasting) and
+``scalar_add`` (one tensor and the attr ``scalar``; ``reverse=True`` computes ``scalar op x``).
+Comparisons, logical and bitwise ops, ``where``, ``masked_fill`` and ``fill`` follow; the other
+unary functions, ``clamp`` and the activations are in ``actorflow/ops/activation.py``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from actorflow.framework import dtype as dt
+from actorflow.ops._common import F, broadcast_shapes, promote
+from actorflow.ops.registry import Meta, register
+
+# ---- broadcasting helpers ---------------------------------------------------------------------
+
+sum_to_shape = register("sum_to_shape", doc="Sum a broadcast result back to a shape.")
+
+
+@sum_to_shape.infer
+def _(inputs, attrs):
+    return [Meta(tuple(attrs["shape"]), inputs[0].dtype)]
+
+
+@sum_to_shape.kernel("cpu")
+def _(ins, outs, attrs):
+    x, out, shape = ins[0], outs[0], tuple(attrs["shape"])
+    lead = x.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(shape)
+                                      if s == 1 and x.shape[lead + i] != 1)
+    if not axes:
+        out[...] = x.reshape(shape)
+        return
+    np.sum(x, axis=axes, keepdims=True, out=out.reshape((1,) * lead + shape))
+
+
+@sum_to_shape.grad
+def _(ctx, dout):
+    return F.expand(dout, ctx.input_metas[0][0])
+
+
+expand = register("expand", doc="Broadcast a tensor to a larger shape (a view in eager mode).")
+
+
+@expand.infer
+def _(inputs, attrs):
+    x = inputs[0]
+    shape = list(attrs["shape"])
+    lead = len(shape) - len(x._shape)
+    if lead < 0:
+        raise ValueError(f"the number of sizes given ({len(shape)}) must be >= the number of "
+                         f"dims of the tensor ({len(x._shape)})")
+    for i, d in enumerate(x._shape):
+        want = shape[lead + i]
+        if want == -1:
+            shape[lead + i] = d
+        elif d != 1 and d != want:
+            raise ValueError(f"can't expand size {d} to {want} at dim {lead + i} "
+                             f"(shape {tuple(x._shape)} to {tuple(attrs['shape'])})")
+    if any(s < 0 for s in shape[:lead]):
+        raise ValueError("-1 is not allowed for new leading dims")
+    return [Meta(tuple(shape), x.dtype)]
+
+
+@expand.view
+def _(ins, attrs):
+    shape = tuple(s if s != -1 else ins[0].shape[i - (len(attrs["shape"]) - ins[0].ndim)]
+                  for i, s in enumerate(attrs["shape"]))
+    return [np.broadcast_to(ins[0], shape)]
+
+
+@expand.kernel("cpu")
+def _(ins, outs, attrs):
+    outs[0][...] = np.broadcast_to(ins[0], outs[0].shape)
+
+
+@expand.grad
+def _(ctx, dout):
+    return F.sum_to(dout, ctx.input_metas[0][0])
+
+
+cast = register("cast", doc="Convert to another dtype.")
+
+
+@cast.infer
+def _(inputs, attrs):
+    return [Meta(inputs[0]._shape, attrs["dtype"])]
+
+
+@cast.kernel("cpu")
+def _(ins, outs, attrs):
+    np.copyto(outs[0], ins[0], casting="unsafe")
+
+
+@cast.grad
+def _(ctx, dout):
+    return F.cast(dout, ctx.input_metas[0][1])
+
+
+copy = register("copy", doc="A copy with its own storage (clone).")
+
+
+@copy.infer
+def _(inputs, attrs):
+    return [Meta(inputs[0]._shape, inputs[0].dtype)]
+
+
+@copy.kernel("cpu")
+def _(ins, outs, attrs):
+    np.copyto(outs[0], ins[0])
+
+
+@copy.grad
+def _(ctx, dout):
+    return dout
+
+
+# ---- binary arithmetic ------------------------------------------------------------------------
+
+def _binary_infer(name: str, kind: str):
+    def infer(inputs, attrs):
+        x, y = inputs
+        shape = x._shape if x._shape == y._shape else broadcast_shapes(name, x._shape, y._shape)
+        d = x.dtype if x.dtype is y.dtype else promote(inputs)
+        if kind == "float" and not d.is_floating_point:
+            d = dt.get_default_dtype()
+        elif kind == "bool":
+            d = dt.bool_
+        return [Meta(shape, d)]
+    return infer
+
+
+def _scalar_infer(kind: str):
+    def infer(inputs, attrs):
+        x = inputs[0]
+        d = dt.result_type([x.dtype], (), (attrs["scalar"],))
+        if kind == "float" and not d.is_floating_point:
+            d = dt.get_default_dtype()
+        elif kind == "bool":
+            d = dt.bool_
+        return [Meta(x._shape, d)]
+    return infer
+
+
+def bf16_safe(ufunc):
+    """``ufunc(a, b, out=, dtype=, casting=)`` that also works when bfloat16 meets another
+    type (ml_dtypes' bfloat16 loops refuse such operands): then it computes in float32."""
+    def call(a, b, out, dtype, casting):
+        try:
+            ufunc(a, b, out=out, dtype=dtype, casting=casting)
+        except TypeError:
+            bf16 = dt.bfloat16.np
+            if bf16 not in (out.dtype, np.asarray(a).dtype, np.asarray(b).dtype):
+                raise
+            tmp = np.empty(out.shape, np.float32) if out.dtype == bf16 else out
+            ufunc(np.asarray(a, np.float32), np.asarray(b, np.float32), out=tmp,
+                  dtype=tmp.dtype, casting="unsafe")
+            if tmp is not out:
+                np.copyto(out, tmp, casting="unsafe")
+    return call
+
+
+def binary(name: str, ufunc, *, kind: str = "arith", grad=None, scalar_grad=None,
+           grad_uses_outputs: bool = False):
+    """Register ``name`` (tensor op tensor) and ``scalar_<name>`` (tensor op scalar).
+
+    ``kind``: "arith" (promoted dtype), "float" (integers promote to the default float),
+    "bool" (comparisons). ``grad(ctx, dout, x, y)`` returns (dx, dy) before summing to the
+    input shapes; ``scalar_grad(ctx, dout, x, scalar, reverse)`` returns dx.
+    """
+    op = register(name, grad_uses_outputs=grad_uses_outputs)
+    op.infer(_binary_infer(name, kind))
+    ufunc = bf16_safe(ufunc)
+
+    @op.kernel("cpu")
+    def _(ins, outs, attrs):
+        out = outs[0]
+        ufunc(ins[0], ins[1], out=out, dtype=out.dtype, casting="unsafe")
+
+    if grad is not None:
+        @op.grad
+        def _(ctx, dout):
+            x, y = ctx.inputs
+            dx, dy = grad(ctx, dout, x, y)
+            (sx, _), (sy, _) = ctx.input_metas
+            return (F.sum_to(dx, sx) if dx is not None else None,
+                    F.sum_to(dy, sy) if dy is not None else None)
+
+    sop = register("scalar_" + name, grad_uses_outputs=grad_uses_outputs)
+    sop.infer(_scalar_infer(kind))
+
+    @sop.kernel("cpu")
+    def _(ins, outs, attrs):
+        out = outs[0]
+        s = attrs["scalar"]
+        if attrs.get("reverse"):
+            ufunc(s, ins[0], out=out, dtype=out.dtype, casting="unsafe")
+        else:
+            ufunc(ins[0], s, out=out, dtype=out.dtype, casting="unsafe")
+
+    if scalar_grad is not None:
+        @sop.grad
+        def _(ctx, dout):
+            return scalar_grad(ctx, dout, ctx.attrs["scalar"], ctx.attrs.get("reverse", False))
+    return op, sop
+
+
+add, scalar_add = binary(
+    "add", np.add,
+    grad=lambda ctx, g, x, y: (g if ctx.needs_input_grad[0] else None,
+                               g if ctx.needs_input_grad[1] else None),
+    scalar_grad=lambda ctx, g, s, rev: g)
+
+sub, scalar_sub = binary(
+    "sub", np.subtract,
+    grad=lambda ctx, g, x, y: (g if ctx.needs_input_grad[0] else None,
+                               F.neg(g) if ctx.needs_input_grad[1] else None),
+    scalar_grad=lambda ctx, g, s, rev: F.neg(g) if rev else g)
+
+mul, scalar_mul = binary(
+    "mul", np.multiply,
+    grad=lambda ctx, g, x, y: (F.mul(g, y) if ctx.needs_input_grad[0] else None,
+                               F.mul(g, x) if ctx.needs_input_grad[1] else None),
+    scalar_grad=lambda ctx, g, s, rev: F.mul(g, s))
+
+
+def _div_grad(ctx, g, x, y):
+    dx = F.div(g, y) if ctx.needs_input_grad[0] else None
+    dy = F.neg(F.div(F.mul(g, x), F.mul(y, y))) if ctx.needs_input_grad[1] else None
+    return dx, dy
+
+
+def _scalar_div_grad(ctx, g, s, rev):
+    if not rev:
+        return F.div(g, s)
+    x = ctx.inputs[0]  # d(s/x)/dx = -s/x^2
+    return F.mul(F.div(g, F.mul(x, x)), -s)
+
+
+div, scalar_div = binary("div", np.true_divide, kind="float", grad=_div_grad,
+                         scalar_grad=_scalar_div_grad)
+
+
+# ---- unary math -------------------------------------------------------------------------------
+
+def unary(name: str, fn, *, grad=None, float_only: bool = True, out_dtype=None,
+          grad_uses_outputs: bool = False):
+    """Register a one-input elementwise op computing ``fn(x, out=out)``.
+
+    ``float_only``: integer inputs produce the default float dtype (exp, sin...).
+    ``grad(ctx, dout)`` returns dx.
+    """
+    op = register(name, grad_uses_outputs=grad_uses_outputs)
+
+    @op.infer
+    def _(inputs, attrs):
+        x = inputs[0]
+        d = out_dtype or x.dtype
+        if float_only and not d.is_floating_point:
+            d = dt.get_default_dtype()
+        return [Meta(x._shape, d)]
+
+    @op.kernel("cpu")
+    def _(ins, outs, attrs):
+        fn(ins[0], outs[0], attrs)
+
+    if grad is not None:
+        op.grad(grad)
+    return op
+
+
+def _ufunc(u):
+    return lambda x, out, attrs: u(x, out=out, dtype=out.dtype, casting="unsafe")
+
+
+neg = unary("neg", _ufunc(np.negative), float_only=False, grad=lambda ctx, g: F.neg(g))
+exp = unary("exp", _ufunc(np.exp), grad_uses_outputs=True,
+            grad=lambda ctx, g: F.mul(g, ctx.outputs[0]))
+
+
+def _relu_kernel(x, out, attrs):
+    np.maximum(x, 0, out=out, dtype=out.dtype, casting="unsafe")
+
+
+relu = unary("relu", _relu_kernel, float_only=False, grad_uses_outputs=True,
+             grad=lambda ctx, g: F.threshold_backward(g, ctx.outputs[0]))
+
+threshold_backward = register("threshold_backward",
+                              doc="dout where y > 0, else 0 (the gradient of relu).")
+
+
+@threshold_backward.infer
+def _(inputs, attrs):
+    return [Meta(inputs[0]._shape, inputs[0].dtype)]
+
+
+@threshold_backward.kernel("cpu")
+def _(ins, outs, attrs):
+    g, y = ins
+    np.multiply(g, y > 0, out=outs[0], dtype=outs[0].dtype, casting="unsafe")
+
+
+@threshold_backward.grad
+def _(ctx, dout):
+    return F.threshold_backward(dout, ctx.inputs[1]), None
+
+
+# ---- more binary ops ----------------------------------------------------------------------------
+# Gradients of non-differentiable (piecewise constant) results are zeros, as in PyTorch.
+
+def _quiet(ufunc, int_divisor: bool = False):
+    """``ufunc`` without NumPy's floating-point warnings (inf/nan are valid results, as in
+    PyTorch); ``int_divisor``: an integer division by zero raises ZeroDivisionError."""
+    def f(a, b, out, dtype, casting):
+        if int_divisor and out.dtype.kind in "iu" and not np.all(b):
+            raise ZeroDivisionError("integer division by zero")
+        with np.errstate(all="ignore"):
+            ufunc(a, b, out=out, dtype=dtype, casting=casting)
+    return f
+
+
+def _integral_only(*ops):
+    """Make the ops' inference reject floating inputs (bitwise ops)."""
+    for op in ops:
+        def infer(inputs, attrs, base=op.infer_fn, name=op.name):
+            for t in inputs:
+                if t.dtype.is_floating_point:
+                    raise TypeError(f"{name}: only integer and bool tensors are supported, got "
+                                    f"{t.dtype}")
+            if isinstance(attrs.get("scalar"), float):
+                raise TypeError(f"{name}: only integer and bool scalars are supported, got "
+                                f"{attrs['scalar']!r}")
+            return base(inputs, attrs)
+        op.infer(infer)
+
+
+def _needs(ctx, i):
+    return ctx.needs_input_grad[i]
+
+
+floor_divide, scalar_floor_divide = binary(
+    "floor_divide", _quiet(np.floor_divide, int_divisor=True),
+    grad=lambda ctx, g, x, y: (F.zeros_like(g) if _needs(ctx, 0) else None,
+                               F.zeros_like(g) if _needs(ctx, 1) else None),
+    scalar_grad=lambda ctx, g, s, rev: F.zeros_like(g))
+
+# remainder has the sign of the divisor (Python's %); fmod the sign of the dividend (C's fmod)
+remainder, scalar_remainder = binary(
+    "remainder", _quiet(np.remainder, int_divisor=True),
+    grad=lambda ctx, g, x, y: (g if _needs(ctx, 0) else None,
+                               F.neg(F.mul(g, F.floor_divide(x, y))) if _needs(ctx, 1) else None),
+    scalar_grad=lambda ctx, g, s, rev: (F.neg(F.mul(g, F.floor_divide(s, ctx.inputs[0])))
+                                        if rev else g))
+
+fmod, scalar_fmod = binary(
+    "fmod", _quiet(np.fmod, int_divisor=True),
+    grad=lambda ctx, g, x, y: (g if _needs(ctx, 0) else None,
+                               F.neg(F.mul(g, F.trunc(F.div(x, y)))) if _needs(ctx, 1) else None),
+    scalar_grad=lambda ctx, g, s, rev: (F.neg(F.mul(g, F.trunc(F.div(s, ctx.inputs[0]))))
+                                        if rev else g))
+
+
+def _pow_grad(ctx, g, x, y):
+    # The gradient recomputes x**y instead of saving it, so pow_ may be followed by other
+    # in-place ops. Masked places use safe operands (no 0 * inf, no warnings).
+    dx = dy = None
+    if _needs(ctx, 0):  # y * x^(y-1); 0 where y == 0
+        y0 = F.eq(y, 0)
+        ys = F.where(y0, 1.0, y)
+        dx = F.where(y0, 0.0, F.mul(g, F.mul(ys, F.pow(x, F.sub(ys, 1)))))
+    if _needs(ctx, 1):  # x^y * log(x); 0 where x == 0 and y >= 0
+        zero = F.logical_and(F.eq(x, 0), F.ge(y, 0))
+        xs = F.where(zero, 1.0, x)
+        dy = F.where(zero, 0.0, F.mul(g, F.mul(F.pow(xs, y), F.log(xs))))
+    return dx, dy
+
+
+def _scalar_pow_grad(ctx, g, s, rev):
+    x = ctx.inputs[0]
+    if rev:  # d(s^x)/dx = s^x * log(s); 0 where s == 0 and x >= 0
+        with np.errstate(all="ignore"):
+            log_s = float(np.log(float(s)))
+        if s == 0:
+            zero = F.ge(x, 0)
+            return F.where(zero, 0.0, F.mul(g, F.mul(F.pow(s, F.where(zero, 1.0, x)), log_s)))
+        return F.mul(g, F.mul(F.pow(s, x), log_s))
+    if s == 0:
+        return F.zeros_like(g)
+    return F.mul(g, F.mul(F.pow(x, s - 1), s))
+
+
+def _power(a, b, out, dtype, casting):
+    if out.dtype == np.bool_:  # NumPy has no bool loop: a ** b is false only for False ** True
+        np.logical_or(a, np.logical_not(b), out=out)
+    else:
+        np.power(a, b, out=out, dtype=dtype, casting=casting)
+
+
+pow_op, scalar_pow = binary("pow", _quiet(_power), grad=_pow_grad, scalar_grad=_scalar_pow_grad)
+
+
+def _minmax_grads(cmp: str):
+    """Gradients of maximum (``cmp="gt"``) / minimum (``"lt"``): the larger (smaller) input
+    gets the gradient; ties split it evenly, as in PyTorch."""
+    def win(a, b):
+        return getattr(F, cmp)(a, b)
+
+    def grad(ctx, g, x, y):
+        wins, tie = win(x, y), F.eq(x, y)
+        half = F.mul(g, 0.5)
+        dx = F.where(wins, g, F.where(tie, half, 0.0)) if _needs(ctx, 0) else None
+        dy = F.where(wins, 0.0, F.where(tie, half, g)) if _needs(ctx, 1) else None
+        return dx, dy
+
+    def scalar_grad(ctx, g, s, rev):
+        x = ctx.inputs[0]
+        return F.where(win(x, s), g, F.where(F.eq(x, s), F.mul(g, 0.5), 0.0))
+    return grad, scalar_grad
+
+
+maximum, scalar_maximum = binary("maximum", np.maximum, grad=_minmax_grads("gt")[0],
+                                 scalar_grad=_minmax_grads("gt")[1])
+minimum, scalar_minimum = binary("minimum", np.minimum, grad=_minmax_grads("lt")[0],
+                                 scalar_grad=_minmax_grads("lt")[1])
+
+
+def _atan2_grad(ctx, g, y, x):  # atan2(y, x): d/dy = x / r^2, d/dx = -y / r^2
+    r2 = F.add(F.mul(x, x), F.mul(y, y))
+    return (F.div(F.mul(g, x), r2) if _needs(ctx, 0) else None,
+            F.neg(F.div(F.mul(g, y), r2)) if _needs(ctx, 1) else None)
+
+
+def _scalar_atan2_grad(ctx, g, s, rev):
+    t = ctx.inputs[0]
+    r2 = F.add(F.mul(t, t), s * s)
+    return F.div(F.mul(g, -s), r2) if rev else F.div(F.mul(g, s), r2)
+
+
+atan2, scalar_atan2 = binary("atan2", np.arctan2, kind="float", grad=_atan2_grad,
+                             scalar_grad=_scalar_atan2_grad)
+
+# comparisons and logical ops: bool results, no gradient
+eq, scalar_eq = binary("eq", np.equal, kind="bool")
+ne, scalar_ne = binary("ne", np.not_equal, kind="bool")
+lt, scalar_lt = binary("lt", np.less, kind="bool")
+le, scalar_le = binary("le", np.less_equal, kind="bool")
+gt, scalar_gt = binary("gt", np.greater, kind="bool")
+ge, scalar_ge = binary("ge", np.greater_equal, kind="bool")
+logical_and, scalar_logical_and = binary("logical_and", np.logical_and, kind="bool")
+logical_or, scalar_logical_or = binary("logical_or", np.logical_or, kind="bool")
+logical_xor, scalar_logical_xor = binary("logical_xor", np.logical_xor, kind="bool")
+bitwise_and, scalar_bitwise_and = binary("bitwise_and", np.bitwise_and)
+bitwise_or, scalar_bitwise_or = binary("bitwise_or", np.bitwise_or)
+bitwise_xor, scalar_bitwise_xor = binary("bitwise_xor", np.bitwise_xor)
+_integral_only(bitwise_and, scalar_bitwise_and, bitwise_or, scalar_bitwise_or, bitwise_xor,
+               scalar_bitwise_xor)
+
+isclose = register("isclose", doc="|x - y| <= atol + rtol * |y| elementwise (bool).")
+
+
+@isclose.infer
+def _(inputs, attrs):
+    x, y = inputs
+    return [Meta(broadcast_shapes("isclose", x._shape, y._shape), dt.bool_)]
+
+
+@isclose.kernel("cpu")
+def _(ins, outs, attrs):
+    x, y = ins
+    d = np.result_type(x, y)
+    if d.kind not in "fc":
+        d = np.float64
+    with np.errstate(all="ignore"):
+        outs[0][...] = np.isclose(x.astype(d, copy=False), y.astype(d, copy=False),
+                                  rtol=attrs["rtol"], atol=attrs["atol"],
+                                  equal_nan=attrs["equal_nan"])
+
+
+# ---- where, masked_fill, fill ------------------------------------------------------------------
+
+where = register("where", doc="x where cond else y (broadcasting all three).")
+
+
+@where.infer
+def _(inputs, attrs):
+    c, x, y = inputs
+    shape = broadcast_shapes("where", c._shape, x._shape, y._shape)
+    return [Meta(shape, x.dtype if x.dtype is y.dtype else promote([x, y]))]
+
+
+def _as_bool(a: np.ndarray) -> np.ndarray:
+    return a if a.dtype == np.bool_ else a.astype(bool)
+
+
+@where.kernel("cpu")
+def _(ins, outs, attrs):
+    c, x, y = ins
+    np.copyto(outs[0], y, casting="unsafe")
+    np.copyto(outs[0], x, casting="unsafe", where=_as_bool(c))
+
+
+@where.grad
+def _(ctx, g):
+    c = ctx.inputs[0]
+    _, (sx, _), (sy, _) = ctx.input_metas
+    dx = F.sum_to(F.where(c, g, 0.0), sx) if _needs(ctx, 1) else None
+    dy = F.sum_to(F.where(c, 0.0, g), sy) if _needs(ctx, 2) else None
+    return None, dx, dy
+
+
+masked_fill = register("masked_fill", doc="x with ``value`` where mask is true (broadcasting).")
+
+
+@masked_fill.infer
+def _(inputs, attrs):
+    x, mask = inputs
+    return [Meta(broadcast_shapes("masked_fill", x._shape, mask._shape), x.dtype)]
+
+
+@masked_fill.kernel("cpu")
+def _(ins, outs, attrs):
+    np.copyto(outs[0], ins[0])
+    np.copyto(outs[0], np.asarray(attrs["value"]), casting="unsafe", where=_as_bool(ins[1]))
+
+
+@masked_fill.grad
+def _(ctx, g):
+    x, mask = ctx.inputs
+    return F.sum_to(F.masked_fill(g, mask, 0), ctx.input_metas[0][0]), None
+
+
+fill = register("fill", doc="A tensor like x filled with ``value`` (used in place as fill_).")
+
+
+@fill.infer
+def _(inputs, attrs):
+    return [Meta(inputs[0]._shape, inputs[0].dtype)]
+
+
+@fill.kernel("cpu")
+def _(ins, outs, attrs):
+    np.copyto(outs[0], np.asarray(attrs["value"]), casting="unsafe")
+
+
+@fill.grad
+def _(ctx, g):
+    return F.zeros_like(g)

@@ -1,0 +1,472 @@
+"""Indexing ops: ``x[index]`` (getitem), ``x[index] = v`` (setitem), gather / scatter,
+index_add and nonzero.
+
+An index such as ``x[1, ::2, None, ..., t]`` is encoded as a tuple of plain entries (the attr
+``index``), so the op can be serialised and traced; index tensors are extra op inputs:
+
+* ``("int", i)``, ``("slice", start, stop, step)``, ``("none",)``, ``("ellipsis",)``;
+* ``("bool", b)``: a Python bool, a new axis of length 1 (True) or 0 (False) that takes part in
+  advanced indexing, as in PyTorch and NumPy;
+* ``("tensor", k)``: the k-th index tensor (integer dtype). The functional layer turns bool masks
+  into integer index tensors with ``nonzero``.
+
+Semantics follow PyTorch: ints, slices, None and Ellipsis are applied first (a NumPy view); the
+index tensors then index their dims of that view together (broadcast against each other). The
+broadcast dims replace the indexed dims in place when those are adjacent, else they go first.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from actorflow.framework import dtype as dt
+from actorflow.ops._common import F, norm_axis
+from actorflow.ops.registry import Meta, fail, register
+
+_CONSUMES_DIM = ("int", "slice", "tensor")
+
+
+# ---- the index plan shared by inference and kernels -------------------------------------------
+
+def walk_index(op_name: str, entries: tuple, shape: tuple):
+    """Resolve ``entries`` against ``shape``.
+
+    Returns ``(basic, adv, dims)``: ``basic`` is the NumPy tuple for the first (view) step,
+    ``adv`` lists ``(position in the view, entry)`` of the advanced entries, ``dims`` is the
+    shape of the view. Raises IndexError for too many indices or an int out of range.
+    """
+    used = ellipses = 0
+    for e in entries:
+        if e[0] in _CONSUMES_DIM:
+            used += 1
+        elif e[0] == "ellipsis":
+            ellipses += 1
+    if used > len(shape):
+        raise IndexError(f"{op_name}: too many indices for a tensor of {len(shape)} dims "
+                         f"({used} dims indexed; tensor shape {tuple(shape)})")
+    if ellipses > 1:
+        raise IndexError(f"{op_name}: an index can only have a single ellipsis ('...')")
+    basic, adv, dims = [], [], []
+    d = 0
+    for e in entries:
+        kind = e[0]
+        if kind == "int":
+            n = shape[d]
+            if not -n <= e[1] < n:
+                raise IndexError(f"{op_name}: index {e[1]} is out of range for dimension with "
+                                 f"size {n} (dimension {d} of a tensor of shape {tuple(shape)})")
+            basic.append(e[1])
+            d += 1
+        elif kind == "slice":
+            s = slice(e[1], e[2], e[3])
+            if s.step is not None and s.step <= 0:
+                raise ValueError(f"{op_name}: slice step must be positive, got {s.step}")
+            dims.append(len(range(*s.indices(shape[d]))))
+            basic.append(s)
+            d += 1
+        elif kind == "none":
+            basic.append(None)
+            dims.append(1)
+        elif kind == "ellipsis":
+            k = len(shape) - used
+            basic.extend([slice(None)] * k)
+            dims.extend(shape[d:d + k])
+            d += k
+        elif kind == "bool":
+            adv.append((len(dims), e))
+            basic.append(None)
+            dims.append(1)
+        elif kind == "tensor":
+            adv.append((len(dims), e))
+            basic.append(slice(None))
+            dims.append(shape[d])
+            d += 1
+        else:
+            raise ValueError(f"{op_name}: unknown index entry {e!r}")
+    dims.extend(shape[d:])
+    basic.append(Ellipsis)  # makes NumPy return a (0-d) array view, never a scalar
+    return tuple(basic), adv, dims
+
+
+def _broadcast_index_shapes(op_name: str, shapes: list) -> tuple:
+    ndim = max(len(s) for s in shapes)
+    out = [1] * ndim
+    for s in shapes:
+        for i, n in enumerate(s):
+            j = ndim - len(s) + i
+            if out[j] == 1:
+                out[j] = n
+            elif n != 1 and n != out[j]:
+                raise IndexError(f"{op_name}: shape mismatch: indexing tensors could not be "
+                                 f"broadcast together with shapes "
+                                 + ", ".join(str(tuple(t)) for t in shapes))
+    return tuple(out)
+
+
+def index_shape(op_name: str, entries: tuple, shape: tuple, tensor_shapes) -> tuple:
+    """The shape of ``x[index]`` for a tensor of ``shape`` and index tensors of those shapes."""
+    _, adv, dims = walk_index(op_name, entries, shape)
+    if not adv:
+        return tuple(dims)
+    shapes = [tuple(tensor_shapes[e[1]]) if e[0] == "tensor" else ((1 if e[1] else 0),)
+              for _, e in adv]
+    bshape = _broadcast_index_shapes(op_name, shapes)
+    pos = [p for p, _ in adv]
+    if pos == list(range(pos[0], pos[0] + len(pos))):
+        return tuple(dims[:pos[0]]) + bshape + tuple(dims[pos[-1] + 1:])
+    return bshape + tuple(n for i, n in enumerate(dims) if i not in pos)
+
+
+def _advanced(view_ndim: int, adv: list, arrays: list) -> tuple:
+    """The NumPy index applying the advanced entries to the view from the basic step."""
+    full = [slice(None)] * view_ndim
+    for pos, e in adv:
+        full[pos] = arrays[e[1]] if e[0] == "tensor" else np.arange(1 if e[1] else 0)
+    return tuple(full)
+
+
+def _check_index_dtypes(op_name: str, tensors) -> None:
+    for t in tensors:
+        if t.dtype._category != 1:
+            fail(op_name, f"index tensors must have an integer dtype, got {t.dtype}", t._shape)
+
+
+def saved_index_inputs(ctx, start: int) -> list:
+    """Saved inputs ``start:`` of an indexing node (index tensors, values), checked against
+    in-place changes. The indexed tensor itself is not read by these gradient rules, so writing
+    into it later (``x[0] = a; x[1] = b``) must not break backward."""
+    if ctx.freed:
+        ctx._check_saved()  # raises the "backward through the graph a second time" error
+    saved = ctx._inputs[start:]
+    for t, v in zip(saved, ctx._versions[start:]):
+        if t._vc[0] != v:
+            raise RuntimeError(f"{ctx.name()}: an index or value tensor of shape "
+                               f"{tuple(t._shape)} needed for the gradient was modified by an "
+                               f"in-place operation (version {t._vc[0]}, expected {v})")
+    return saved
+
+
+# ---- getitem ----------------------------------------------------------------------------------
+
+getitem = register("getitem", doc="Basic indexing (ints, slices, None, Ellipsis); a view in eager.")
+
+
+@getitem.infer
+def _(inputs, attrs):
+    x = inputs[0]
+    entries = attrs["index"]
+    if any(e[0] in ("tensor", "bool") for e in entries):
+        fail("getitem", "advanced index entries belong to the op getitem_advanced")
+    return [Meta(index_shape("getitem", entries, x._shape, ()), x.dtype)]
+
+
+@getitem.view
+def _(ins, attrs):
+    basic, _, _ = walk_index("getitem", attrs["index"], ins[0].shape)
+    return [ins[0][basic]]
+
+
+@getitem.kernel("cpu")
+def _(ins, outs, attrs):
+    basic, _, _ = walk_index("getitem", attrs["index"], ins[0].shape)
+    outs[0][...] = ins[0][basic]
+
+
+@getitem.grad
+def _(ctx, dout):
+    return F.getitem_backward(dout, ctx.attrs["index"], (), ctx.input_metas[0][0])
+
+
+getitem_advanced = register("getitem_advanced",
+                            doc="Indexing with index tensors (a copy); inputs are x, *indices.")
+
+
+@getitem_advanced.infer
+def _(inputs, attrs):
+    x, tensors = inputs[0], inputs[1:]
+    _check_index_dtypes("getitem_advanced", tensors)
+    shape = index_shape("getitem_advanced", attrs["index"], x._shape, [t._shape for t in tensors])
+    return [Meta(shape, x.dtype)]
+
+
+@getitem_advanced.kernel("cpu")
+def _(ins, outs, attrs):
+    basic, adv, _ = walk_index("getitem_advanced", attrs["index"], ins[0].shape)
+    view = ins[0][basic]
+    outs[0][...] = view[_advanced(view.ndim, adv, ins[1:])]
+
+
+@getitem_advanced.grad
+def _(ctx, dout):
+    tensors = saved_index_inputs(ctx, 1)
+    dx = F.getitem_backward(dout, ctx.attrs["index"], tuple(tensors), ctx.input_metas[0][0])
+    return (dx,) + (None,) * len(tensors)
+
+
+getitem_backward = register("getitem_backward",
+                            doc="Scatter-add of dout into zeros of the indexed tensor's shape.")
+
+
+@getitem_backward.infer
+def _(inputs, attrs):
+    g, tensors = inputs[0], inputs[1:]
+    shape = tuple(attrs["shape"])
+    want = index_shape("getitem_backward", attrs["index"], shape, [t._shape for t in tensors])
+    if tuple(g._shape) != want:
+        fail("getitem_backward", f"dout of shape {tuple(g._shape)} does not match the indexed "
+             f"shape {want}", g._shape, shape)
+    return [Meta(shape, g.dtype)]
+
+
+@getitem_backward.kernel("cpu")
+def _(ins, outs, attrs):
+    out = outs[0]
+    out.fill(0)
+    basic, adv, _ = walk_index("getitem_backward", attrs["index"], out.shape)
+    view = out[basic]
+    if adv:
+        np.add.at(view, _advanced(view.ndim, adv, ins[1:]), ins[0])  # duplicates accumulate
+    else:
+        view[...] = ins[0]
+
+
+@getitem_backward.grad
+def _(ctx, dout):
+    tensors = saved_index_inputs(ctx, 1) if len(ctx.input_metas) > 1 else []
+    return (F.getitem_by_spec(dout, ctx.attrs["index"], tuple(tensors)),) + (None,) * len(tensors)
+
+
+# ---- setitem ----------------------------------------------------------------------------------
+
+setitem = register("setitem", doc="x with x[index] = value (in place when called with out=[x]); "
+                                  "inputs are x, value, *indices.")
+
+
+@setitem.infer
+def _(inputs, attrs):
+    x, value, tensors = inputs[0], inputs[1], inputs[2:]
+    _check_index_dtypes("setitem", tensors)
+    target = index_shape("setitem", attrs["index"], x._shape, [t._shape for t in tensors])
+    vs = tuple(value._shape)
+    ok = len(vs) <= len(target) and all(
+        v == 1 or v == t for v, t in zip(vs[::-1], target[::-1]))
+    if not ok:
+        fail("setitem", f"a value of shape {vs} can't be assigned to an indexed region of shape "
+             f"{target}", x._shape, vs)
+    return [Meta(x._shape, x.dtype)]
+
+
+@setitem.kernel("cpu")
+def _(ins, outs, attrs):
+    out = outs[0]
+    if out is not ins[0]:
+        out[...] = ins[0]
+    basic, adv, _ = walk_index("setitem", attrs["index"], out.shape)
+    view = out[basic]
+    if adv:
+        view[_advanced(view.ndim, adv, ins[2:])] = ins[1]
+    else:
+        view[...] = ins[1]
+
+
+@setitem.grad
+def _(ctx, dout):
+    saved = saved_index_inputs(ctx, 2)
+    entries, tensors = ctx.attrs["index"], tuple(saved)
+    dx = dv = None
+    if ctx.needs_input_grad[0]:
+        dx = F.setitem_by_spec(dout, entries, tensors, F.zeros((), dtype=dout.dtype))
+    if ctx.needs_input_grad[1]:
+        dv = F.sum_to(F.getitem_by_spec(dout, entries, tensors), ctx.input_metas[1][0])
+    return (dx, dv) + (None,) * len(tensors)
+
+
+# ---- gather / scatter -------------------------------------------------------------------------
+
+def along_axis(index: np.ndarray, dim: int) -> tuple:
+    """The NumPy index that picks ``index[i, j, k]`` along ``dim`` and ``i, j, k`` elsewhere."""
+    nd = index.ndim
+    return tuple(index if d == dim else
+                 np.arange(n).reshape([n if e == d else 1 for e in range(nd)])
+                 for d, n in enumerate(index.shape))
+
+
+def _check_bounds(op_name: str, index: np.ndarray, size: int, dim: int) -> None:
+    if index.size:
+        lo, hi = int(index.min()), int(index.max())
+        if lo < 0 or hi >= size:
+            bad = lo if lo < 0 else hi
+            raise IndexError(f"{op_name}: index {bad} is out of range for dimension {dim} with "
+                             f"size {size}")
+
+
+def _check_gather_like(op_name: str, x, index, dim: int, other=None) -> int:
+    if index.dtype._category != 1:
+        fail(op_name, f"index must have an integer dtype, got {index.dtype}", index._shape)
+    nd = len(x._shape)
+    if len(index._shape) != nd:
+        fail(op_name, "index must have as many dims as the input", x._shape, index._shape)
+    dim = norm_axis(op_name, dim, nd)
+    for d, (n, m) in enumerate(zip(index._shape, x._shape)):
+        if d != dim and n > m:
+            fail(op_name, f"index size {n} exceeds the input size {m} at dim {d}",
+                 x._shape, index._shape)
+    if other is not None:
+        if len(other._shape) != nd or any(n > m for n, m in zip(index._shape, other._shape)):
+            fail(op_name, "src must have as many dims as index and be at least as large",
+                 x._shape, index._shape, other._shape)
+    return dim
+
+
+gather = register("gather", doc="out[i][j] = x[index[i][j]][j] (for dim=0).")
+
+
+@gather.infer
+def _(inputs, attrs):
+    x, index = inputs
+    _check_gather_like("gather", x, index, attrs["dim"])
+    return [Meta(index._shape, x.dtype)]
+
+
+@gather.kernel("cpu")
+def _(ins, outs, attrs):
+    x, index = ins
+    dim = attrs["dim"] % max(x.ndim, 1)
+    _check_bounds("gather", index, x.shape[dim] if x.ndim else 1, dim)
+    if x.ndim == 0:
+        outs[0][...] = x
+        return
+    outs[0][...] = x[along_axis(index, dim)]
+
+
+@gather.grad
+def _(ctx, dout):
+    (shape, d), index = ctx.input_metas[0], saved_index_inputs(ctx, 1)[0]
+    return F.scatter_add(F.zeros(shape, dtype=d), ctx.attrs["dim"], index, dout), None
+
+
+scatter = register("scatter", doc="x with src (or the attr value) written at index along dim; "
+                                  "reduce None (assign) or 'add' (accumulate).")
+
+
+@scatter.infer
+def _(inputs, attrs):
+    x, index = inputs[0], inputs[1]
+    src = inputs[2] if len(inputs) > 2 else None
+    if attrs.get("reduce") not in (None, "add"):
+        fail("scatter", f"reduce must be None or 'add', got {attrs.get('reduce')!r}")
+    if src is None and attrs.get("value") is None:
+        fail("scatter", "needs a src tensor or a value")
+    _check_gather_like("scatter", x, index, attrs["dim"], src)
+    return [Meta(x._shape, x.dtype)]
+
+
+@scatter.kernel("cpu")
+def _(ins, outs, attrs):
+    x, index, out = ins[0], ins[1], outs[0]
+    if out is not x:
+        out[...] = x
+    if x.ndim == 0:
+        _check_bounds("scatter", index, 1, 0)
+        full = ()
+    else:
+        dim = attrs["dim"] % x.ndim
+        _check_bounds("scatter", index, x.shape[dim], dim)
+        full = along_axis(index, dim)
+    if len(ins) > 2:
+        vals = ins[2][tuple(slice(0, n) for n in index.shape)]
+    else:
+        vals = np.asarray(attrs["value"]).astype(out.dtype)
+    if index.size == 0:
+        return
+    if attrs.get("reduce") == "add":
+        np.add.at(out, full, vals.astype(out.dtype))
+    else:
+        out[full] = vals
+
+
+@scatter.grad
+def _(ctx, dout):
+    saved = saved_index_inputs(ctx, 1)
+    index, dim = saved[0], ctx.attrs["dim"]
+    add = ctx.attrs.get("reduce") == "add"
+    dx = dsrc = None
+    if ctx.needs_input_grad[0]:
+        dx = dout if add else F.scatter(dout, dim, index, 0)
+    if len(saved) > 1 and ctx.needs_input_grad[2]:
+        dsrc = F.gather(dout, dim, index)
+        src_shape = tuple(ctx.input_metas[2][0])
+        if tuple(index._shape) != src_shape:
+            corner = tuple(("slice", 0, n, None) for n in index._shape)
+            dsrc = F.getitem_backward(dsrc, corner, (), src_shape)
+    return (dx, None, dsrc) if len(saved) > 1 else (dx, None)
+
+
+# ---- index_add --------------------------------------------------------------------------------
+
+index_add = register("index_add", doc="x with alpha * source added at index along dim "
+                                      "(duplicates accumulate).")
+
+
+@index_add.infer
+def _(inputs, attrs):
+    x, index, src = inputs
+    if index.dtype._category != 1 or len(index._shape) > 1:
+        fail("index_add", f"index must be a 0-d or 1-d integer tensor, got {index.dtype}",
+             index._shape)
+    if not x._shape:
+        fail("index_add", "the input must have at least one dim", x._shape)
+    dim = norm_axis("index_add", attrs["dim"], len(x._shape))
+    n = index._shape[0] if index._shape else 1
+    want = tuple(n if d == dim else s for d, s in enumerate(x._shape))
+    if tuple(src._shape) != want and not (not index._shape and
+                                          tuple(src._shape) == want[:dim] + want[dim + 1:]):
+        fail("index_add", f"source must have shape {want}", x._shape, index._shape, src._shape)
+    return [Meta(x._shape, x.dtype)]
+
+
+@index_add.kernel("cpu")
+def _(ins, outs, attrs):
+    x, index, src = ins
+    out = outs[0]
+    if out is not x:
+        out[...] = x
+    dim = attrs["dim"] % x.ndim
+    _check_bounds("index_add", index, x.shape[dim], dim)
+    src = np.asarray(src * attrs["alpha"]).astype(out.dtype)
+    if index.ndim == 0:
+        src = np.expand_dims(src, dim) if src.ndim < x.ndim else src
+    where = (slice(None),) * dim + (index.reshape(-1),)
+    np.add.at(out, where, src)
+
+
+@index_add.grad
+def _(ctx, dout):
+    index = saved_index_inputs(ctx, 1)[0]
+    dsrc = None
+    if ctx.needs_input_grad[2]:
+        dsrc = F.index_select(dout, ctx.attrs["dim"], index)
+        if ctx.attrs["alpha"] != 1:
+            dsrc = F.mul(dsrc, ctx.attrs["alpha"])
+        dsrc = F.reshape(dsrc, ctx.input_metas[2][0])
+    return dout, None, dsrc
+
+
+# ---- nonzero ----------------------------------------------------------------------------------
+
+nonzero = register("nonzero", doc="Coordinates of the nonzero elements, shape (n, ndim). Its "
+                                  "output shape depends on the input's values.")
+
+
+@nonzero.infer
+def _(inputs, attrs):
+    x = inputs[0]
+    if x.is_lazy:
+        fail("nonzero", "the output shape depends on the input's values, which a traced graph "
+             "does not know", x._shape)
+    n = int(np.count_nonzero(x._array()))
+    return [Meta((n, len(x._shape)), attrs.get("dtype") or dt.int64)]
+
+
+@nonzero.kernel("cpu")
+def _(ins, outs, attrs):
+    outs[0][...] = np.argwhere(ins[0])

@@ -1,0 +1,96 @@
+"""Linear algebra: matmul (batched, broadcasting) and friends."""
+from __future__ import annotations
+
+import numpy as np
+
+from actorflow.ops._common import F, broadcast_shapes, promote
+from actorflow.ops.registry import Meta, fail, register
+
+matmul = register("matmul")
+
+
+@matmul.infer
+def _(inputs, attrs):
+    a, b = inputs
+    sa, sb = a._shape, b._shape
+    if not sa or not sb:
+        fail("matmul", "both arguments need at least 1 dimension", sa, sb)
+    if attrs.get("transpose_a") and len(sa) >= 2:
+        sa = sa[:-2] + (sa[-1], sa[-2])
+    if attrs.get("transpose_b") and len(sb) >= 2:
+        sb = sb[:-2] + (sb[-1], sb[-2])
+    ka = sa[-1]
+    kb = sb[-2] if len(sb) >= 2 else sb[0]
+    if ka != kb:
+        fail("matmul", f"inner dimensions differ ({ka} vs {kb})", a._shape, b._shape)
+    if len(sa) == 1 and len(sb) == 1:
+        shape = ()
+    elif len(sb) == 1:
+        shape = sa[:-1]
+    elif len(sa) == 1:
+        shape = sb[:-2] + (sb[-1],)
+    else:
+        shape = broadcast_shapes("matmul", sa[:-2], sb[:-2]) + (sa[-2], sb[-1])
+    d = a.dtype if a.dtype is b.dtype else promote(inputs)
+    return [Meta(shape, d)]
+
+
+def _t(x):
+    return np.swapaxes(x, -1, -2) if x.ndim >= 2 else x
+
+
+@matmul.kernel("cpu")
+def _(ins, outs, attrs):
+    a, b = ins
+    if attrs.get("transpose_a"):
+        a = _t(a)
+    if attrs.get("transpose_b"):
+        b = _t(b)
+    out = outs[0]
+    if a.dtype != out.dtype:
+        a = a.astype(out.dtype)
+    if b.dtype != out.dtype:
+        b = b.astype(out.dtype)
+    if out.ndim == 0:
+        out[...] = np.dot(a, b)
+    else:
+        np.matmul(a, b, out=out)
+
+
+@matmul.grad
+def _(ctx, dout):
+    a, b = ctx.inputs
+    ta, tb = ctx.attrs.get("transpose_a", False), ctx.attrs.get("transpose_b", False)
+    if a.ndim == 1 or b.ndim == 1 or ta or tb:
+        return _matmul_grad_general(ctx, dout, a, b, ta, tb)
+    da = db = None
+    if ctx.needs_input_grad[0]:
+        da = F.sum_to(F.matmul(dout, b, transpose_b=True), a._shape)
+    if ctx.needs_input_grad[1]:
+        db = F.sum_to(F.matmul(a, dout, transpose_a=True), b._shape)
+    return da, db
+
+
+def _matmul_grad_general(ctx, dout, a, b, ta, tb):
+    # materialise transposes and 1-d promotions, then use the plain rule
+    a2 = F.transpose(a, -1, -2) if ta and a.ndim >= 2 else a
+    b2 = F.transpose(b, -1, -2) if tb and b.ndim >= 2 else b
+    a_vec, b_vec = a2.ndim == 1, b2.ndim == 1
+    if a_vec:
+        a2 = F.reshape(a2, (1,) + tuple(a2._shape))
+        dout = F.unsqueeze(dout, -2)
+    if b_vec:
+        b2 = F.reshape(b2, tuple(b2._shape) + (1,))
+        dout = F.unsqueeze(dout, -1)
+    da = db = None
+    if ctx.needs_input_grad[0]:
+        da = F.sum_to(F.matmul(dout, b2, transpose_b=True), a2._shape)
+        da = F.reshape(da, a._shape) if a_vec else da
+        if ta and a.ndim >= 2:
+            da = F.transpose(da, -1, -2)
+    if ctx.needs_input_grad[1]:
+        db = F.sum_to(F.matmul(a2, dout, transpose_a=True), b2._shape)
+        db = F.reshape(db, b._shape) if b_vec else db
+        if tb and b.ndim >= 2:
+            db = F.transpose(db, -1, -2)
+    return da, db

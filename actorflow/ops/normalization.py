@@ -1,0 +1,345 @@
+"""Normalisation ops: batch_norm, layer_norm, group_norm and their gradient ops.
+
+Each forward op returns the normalised output plus the statistics backward needs (mean and
+inverse standard deviation) as extra outputs. Optional affine ``weight``/``bias`` inputs follow
+the fixed inputs, flagged by the attrs ``has_weight`` / ``has_bias``.
+
+``batch_norm`` takes the running statistics as inputs 1 and 2 and, in training mode, updates
+them in place (``mutates=(1, 2)``; the variance with Bessel's correction, as PyTorch does).
+``batch_norm_batch_stats`` is the training-mode variant without running statistics.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from actorflow.ops._common import F
+from actorflow.ops.conv import compute_array
+from actorflow.ops.registry import Meta, fail, register
+
+
+def _affine(inputs, attrs, first: int):
+    """(weight, bias) from the optional trailing inputs (None where absent)."""
+    i = first
+    w = b = None
+    if attrs.get("has_weight"):
+        w, i = inputs[i], i + 1
+    if attrs.get("has_bias"):
+        b = inputs[i]
+    return w, b
+
+
+def _check_float(name, x):
+    if not x.dtype.is_floating_point:
+        raise TypeError(f"{name}: expected a floating point input, got {x.dtype}")
+
+
+def _check_param(name, what, t, shape, xs):
+    if t is not None and tuple(t._shape) != tuple(shape):
+        fail(name, f"{what} must have shape {tuple(shape)}, got {tuple(t._shape)}", xs)
+
+
+def _grad_outputs(ctx, grads, first: int) -> tuple:
+    """Map (dx, dweight, dbias) onto the op's inputs (running stats get None)."""
+    dx, dw, db = grads
+    need = ctx.needs_input_grad
+    res = [dx if need[0] else None] + [None] * (first - 1)
+    if ctx.attrs.get("has_weight"):
+        res.append(dw if need[len(res)] else None)
+    if ctx.attrs.get("has_bias"):
+        res.append(db if need[len(res)] else None)
+    return tuple(res)
+
+
+# ---- batch norm -------------------------------------------------------------------------------
+
+def _bn_shape(name, inputs, attrs, first):
+    x = inputs[0]
+    _check_float(name, x)
+    xs = x._shape
+    if len(xs) < 2:
+        fail(name, "expected an input with at least 2 dims (N, C, ...)", xs)
+    C = xs[1]
+    for i in range(1, first):
+        _check_param(name, "running_mean" if i == 1 else "running_var", inputs[i], (C,), xs)
+    w, b = _affine(inputs, attrs, first)
+    _check_param(name, "weight", w, (C,), xs)
+    _check_param(name, "bias", b, (C,), xs)
+    count = 1
+    for i, s in enumerate(xs):
+        if i != 1:
+            count *= s
+    if attrs.get("training") and count <= 1:
+        fail(name, f"expected more than 1 value per channel when training, got input of size "
+             f"{tuple(xs)}", xs)
+    return [Meta(xs, x.dtype), Meta((C,), x.dtype), Meta((C,), x.dtype)]
+
+
+def _channel_view(a, ndim):
+    return a.reshape((-1,) + (1,) * (ndim - 2))
+
+
+def _bn_kernel(ins, outs, attrs, first):
+    x = compute_array(ins[0])
+    w, b = _affine(ins, attrs, first)
+    y, save_mean, save_invstd = outs
+    axes = (0,) + tuple(range(2, x.ndim))
+    if attrs["training"]:
+        mean = x.mean(axis=axes)
+        xc = x - _channel_view(mean, x.ndim)
+        var = np.mean(xc * xc, axis=axes)
+        invstd = 1.0 / np.sqrt(var + attrs["eps"])
+        if first == 3:  # update the running statistics in place
+            m, mom = x.size // x.shape[1], attrs["momentum"]
+            rm, rv = ins[1], ins[2]
+            rm[...] = (1 - mom) * rm + mom * mean
+            rv[...] = (1 - mom) * rv + mom * var * (m / (m - 1))
+    else:
+        mean = compute_array(ins[1])
+        invstd = 1.0 / np.sqrt(compute_array(ins[2]) + attrs["eps"])
+        xc = x - _channel_view(mean, x.ndim)
+    scale = invstd if w is None else invstd * w
+    res = xc * _channel_view(scale, x.ndim)
+    if b is not None:
+        res += _channel_view(b, x.ndim)
+    y[...] = res
+    save_mean[...] = mean
+    save_invstd[...] = invstd
+
+
+def _bn_grad(ctx, dout, first):
+    if dout is None:
+        return (None,) * len(ctx.needs_input_grad)
+    x = ctx.inputs[0]
+    w, _ = _affine(ctx.inputs, ctx.attrs, first)
+    mean, invstd = ctx.outputs[1], ctx.outputs[2]
+    grads = F.batch_norm_grad(dout, x, mean, invstd, w, ctx.attrs["training"])
+    return _grad_outputs(ctx, grads, first)
+
+
+batch_norm = register("batch_norm", mutates=(1, 2), grad_uses_outputs=True,
+                      doc="Batch normalisation over dim 1 (inputs x, running_mean, running_var, "
+                          "[weight], [bias]); outputs y, mean, invstd.")
+batch_norm.infer(lambda inputs, attrs: _bn_shape("batch_norm", inputs, attrs, 3))
+batch_norm.kernel("cpu")(lambda ins, outs, attrs: _bn_kernel(ins, outs, attrs, 3))
+batch_norm.grad(lambda ctx, dout, _dm=None, _di=None: _bn_grad(ctx, dout, 3))
+
+batch_norm_batch_stats = register(
+    "batch_norm_batch_stats", grad_uses_outputs=True,
+    doc="Training-mode batch normalisation without running statistics (inputs x, [weight], "
+        "[bias]); outputs y, mean, invstd.")
+batch_norm_batch_stats.infer(
+    lambda inputs, attrs: _bn_shape("batch_norm", inputs, dict(attrs, training=True), 1))
+batch_norm_batch_stats.kernel("cpu")(
+    lambda ins, outs, attrs: _bn_kernel(ins, outs, dict(attrs, training=True), 1))
+batch_norm_batch_stats.grad(lambda ctx, dout, _dm=None, _di=None: _bn_grad(ctx, dout, 1))
+
+batch_norm_grad = register("batch_norm_grad",
+                           doc="Gradient of batch_norm: inputs dout, x, mean, invstd, [weight]; "
+                               "outputs dx, dweight, dbias.")
+
+
+@batch_norm_grad.infer
+def _(inputs, attrs):
+    x = inputs[1]
+    C = x._shape[1]
+    return [Meta(x._shape, x.dtype), Meta((C,), x.dtype), Meta((C,), x.dtype)]
+
+
+@batch_norm_grad.kernel("cpu")
+def _(ins, outs, attrs):
+    dout, x, mean, invstd = (compute_array(a) for a in ins[:4])
+    w = compute_array(ins[4]) if attrs["has_weight"] else None
+    dx, dw, db = outs
+    nd = x.ndim
+    axes = (0,) + tuple(range(2, nd))
+    xhat = (x - _channel_view(mean, nd)) * _channel_view(invstd, nd)
+    sum_dy = dout.sum(axis=axes)
+    sum_dy_xhat = (dout * xhat).sum(axis=axes)
+    db[...] = sum_dy
+    dw[...] = sum_dy_xhat
+    scale = invstd if w is None else invstd * w
+    if attrs["training"]:
+        m = x.size // x.shape[1]
+        g = dout - _channel_view(sum_dy / m, nd) - xhat * _channel_view(sum_dy_xhat / m, nd)
+        dx[...] = g * _channel_view(scale, nd)
+    else:
+        dx[...] = dout * _channel_view(scale, nd)
+
+
+def _no_double_backward(name):
+    def rule(ctx, *douts):
+        raise NotImplementedError(f"{name}: double backward (a gradient of the gradient) is "
+                                  f"not supported")
+    return rule
+
+
+batch_norm_grad.grad(_no_double_backward("batch_norm"))
+
+
+# ---- layer norm / group norm --------------------------------------------------------------------
+
+def _normalize_last(x, axes, eps):
+    """(xhat, mean, invstd) over ``axes`` with keepdims."""
+    mean = x.mean(axis=axes, keepdims=True)
+    xc = x - mean
+    invstd = 1.0 / np.sqrt(np.mean(xc * xc, axis=axes, keepdims=True) + eps)
+    return xc * invstd, mean, invstd
+
+
+def _norm_backward(dxhat, xhat, invstd, axes):
+    """dx from the gradient with respect to xhat (normalised over ``axes``)."""
+    return invstd * (dxhat - dxhat.mean(axis=axes, keepdims=True)
+                     - xhat * (dxhat * xhat).mean(axis=axes, keepdims=True))
+
+
+layer_norm = register("layer_norm", grad_uses_outputs=True,
+                      doc="Layer normalisation over the last ``normalized_ndim`` dims (inputs x, "
+                          "[weight], [bias]); outputs y, mean, invstd.")
+
+
+@layer_norm.infer
+def _(inputs, attrs):
+    x = inputs[0]
+    _check_float("layer_norm", x)
+    k = attrs["normalized_ndim"]
+    xs = x._shape
+    shape = tuple(attrs["normalized_shape"])
+    if k == 0 or len(xs) < k or tuple(xs[len(xs) - k:]) != shape:
+        fail("layer_norm", f"normalized_shape {shape} does not match the trailing dims of the "
+             f"input", xs)
+    w, b = _affine(inputs, attrs, 1)
+    _check_param("layer_norm", "weight", w, shape, xs)
+    _check_param("layer_norm", "bias", b, shape, xs)
+    stat = tuple(xs[:len(xs) - k]) + (1,) * k
+    return [Meta(xs, x.dtype), Meta(stat, x.dtype), Meta(stat, x.dtype)]
+
+
+@layer_norm.kernel("cpu")
+def _(ins, outs, attrs):
+    x = compute_array(ins[0])
+    w, b = _affine(ins, attrs, 1)
+    axes = tuple(range(x.ndim - attrs["normalized_ndim"], x.ndim))
+    xhat, mean, invstd = _normalize_last(x, axes, attrs["eps"])
+    if w is not None:
+        xhat *= w
+    if b is not None:
+        xhat += b
+    outs[0][...] = xhat
+    outs[1][...] = mean
+    outs[2][...] = invstd
+
+
+@layer_norm.grad
+def _(ctx, dout, _dm=None, _di=None):
+    if dout is None:
+        return (None,) * len(ctx.needs_input_grad)
+    w, _ = _affine(ctx.inputs, ctx.attrs, 1)
+    grads = F.layer_norm_grad(dout, ctx.inputs[0], ctx.outputs[1], ctx.outputs[2], w,
+                              ctx.attrs["normalized_ndim"])
+    return _grad_outputs(ctx, grads, 1)
+
+
+layer_norm_grad = register("layer_norm_grad",
+                           doc="Gradient of layer_norm: inputs dout, x, mean, invstd, [weight]; "
+                               "outputs dx, dweight, dbias (shaped like the normalised dims).")
+
+
+@layer_norm_grad.infer
+def _(inputs, attrs):
+    x = inputs[1]
+    k = attrs["normalized_ndim"]
+    pshape = tuple(x._shape[len(x._shape) - k:])
+    return [Meta(x._shape, x.dtype), Meta(pshape, x.dtype), Meta(pshape, x.dtype)]
+
+
+@layer_norm_grad.kernel("cpu")
+def _(ins, outs, attrs):
+    dout, x, mean, invstd = (compute_array(a) for a in ins[:4])
+    k = attrs["normalized_ndim"]
+    axes = tuple(range(x.ndim - k, x.ndim))
+    lead = tuple(range(x.ndim - k))
+    xhat = (x - mean) * invstd
+    outs[1][...] = (dout * xhat).sum(axis=lead)
+    outs[2][...] = dout.sum(axis=lead)
+    dxhat = dout * compute_array(ins[4]) if attrs["has_weight"] else dout
+    outs[0][...] = _norm_backward(dxhat, xhat, invstd, axes)
+
+
+layer_norm_grad.grad(_no_double_backward("layer_norm"))
+
+
+group_norm = register("group_norm", grad_uses_outputs=True,
+                      doc="Group normalisation of (N, C, ...) over ``num_groups`` channel groups "
+                          "(inputs x, [weight], [bias]); outputs y, mean, invstd of shape "
+                          "(N, groups).")
+
+
+@group_norm.infer
+def _(inputs, attrs):
+    x = inputs[0]
+    _check_float("group_norm", x)
+    xs = x._shape
+    g = attrs["num_groups"]
+    if len(xs) < 2:
+        fail("group_norm", "expected an input with at least 2 dims (N, C, ...)", xs)
+    if g <= 0 or xs[1] % g:
+        fail("group_norm", f"the number of channels ({xs[1]}) must be divisible by num_groups "
+             f"({g})", xs)
+    w, b = _affine(inputs, attrs, 1)
+    _check_param("group_norm", "weight", w, (xs[1],), xs)
+    _check_param("group_norm", "bias", b, (xs[1],), xs)
+    return [Meta(xs, x.dtype), Meta((xs[0], g), x.dtype), Meta((xs[0], g), x.dtype)]
+
+
+@group_norm.kernel("cpu")
+def _(ins, outs, attrs):
+    x = compute_array(ins[0])
+    w, b = _affine(ins, attrs, 1)
+    N, g = x.shape[0], attrs["num_groups"]
+    xhat, mean, invstd = _normalize_last(x.reshape(N, g, -1), (2,), attrs["eps"])
+    y = xhat.reshape(x.shape)
+    if w is not None:
+        y *= _channel_view(w, x.ndim)
+    if b is not None:
+        y += _channel_view(b, x.ndim)
+    outs[0][...] = y
+    outs[1][...] = mean[..., 0]
+    outs[2][...] = invstd[..., 0]
+
+
+@group_norm.grad
+def _(ctx, dout, _dm=None, _di=None):
+    if dout is None:
+        return (None,) * len(ctx.needs_input_grad)
+    w, _ = _affine(ctx.inputs, ctx.attrs, 1)
+    grads = F.group_norm_grad(dout, ctx.inputs[0], ctx.outputs[1], ctx.outputs[2], w)
+    return _grad_outputs(ctx, grads, 1)
+
+
+group_norm_grad = register("group_norm_grad",
+                           doc="Gradient of group_norm: inputs dout, x, mean, invstd, [weight]; "
+                               "outputs dx, dweight, dbias.")
+
+
+@group_norm_grad.infer
+def _(inputs, attrs):
+    x = inputs[1]
+    return [Meta(x._shape, x.dtype), Meta((x._shape[1],), x.dtype),
+            Meta((x._shape[1],), x.dtype)]
+
+
+@group_norm_grad.kernel("cpu")
+def _(ins, outs, attrs):
+    dout, x, mean, invstd = (compute_array(a) for a in ins[:4])
+    N, g = mean.shape
+    xg = x.reshape(N, g, -1)
+    xhat = (xg - mean[..., None]) * invstd[..., None]
+    chan = (0,) + tuple(range(2, x.ndim))
+    outs[1][...] = (dout * xhat.reshape(x.shape)).sum(axis=chan)
+    outs[2][...] = dout.sum(axis=chan)
+    dxhat = dout * _channel_view(compute_array(ins[4]), x.ndim) if attrs["has_weight"] else dout
+    dx = _norm_backward(dxhat.reshape(N, g, -1), xhat, invstd[..., None], (2,))
+    outs[0][...] = dx.reshape(x.shape)
+
+
+group_norm_grad.grad(_no_double_backward("group_norm"))

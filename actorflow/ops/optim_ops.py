@@ -1,0 +1,402 @@
+"""Optimizer update ops and gradient clipping ops.
+
+Every update op has ZERO outputs: its CPU kernel writes the parameter and the optimizer state in
+place, and the op lists those inputs in ``mutates``. Input layout (each op's doc repeats it):
+
+    param, grad, lr, [step], state...
+
+* ``lr`` is a 0-d float64 tensor (an input, not an attr, so a Graph can feed the scheduler's
+  learning rate each iteration);
+* ``step`` is a 0-d int64 state tensor counting finished updates; the kernel increments it first
+  and uses the new value (bias correction, Adagrad's lr decay);
+* state tensors have the parameter's shape and dtype. Some state is optional (AMSGrad's
+  ``max_exp_avg_sq``, RMSprop's ``grad_avg``/``momentum_buffer``): an optional input is passed only
+  when the attrs enable it, so ``mutates`` names every index the op *may* write and a call writes
+  the ones it has.
+
+Hyperparameters other than the learning rate are attrs. Update ops have no gradient rule.
+The clipping ops (``grad_norm``, ``clip_grad_by_norm``, ``clip_grad_by_value``) back
+``nn.utils.clip_grad_norm_`` / ``clip_grad_value_``; the last two also work in place.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from actorflow.framework import dtype as dt
+from actorflow.ops.registry import Meta, fail, register
+
+
+def _numel(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def _check_update(name: str, inputs: list, has_step: bool, n_state: int) -> None:
+    """Shape/dtype checks shared by the update ops (they all return no outputs)."""
+    n_fixed = 4 if has_step else 3
+    if len(inputs) != n_fixed + n_state:
+        fail(name, f"expected {n_fixed + n_state} inputs (param, grad, lr"
+             f"{', step' if has_step else ''} and {n_state} state tensors), got {len(inputs)}")
+    p, g, lr = inputs[0], inputs[1], inputs[2]
+    if not p.dtype.is_floating_point:
+        fail(name, f"the parameter must be a floating point tensor, got {p.dtype}")
+    if tuple(g._shape) != tuple(p._shape):
+        fail(name, "the gradient's shape differs from the parameter's", p._shape, g._shape)
+    if _numel(lr._shape) != 1 or not lr.dtype.is_floating_point:
+        fail(name, f"lr must be a one-element floating point tensor, got {lr.dtype}", lr._shape)
+    if has_step:
+        step = inputs[3]
+        if _numel(step._shape) != 1 or step.dtype.is_floating_point or step.dtype is dt.bool_:
+            fail(name, f"step must be a one-element integer tensor, got {step.dtype}", step._shape)
+    for s in inputs[n_fixed:]:
+        if tuple(s._shape) != tuple(p._shape):
+            fail(name, "a state tensor's shape differs from the parameter's", p._shape, s._shape)
+        if not s.dtype.is_floating_point:
+            fail(name, f"state tensors must be floating point, got {s.dtype}")
+
+
+def _update_op(name: str, mutates: tuple, has_step: bool, n_state, doc: str):
+    """Register an update op; ``n_state(attrs)`` is the number of state inputs it takes."""
+    op = register(name, mutates=mutates, doc=doc)
+
+    @op.infer
+    def _(inputs, attrs):
+        _check_update(name, inputs, has_step, n_state(attrs))
+        return []
+
+    return op
+
+
+def _advance(step: np.ndarray) -> int:
+    """Increment the step counter in place; returns the new count."""
+    step[...] += 1
+    return int(step.reshape(()))
+
+
+def _regularized(g, p, weight_decay: float, negate: bool):
+    """``(-g if negate else g) + weight_decay * p`` (``g`` itself when there is nothing to do)."""
+    if weight_decay:
+        out = np.multiply(p, weight_decay)
+        if negate:
+            out -= g
+        else:
+            out += g
+        return out
+    return np.negative(g) if negate else g
+
+
+# ---- SGD ----------------------------------------------------------------------------------------
+
+sgd_update = _update_op(
+    "sgd_update", (0,), False, lambda attrs: 0,
+    "Plain SGD (param, grad, lr): p -= lr * (g + weight_decay * p).")
+
+
+@sgd_update.kernel("cpu")
+def _(ins, outs, attrs):
+    p, g, lr = ins[0], ins[1], float(ins[2])
+    wd = attrs.get("weight_decay", 0.0)
+    if wd:
+        p *= 1.0 - lr * wd
+    p -= np.multiply(g, lr)
+
+
+momentum_update = _update_op(
+    "momentum_update", (0, 3), False, lambda attrs: 1,
+    "SGD with momentum (param, grad, lr, momentum_buffer); the buffer starts at zero: "
+    "buf = momentum * buf + (1 - dampening) * (g + weight_decay * p); "
+    "d = g + momentum * buf (nesterov) or buf; p -= lr * d (p += lr * d when maximize).")
+
+
+@momentum_update.kernel("cpu")
+def _(ins, outs, attrs):
+    p, g, lr, buf = ins[0], ins[1], float(ins[2]), ins[3]
+    m, damp = attrs["momentum"], attrs.get("dampening", 0.0)
+    g = _regularized(g, p, attrs.get("weight_decay", 0.0), False)
+    buf *= m
+    if damp:
+        buf += np.multiply(g, 1.0 - damp)
+    else:
+        buf += g
+    scale = lr if attrs.get("maximize", False) else -lr
+    if attrs.get("nesterov", False):
+        d = np.multiply(buf, m)
+        d += g
+        d *= scale
+    else:
+        d = np.multiply(buf, scale)
+    p += d
+
+
+# ---- Adam / AdamW -------------------------------------------------------------------------------
+
+adam_update = _update_op(
+    "adam_update", (0, 3, 4, 5, 6), True, lambda attrs: 3 if attrs.get("amsgrad") else 2,
+    "Adam/AdamW (param, grad, lr, step, exp_avg, exp_avg_sq[, max_exp_avg_sq when amsgrad]). "
+    "attrs: beta1, beta2, eps, weight_decay, decoupled (AdamW: p *= 1 - lr * weight_decay; "
+    "otherwise L2: g += weight_decay * p), amsgrad, bias_correction, maximize.")
+
+
+@adam_update.kernel("cpu")
+def _(ins, outs, attrs):
+    p, g, lr, m, v = ins[0], ins[1], float(ins[2]), ins[4], ins[5]
+    t = _advance(ins[3])
+    b1, b2, eps = attrs["beta1"], attrs["beta2"], attrs["eps"]
+    wd = attrs.get("weight_decay", 0.0)
+    decoupled = attrs.get("decoupled", False)
+    g = _regularized(g, p, 0.0 if decoupled else wd, attrs.get("maximize", False))
+    if decoupled and wd:
+        p *= 1.0 - lr * wd
+    tmp = np.multiply(g, 1.0 - b1)
+    m *= b1
+    m += tmp
+    np.multiply(g, g, out=tmp)
+    tmp *= 1.0 - b2
+    v *= b2
+    v += tmp
+    if attrs.get("amsgrad", False):
+        np.maximum(ins[6], v, out=ins[6])
+        v = ins[6]
+    bc1 = bc2 = 1.0
+    if attrs.get("bias_correction", True):
+        bc1, bc2 = 1.0 - b1 ** t, 1.0 - b2 ** t
+    np.sqrt(v, out=tmp)
+    tmp *= 1.0 / math.sqrt(bc2)
+    tmp += eps
+    np.divide(m, tmp, out=tmp)
+    tmp *= lr / bc1
+    p -= tmp
+
+
+# ---- RMSprop ------------------------------------------------------------------------------------
+
+rmsprop_update = _update_op(
+    "rmsprop_update", (0, 3, 4, 5), False,
+    lambda attrs: 1 + bool(attrs.get("centered")) + bool(attrs.get("momentum")),
+    "RMSprop (param, grad, lr, square_avg[, grad_avg when centered][, momentum_buffer when "
+    "momentum > 0]); OneFlow's form: eps inside the square root and lr inside the momentum "
+    "buffer: sq = a*sq + (1-a)*g^2; denom = sqrt(sq [- grad_avg^2] + eps); "
+    "buf = momentum*buf + lr*g/denom; p -= buf.")
+
+
+@rmsprop_update.kernel("cpu")
+def _(ins, outs, attrs):
+    p, g, lr, sq = ins[0], ins[1], float(ins[2]), ins[3]
+    alpha, eps, momentum = attrs["alpha"], attrs["eps"], attrs.get("momentum", 0.0)
+    g = _regularized(g, p, attrs.get("weight_decay", 0.0), attrs.get("maximize", False))
+    denom = np.multiply(g, g)
+    denom *= 1.0 - alpha
+    sq *= alpha
+    sq += denom
+    nxt = 4
+    if attrs.get("centered", False):
+        avg = ins[nxt]
+        nxt += 1
+        avg *= alpha
+        avg += np.multiply(g, 1.0 - alpha)
+        np.multiply(avg, avg, out=denom)
+        np.subtract(sq, denom, out=denom)
+    else:
+        np.copyto(denom, sq)
+    denom += eps
+    np.sqrt(denom, out=denom)
+    np.divide(g, denom, out=denom)
+    denom *= lr
+    if momentum:
+        buf = ins[nxt]
+        buf *= momentum
+        buf += denom
+        p -= buf
+    else:
+        p -= denom
+
+
+# ---- Adagrad / Adadelta -------------------------------------------------------------------------
+
+adagrad_update = _update_op(
+    "adagrad_update", (0, 3, 4), True, lambda attrs: 1,
+    "Adagrad (param, grad, lr, step, sum): sum += g^2; "
+    "p -= lr / (1 + (step - 1) * lr_decay) * g / (sqrt(sum) + eps).")
+
+
+@adagrad_update.kernel("cpu")
+def _(ins, outs, attrs):
+    p, g, lr, acc = ins[0], ins[1], float(ins[2]), ins[4]
+    t = _advance(ins[3])
+    g = _regularized(g, p, attrs.get("weight_decay", 0.0), attrs.get("maximize", False))
+    clr = lr / (1.0 + (t - 1) * attrs.get("lr_decay", 0.0))
+    tmp = np.multiply(g, g)
+    acc += tmp
+    np.sqrt(acc, out=tmp)
+    tmp += attrs["eps"]
+    np.divide(g, tmp, out=tmp)
+    tmp *= clr
+    p -= tmp
+
+
+adadelta_update = _update_op(
+    "adadelta_update", (0, 3, 4), False, lambda attrs: 2,
+    "Adadelta (param, grad, lr, square_avg, acc_delta): sq = rho*sq + (1-rho)*g^2; "
+    "delta = sqrt(acc + eps) / sqrt(sq + eps) * g; acc = rho*acc + (1-rho)*delta^2; "
+    "p -= lr * delta.")
+
+
+@adadelta_update.kernel("cpu")
+def _(ins, outs, attrs):
+    p, g, lr, sq, acc = ins[0], ins[1], float(ins[2]), ins[3], ins[4]
+    rho, eps = attrs["rho"], attrs["eps"]
+    g = _regularized(g, p, attrs.get("weight_decay", 0.0), attrs.get("maximize", False))
+    tmp = np.multiply(g, g)
+    tmp *= 1.0 - rho
+    sq *= rho
+    sq += tmp
+    delta = np.add(acc, eps)
+    np.sqrt(delta, out=delta)
+    np.add(sq, eps, out=tmp)
+    np.sqrt(tmp, out=tmp)
+    delta /= tmp
+    delta *= g
+    np.multiply(delta, delta, out=tmp)
+    tmp *= 1.0 - rho
+    acc *= rho
+    acc += tmp
+    delta *= lr
+    p -= delta
+
+
+# ---- LAMB ---------------------------------------------------------------------------------------
+
+lamb_update = _update_op(
+    "lamb_update", (0, 3, 4, 5), True, lambda attrs: 2,
+    "LAMB (param, grad, lr, step, exp_avg, exp_avg_sq), OneFlow's form: u = m_hat / "
+    "(sqrt(v_hat) + eps); trust = ||p|| / ||u|| (1 when either is 0); "
+    "p -= lr * trust * (u + weight_decay * p) when adam_w_mode, else weight decay is L2 on g.")
+
+
+def _l2norm(a: np.ndarray) -> float:
+    flat = a.reshape(-1)
+    return math.sqrt(float(np.dot(flat, flat)))
+
+
+@lamb_update.kernel("cpu")
+def _(ins, outs, attrs):
+    p, g, lr, m, v = ins[0], ins[1], float(ins[2]), ins[4], ins[5]
+    t = _advance(ins[3])
+    b1, b2, eps = attrs["beta1"], attrs["beta2"], attrs["eps"]
+    wd = attrs.get("weight_decay", 0.0)
+    adam_w = attrs.get("adam_w_mode", True)
+    g = _regularized(g, p, 0.0 if adam_w else wd, False)
+    tmp = np.multiply(g, 1.0 - b1)
+    m *= b1
+    m += tmp
+    np.multiply(g, g, out=tmp)
+    tmp *= 1.0 - b2
+    v *= b2
+    v += tmp
+    bc1 = bc2 = 1.0
+    if attrs.get("bias_correction", True):
+        bc1, bc2 = 1.0 - b1 ** t, 1.0 - b2 ** t
+    np.sqrt(v, out=tmp)
+    tmp *= 1.0 / math.sqrt(bc2)
+    tmp += eps
+    np.divide(m, tmp, out=tmp)
+    tmp *= 1.0 / bc1
+    w_norm, u_norm = _l2norm(p), _l2norm(tmp)
+    trust = w_norm / u_norm if w_norm > 0 and u_norm > 0 else 1.0
+    if adam_w and wd:
+        tmp += np.multiply(p, wd)
+    tmp *= lr * trust
+    p -= tmp
+
+
+# ---- gradient clipping --------------------------------------------------------------------------
+
+grad_norm = register(
+    "grad_norm",
+    doc="The norm of several tensors taken together (as if concatenated); 0-d output. "
+        "norm_type p: (sum |x|^p)^(1/p); inf / -inf: max / min |x|; 0: the number of tensors "
+        "that have a non-zero element (the 0-norm of the per-tensor 0-norms, as PyTorch).")
+
+
+@grad_norm.infer
+def _(inputs, attrs):
+    if not inputs:
+        fail("grad_norm", "expected at least one tensor")
+    d = inputs[0].dtype
+    for t in inputs:
+        if not t.dtype.is_floating_point:
+            fail("grad_norm", f"expected floating point tensors, got {t.dtype}")
+        d = dt.promote_types(d, t.dtype)
+    return [Meta((), d)]
+
+
+@grad_norm.kernel("cpu")
+def _(ins, outs, attrs):
+    p = float(attrs["norm_type"])
+    # half-precision gradients are summed in float32 (their squares overflow float16)
+    arrays = [a.reshape(-1) if a.dtype.itemsize >= 4 else a.reshape(-1).astype(np.float32)
+              for a in ins if a.size]
+    if not arrays:
+        outs[0][...] = 0.0
+        return
+    if p == math.inf:
+        total = max(float(np.max(np.abs(a))) for a in arrays)
+    elif p == -math.inf:
+        total = min(float(np.min(np.abs(a))) for a in arrays)
+    elif p == 0:
+        total = float(sum(bool(np.any(a != 0)) for a in arrays))
+    elif p == 1:
+        total = sum(float(np.sum(np.abs(a), dtype=np.float64)) for a in arrays)
+    elif p == 2:
+        total = math.sqrt(sum(float(np.dot(a, a)) for a in arrays))
+    else:
+        with np.errstate(divide="ignore"):
+            s = sum(float(np.sum(np.power(np.abs(a, dtype=np.float64), p))) for a in arrays)
+            total = float(np.power(s, 1.0 / p))
+    outs[0][...] = total
+
+
+clip_grad_by_norm = register(
+    "clip_grad_by_norm", mutates=(0,),
+    doc="In place: grad *= min(max_norm / (total_norm + 1e-6), 1) (inputs: grad, total_norm).")
+
+
+@clip_grad_by_norm.infer
+def _(inputs, attrs):
+    g, norm = inputs
+    if not g.dtype.is_floating_point:
+        fail("clip_grad_by_norm", f"expected a floating point gradient, got {g.dtype}")
+    if _numel(norm._shape) != 1:
+        fail("clip_grad_by_norm", "total_norm must have one element", norm._shape)
+    return []
+
+
+@clip_grad_by_norm.kernel("cpu")
+def _(ins, outs, attrs):
+    g = ins[0]
+    total = float(ins[1].reshape(()))
+    coef = min(attrs["max_norm"] / (total + 1e-6), 1.0) if not math.isnan(total) else total
+    if coef != 1.0:
+        g *= coef
+
+
+clip_grad_by_value = register(
+    "clip_grad_by_value", mutates=(0,),
+    doc="In place: grad = clamp(grad, -clip_value, clip_value).")
+
+
+@clip_grad_by_value.infer
+def _(inputs, attrs):
+    if not inputs[0].dtype.is_floating_point:
+        fail("clip_grad_by_value", f"expected a floating point gradient, got {inputs[0].dtype}")
+    return []
+
+
+@clip_grad_by_value.kernel("cpu")
+def _(ins, outs, attrs):
+    v = attrs["clip_value"]
+    np.clip(ins[0], -v, v, out=ins[0])

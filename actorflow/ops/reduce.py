@@ -1,0 +1,366 @@
+"""Reductions over axes (``dim``, with ``keepdim``): sum, mean, prod, var, std, logsumexp,
+all, any, and the scans cumsum / cumprod.
+
+The max/min family and norms live in ``reduce_extrema``. Axis attrs are ``None`` (every axis),
+an int, or a tuple of ints; ``reduce_axes`` turns them into a sorted tuple of axes.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from actorflow.framework import dtype as dt
+from actorflow.ops._common import F, norm_axis
+from actorflow.ops.registry import Meta, fail, register
+
+
+def reduce_axes(name: str, dim, ndim: int) -> tuple:
+    """Sorted axes for ``dim``: None or an empty sequence means every axis (as in PyTorch)."""
+    if dim is None:
+        return tuple(range(ndim))
+    if isinstance(dim, (int, np.integer)):
+        dims = (dim,)
+    elif isinstance(dim, (tuple, list)):
+        dims = tuple(dim)
+    else:
+        fail(name, f"dim must be an int or a tuple of ints, got {dim!r}")
+    if not dims:
+        return tuple(range(ndim))
+    axes = []
+    for d in dims:
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
+            fail(name, f"dim must be an int or a tuple of ints, got {dim!r}")
+        axes.append(norm_axis(name, int(d), ndim))
+    if len(set(axes)) != len(axes):
+        fail(name, f"a dim appears multiple times in the list of dims {tuple(dims)}")
+    return tuple(sorted(axes))
+
+
+def reduced_shape(shape: tuple, axes: tuple, keepdim: bool) -> tuple:
+    if keepdim:
+        return tuple(1 if i in axes else s for i, s in enumerate(shape))
+    return tuple(s for i, s in enumerate(shape) if i not in axes)
+
+
+def np_axes(x: np.ndarray, name: str, dim):
+    """The ``axis`` argument for NumPy (0-d arrays take ``None``)."""
+    return reduce_axes(name, dim, x.ndim) if x.ndim else None
+
+
+def reduce_infer(name: str, dtype_rule):
+    """Inference for a one-output reduction; ``dtype_rule(input_dtype, attrs)``."""
+    def infer(inputs, attrs):
+        x = inputs[0]
+        axes = reduce_axes(name, attrs.get("dim"), len(x._shape))
+        return [Meta(reduced_shape(x._shape, axes, attrs.get("keepdim", False)),
+                     dtype_rule(x.dtype, attrs))]
+    return infer
+
+
+def int_to_long(d, attrs):
+    """Sum-like dtype: ``dtype=`` wins; bool and integers accumulate in int64."""
+    if attrs.get("dtype") is not None:
+        return attrs["dtype"]
+    return dt.int64 if d._category < 2 else d
+
+
+def float_only(name: str):
+    def rule(d, attrs):
+        if attrs.get("dtype") is not None:
+            return attrs["dtype"]
+        if not d.is_floating_point:
+            raise TypeError(f"{name}: expected a floating point input, got {d} "
+                            f"(pass dtype= or convert the input)")
+        return d
+    return rule
+
+
+def unsqueeze_to(g, shape, dim, keepdim):
+    """Reshape a reduced gradient so it broadcasts against the input ``shape``."""
+    if keepdim:
+        return g
+    axes = reduce_axes("reduce", dim, len(shape))
+    return F.reshape(g, tuple(1 if i in axes else s for i, s in enumerate(shape)))
+
+
+def broadcast_back(ctx, g):
+    """The reduced gradient ``g`` expanded back to the input's shape."""
+    shape = ctx.input_metas[0][0]
+    g = unsqueeze_to(g, shape, ctx.attrs.get("dim"), ctx.attrs.get("keepdim", False))
+    return F.expand(g, shape)
+
+
+def kept(ctx, y):
+    """An output ``y`` of a reduction reshaped as if computed with ``keepdim=True``."""
+    return unsqueeze_to(y, ctx.input_metas[0][0], ctx.attrs.get("dim"),
+                        ctx.attrs.get("keepdim", False))
+
+
+def count(shape: tuple, axes: tuple) -> int:
+    n = 1
+    for a in axes:
+        n *= shape[a]
+    return n
+
+
+# ---- sum, mean, prod ----------------------------------------------------------------------------
+
+sum_ = register("sum", doc="Sum over ``dim`` (None: all).")
+sum_.infer(reduce_infer("sum", int_to_long))
+
+
+@sum_.kernel("cpu")
+def _(ins, outs, attrs):
+    x, out = ins[0], outs[0]
+    np.sum(x, axis=np_axes(x, "sum", attrs.get("dim")), out=out,
+           keepdims=attrs.get("keepdim", False), dtype=out.dtype)
+
+
+@sum_.grad
+def _(ctx, dout):
+    return broadcast_back(ctx, dout)
+
+
+mean = register("mean", doc="Arithmetic mean over ``dim`` (None: all).")
+mean.infer(reduce_infer("mean", float_only("mean")))
+
+
+def _acc_dtype(out: np.ndarray):
+    """Accumulate half precision in float32; float64 stays float64."""
+    return np.float64 if out.dtype == np.float64 else np.float32
+
+
+@mean.kernel("cpu")
+def _(ins, outs, attrs):
+    x, out = ins[0], outs[0]
+    out[...] = np.mean(x, axis=np_axes(x, "mean", attrs.get("dim")),
+                       keepdims=attrs.get("keepdim", False), dtype=_acc_dtype(out))
+
+
+@mean.grad
+def _(ctx, dout):
+    shape = ctx.input_metas[0][0]
+    n = count(shape, reduce_axes("mean", ctx.attrs.get("dim"), len(shape)))
+    return broadcast_back(ctx, F.mul(dout, 1.0 / max(n, 1)))
+
+
+prod = register("prod", doc="Product over one ``dim`` (None: all elements).")
+prod.infer(reduce_infer("prod", int_to_long))
+
+
+@prod.kernel("cpu")
+def _(ins, outs, attrs):
+    x, out = ins[0], outs[0]
+    np.prod(x, axis=np_axes(x, "prod", attrs.get("dim")), out=out,
+            keepdims=attrs.get("keepdim", False), dtype=out.dtype)
+
+
+def exclusive_products(x, d: int):
+    """``out[i] = prod_{j != i} x[j]`` along axis ``d``, exact when ``x`` holds zeros."""
+    n = x._shape[d]
+    if n <= 1:
+        return F.ones_like(x)
+    one = F.ones_like(F.narrow(x, d, 0, 1))
+    left = F.cat([one, F.narrow(F.cumprod(x, d), d, 0, n - 1)], d)
+    flipped = F.cumprod(F.flip(x, (d,)), d)
+    right = F.flip(F.cat([one, F.narrow(flipped, d, 0, n - 1)], d), (d,))
+    return F.mul(left, right)
+
+
+@prod.grad
+def _(ctx, dout):
+    x = ctx.inputs[0]
+    shape = ctx.input_metas[0][0]
+    if ctx.attrs.get("dim") is None:
+        others = F.reshape(exclusive_products(F.reshape(x, (-1,)), 0), shape)
+    else:
+        others = exclusive_products(x, norm_axis("prod", ctx.attrs["dim"], len(shape)))
+    return F.mul(broadcast_back(ctx, dout), others)
+
+
+# ---- variance, standard deviation, logsumexp -----------------------------------------------------
+
+def float_input_infer(name):
+    def rule(d, attrs):
+        if not d.is_floating_point:
+            raise TypeError(f"{name}: expected a floating point input, got {d}")
+        return d
+    return reduce_infer(name, rule)
+
+
+def _centered(ctx):
+    """``x - mean(x)`` over the reduced axes, and ``N - correction``."""
+    x = ctx.inputs[0]
+    shape = ctx.input_metas[0][0]
+    axes = reduce_axes("var", ctx.attrs.get("dim"), len(shape))
+    centered = F.sub(x, F.mean(x, axes, keepdim=True))
+    return centered, count(shape, axes) - ctx.attrs.get("correction", 1)
+
+
+var = register("var", doc="Variance over ``dim`` with ``correction`` (1: unbiased).")
+var.infer(float_input_infer("var"))
+
+
+@var.kernel("cpu")
+def _(ins, outs, attrs):
+    x, out = ins[0], outs[0]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out[...] = np.var(x, axis=np_axes(x, "var", attrs.get("dim")), dtype=_acc_dtype(out),
+                          ddof=attrs.get("correction", 1), keepdims=attrs.get("keepdim", False))
+
+
+@var.grad
+def _(ctx, dout):
+    centered, dof = _centered(ctx)
+    scale = 2.0 / dof if dof > 0 else float("nan")
+    return F.mul(broadcast_back(ctx, F.mul(dout, scale)), centered)
+
+
+std = register("std", grad_uses_outputs=True, doc="Standard deviation over ``dim``.")
+std.infer(float_input_infer("std"))
+
+
+@std.kernel("cpu")
+def _(ins, outs, attrs):
+    x, out = ins[0], outs[0]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out[...] = np.std(x, axis=np_axes(x, "std", attrs.get("dim")), dtype=_acc_dtype(out),
+                          ddof=attrs.get("correction", 1), keepdims=attrs.get("keepdim", False))
+
+
+@std.grad
+def _(ctx, dout):
+    centered, dof = _centered(ctx)
+    scale = 1.0 / dof if dof > 0 else float("nan")
+    g = F.div(F.mul(dout, scale), ctx.outputs[0])
+    return F.mul(broadcast_back(ctx, g), centered)
+
+
+logsumexp = register("logsumexp", grad_uses_outputs=True,
+                     doc="``log(sum(exp(x)))`` over ``dim``, computed stably.")
+logsumexp.infer(float_input_infer("logsumexp"))
+
+
+@logsumexp.kernel("cpu")
+def _(ins, outs, attrs):
+    x, out = ins[0], outs[0]
+    axes = np_axes(x, "logsumexp", attrs.get("dim"))
+    if x.size == 0:
+        out[...] = -np.inf
+        return
+    m = np.max(x, axis=axes, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0)
+    with np.errstate(divide="ignore"):
+        s = np.log(np.sum(np.exp(x - m), axis=axes, keepdims=True, dtype=_acc_dtype(out))) + m
+    out[...] = s if attrs.get("keepdim", False) else s.reshape(out.shape)
+
+
+@logsumexp.grad
+def _(ctx, dout):
+    x = ctx.inputs[0]
+    weights = F.exp(F.sub(x, kept(ctx, ctx.outputs[0])))
+    return F.mul(broadcast_back(ctx, dout), weights)
+
+
+# ---- all / any -----------------------------------------------------------------------------------
+
+def _logical(name: str, fn):
+    op = register(name, doc=f"``{name}`` over ``dim`` (None: all); a bool result.")
+    op.infer(reduce_infer(name, lambda d, attrs: dt.bool_))
+
+    @op.kernel("cpu")
+    def _(ins, outs, attrs):
+        x = ins[0]
+        fn(x, axis=np_axes(x, name, attrs.get("dim")), out=outs[0],
+           keepdims=attrs.get("keepdim", False))
+    return op
+
+
+all_ = _logical("all", np.all)
+any_ = _logical("any", np.any)
+
+
+# ---- scans ---------------------------------------------------------------------------------------
+
+def _scan_infer(name):
+    def infer(inputs, attrs):
+        x = inputs[0]
+        norm_axis(name, attrs["dim"], len(x._shape))
+        return [Meta(x._shape, int_to_long(x.dtype, attrs))]
+    return infer
+
+
+def _scan_kernel(name, fn):
+    def kernel(ins, outs, attrs):
+        x, out = ins[0], outs[0]
+        if x.ndim == 0:
+            out[...] = x
+            return
+        fn(x, axis=norm_axis(name, attrs["dim"], x.ndim), out=out, dtype=out.dtype)
+    return kernel
+
+
+cumsum = register("cumsum", doc="Cumulative sum along ``dim``.")
+cumsum.infer(_scan_infer("cumsum"))
+cumsum.kernel("cpu")(_scan_kernel("cumsum", np.cumsum))
+
+
+@cumsum.grad
+def _(ctx, dout):
+    if not dout._shape:
+        return dout
+    d = norm_axis("cumsum", ctx.attrs["dim"], len(dout._shape))
+    return F.flip(F.cumsum(F.flip(dout, (d,)), d), (d,))
+
+
+cumprod = register("cumprod", doc="Cumulative product along ``dim``.")
+cumprod.infer(_scan_infer("cumprod"))
+cumprod.kernel("cpu")(_scan_kernel("cumprod", np.cumprod))
+
+
+@cumprod.grad
+def _(ctx, dout):
+    return F.call("cumprod_backward", ctx.inputs[0], dout, dim=ctx.attrs["dim"])
+
+
+cumprod_backward = register(
+    "cumprod_backward",
+    doc="Gradient of cumprod: dx[k] = sum_{i>=k} g[i] * prod_{j<=i, j!=k} x[j] (exact at 0).")
+
+
+@cumprod_backward.infer
+def _(inputs, attrs):
+    x, g = inputs
+    if x._shape != g._shape:
+        fail("cumprod_backward", "input and gradient shapes differ", x._shape, g._shape)
+    return [Meta(x._shape, g.dtype)]
+
+
+@cumprod_backward.kernel("cpu")
+def _(ins, outs, attrs):
+    x, g = ins
+    out = outs[0]
+    if x.ndim == 0:
+        out[...] = g
+        return
+    d = norm_axis("cumprod_backward", attrs["dim"], x.ndim)
+    xm, gm, om = np.moveaxis(x, d, 0), np.moveaxis(g, d, 0), np.moveaxis(out, d, 0)
+    n = xm.shape[0]
+    if n == 0:
+        return
+    # s[k] = g[k] + x[k+1] * s[k+1]: the sum over i >= k with the factors after k
+    s = np.array(gm[n - 1], dtype=out.dtype)
+    om[n - 1] = s
+    for k in range(n - 2, -1, -1):
+        s = gm[k] + xm[k + 1] * s
+        om[k] = s
+    # times the product of the factors before k
+    left = np.ones_like(om[0])
+    for k in range(n):
+        om[k] *= left
+        left = left * xm[k]
+
+
+@cumprod_backward.grad
+def _(ctx, dout):
+    raise NotImplementedError("cumprod (and prod): gradients of order two or more are not "
+                              "supported")

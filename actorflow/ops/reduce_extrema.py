@@ -1,0 +1,265 @@
+"""Extrema and norms: max/min along a dim (values + indices), amax/amin, argmax/argmin, norm.
+
+Gradients: ``max_dim``/``min_dim`` send the gradient to the selected index (the first one on
+ties, as NumPy and PyTorch pick it); ``amax``/``amin`` (and full ``max()``/``min()``) share it
+evenly among tied elements, as PyTorch does. The masks they need are computed in the backward
+pass by the helper ops ``reduce_index_mask`` and ``reduce_tie_weights``.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from actorflow.framework import dtype as dt
+from actorflow.ops._common import F, norm_axis
+from actorflow.ops.reduce import (
+    broadcast_back, kept, np_axes, reduce_axes, reduced_shape,
+)
+from actorflow.ops.registry import Meta, fail, register
+
+
+def _nonempty(name: str, shape: tuple, axes: tuple) -> None:
+    if not shape:  # a 0-d tensor holds one element
+        return
+    for a in axes:
+        if shape[a] == 0:
+            fail(name, f"cannot reduce over dim {a} of size 0 (the operation has no identity)",
+                 shape)
+
+
+# ---- max / min along one dim: (values, indices) --------------------------------------------------
+
+def _dim_extremum(name: str, arg_fn):
+    op = register(name, grad_uses_outputs=True,
+                  doc="Values and int64 indices of the extremum along ``dim``.")
+
+    @op.infer
+    def _(inputs, attrs):
+        x = inputs[0]
+        axes = (norm_axis(name, attrs["dim"], len(x._shape)),) if x._shape else ()
+        _nonempty(name, x._shape, axes)
+        shape = reduced_shape(x._shape, axes, attrs.get("keepdim", False))
+        return [Meta(shape, x.dtype), Meta(shape, dt.int64)]
+
+    @op.kernel("cpu")
+    def _(ins, outs, attrs):
+        x = ins[0]
+        values, indices = outs
+        if x.ndim == 0:
+            values[...] = x
+            indices[...] = 0
+            return
+        d = norm_axis(name, attrs["dim"], x.ndim)
+        idx = arg_fn(x, axis=d, keepdims=True)
+        values[...] = np.take_along_axis(x, idx, axis=d).reshape(values.shape)
+        indices[...] = idx.reshape(indices.shape)
+
+    @op.grad
+    def _(ctx, dvalues, dindices):
+        shape = ctx.input_metas[0][0]
+        idx = kept(ctx, ctx.outputs[1])
+        mask = F.call("reduce_index_mask", idx, dim=ctx.attrs["dim"], shape=tuple(shape),
+                      dtype=dvalues.dtype)
+        return F.mul(broadcast_back(ctx, dvalues), mask)
+    return op
+
+
+max_dim = _dim_extremum("max_dim", np.argmax)
+min_dim = _dim_extremum("min_dim", np.argmin)
+
+reduce_index_mask = register("reduce_index_mask",
+                             doc="1 at ``indices`` along ``dim`` (indices kept as size-1 dim), "
+                                 "0 elsewhere: routes a max_dim/min_dim gradient.")
+
+
+@reduce_index_mask.infer
+def _(inputs, attrs):
+    return [Meta(tuple(attrs["shape"]), attrs["dtype"])]
+
+
+@reduce_index_mask.kernel("cpu")
+def _(ins, outs, attrs):
+    out = outs[0]
+    if out.ndim == 0:
+        out[...] = 1
+        return
+    out.fill(0)
+    np.put_along_axis(out, ins[0], 1, axis=norm_axis("max", attrs["dim"], out.ndim))
+
+
+# ---- amax / amin over several dims ---------------------------------------------------------------
+
+def _extremum(name: str, fn):
+    op = register(name, grad_uses_outputs=True,
+                  doc="Largest/smallest value over ``dim`` (None: all); ties share the gradient.")
+
+    @op.infer
+    def _(inputs, attrs):
+        x = inputs[0]
+        axes = reduce_axes(name, attrs.get("dim"), len(x._shape))
+        _nonempty(name, x._shape, axes)
+        return [Meta(reduced_shape(x._shape, axes, attrs.get("keepdim", False)), x.dtype)]
+
+    @op.kernel("cpu")
+    def _(ins, outs, attrs):
+        x = ins[0]
+        fn(x, axis=np_axes(x, name, attrs.get("dim")), out=outs[0],
+           keepdims=attrs.get("keepdim", False))
+
+    @op.grad
+    def _(ctx, dout):
+        weights = F.call("reduce_tie_weights", ctx.inputs[0], kept(ctx, ctx.outputs[0]),
+                         dim=ctx.attrs.get("dim"))
+        return F.mul(broadcast_back(ctx, dout), weights)
+    return op
+
+
+amax = _extremum("amax", np.max)
+amin = _extremum("amin", np.min)
+
+reduce_tie_weights = register("reduce_tie_weights",
+                              doc="(x == y) / (number of ties) over ``dim``: how amax/amin "
+                                  "share a gradient among equal extrema.")
+
+
+@reduce_tie_weights.infer
+def _(inputs, attrs):
+    return [Meta(inputs[0]._shape, inputs[0].dtype)]
+
+
+def tie_weights(x: np.ndarray, y: np.ndarray, axes, out: np.ndarray) -> None:
+    hit = (x == y) | (np.isnan(x) & np.isnan(y))
+    ties = np.sum(hit, axis=axes, keepdims=True)
+    np.divide(hit, np.maximum(ties, 1), out=out, dtype=out.dtype, casting="unsafe")
+
+
+@reduce_tie_weights.kernel("cpu")
+def _(ins, outs, attrs):
+    x, y = ins
+    tie_weights(x, y, np_axes(x, "amax", attrs.get("dim")), outs[0])
+
+
+# ---- argmax / argmin -----------------------------------------------------------------------------
+
+def _arg_extremum(name: str, fn):
+    op = register(name, doc="int64 index of the extremum along ``dim`` (None: of the flattened "
+                            "tensor).")
+
+    @op.infer
+    def _(inputs, attrs):
+        x = inputs[0]
+        dim, keepdim = attrs.get("dim"), attrs.get("keepdim", False)
+        if dim is None:
+            if 0 in x._shape:
+                fail(name, "cannot take the arg-extremum of an empty tensor", x._shape)
+            return [Meta((1,) * len(x._shape) if keepdim else (), dt.int64)]
+        axes = (norm_axis(name, dim, len(x._shape)),) if x._shape else ()
+        _nonempty(name, x._shape, axes)
+        return [Meta(reduced_shape(x._shape, axes, keepdim), dt.int64)]
+
+    @op.kernel("cpu")
+    def _(ins, outs, attrs):
+        x, out = ins[0], outs[0]
+        dim = attrs.get("dim")
+        if dim is None or x.ndim == 0:
+            out[...] = fn(x)
+        else:
+            out[...] = fn(x, axis=norm_axis(name, dim, x.ndim),
+                          keepdims=attrs.get("keepdim", False))
+    return op
+
+
+argmax = _arg_extremum("argmax", np.argmax)
+argmin = _arg_extremum("argmin", np.argmin)
+
+
+# ---- norm ----------------------------------------------------------------------------------------
+
+norm = register("norm", grad_uses_outputs=True,
+                doc="Vector p-norm over ``dim`` (None: all): p = 2, 1, inf, -inf, 0 or any float.")
+
+
+@norm.infer
+def _(inputs, attrs):
+    x = inputs[0]
+    if not x.dtype.is_floating_point:
+        raise TypeError(f"norm: expected a floating point input, got {x.dtype}")
+    axes = reduce_axes("norm", attrs.get("dim"), len(x._shape))
+    return [Meta(reduced_shape(x._shape, axes, attrs.get("keepdim", False)), x.dtype)]
+
+
+@norm.kernel("cpu")
+def _(ins, outs, attrs):
+    x, out = ins[0], outs[0]
+    p = attrs["p"]
+    axes = np_axes(x, "norm", attrs.get("dim"))
+    keep = attrs.get("keepdim", False)
+    acc = np.float64 if out.dtype == np.float64 else np.float32
+    a = np.abs(x).astype(acc, copy=False)
+    if p == 2:
+        r = np.sqrt(np.sum(a * a, axis=axes, keepdims=keep))
+    elif p == 1:
+        r = np.sum(a, axis=axes, keepdims=keep)
+    elif p == math.inf:
+        r = np.max(a, axis=axes, keepdims=keep, initial=0)
+    elif p == -math.inf:
+        r = np.min(a, axis=axes, keepdims=keep, initial=math.inf)
+    elif p == 0:
+        r = np.sum(a != 0, axis=axes, keepdims=keep, dtype=acc)
+    else:
+        with np.errstate(divide="ignore"):
+            r = np.sum(a ** p, axis=axes, keepdims=keep) ** (1.0 / p)
+    out[...] = r
+
+
+@norm.grad
+def _(ctx, dout):
+    factor = F.call("norm_grad_factor", ctx.inputs[0], kept(ctx, ctx.outputs[0]),
+                    p=ctx.attrs["p"], dim=ctx.attrs.get("dim"))
+    return F.mul(broadcast_back(ctx, dout), factor)
+
+
+norm_grad_factor = register("norm_grad_factor",
+                            doc="d norm_p(x) / dx given x and the norm y (kept dims); 0 where "
+                                "the norm is 0, shared among ties for p = +-inf.")
+
+
+@norm_grad_factor.infer
+def _(inputs, attrs):
+    return [Meta(inputs[0]._shape, inputs[0].dtype)]
+
+
+@norm_grad_factor.kernel("cpu")
+def _(ins, outs, attrs):
+    x, y = ins
+    out = outs[0]
+    p = attrs["p"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if p == 0:
+            out.fill(0)
+        elif p == 1:
+            np.sign(x, out=out)
+        elif p == 2:
+            out[...] = np.where(y == 0, 0, x / np.where(y == 0, 1, y))
+        elif p in (math.inf, -math.inf):
+            tie_weights(np.abs(x), y, np_axes(x, "norm", attrs.get("dim")), out)
+            out *= np.sign(x)
+        else:
+            a = np.abs(x)
+            val = np.sign(x) * (a / np.where(y == 0, 1, y)) ** (p - 1)
+            out[...] = np.where((y == 0) | (a == 0), 0, val)
+
+
+@norm_grad_factor.grad
+def _(ctx, dfactor):
+    p = ctx.attrs["p"]
+    if p in (0, 1, math.inf, -math.inf):  # piecewise constant in x
+        return None, None
+    if p != 2:
+        raise NotImplementedError(f"norm: gradients of order two or more are supported for "
+                                  f"p in (0, 1, 2, inf, -inf), not p={p}")
+    x, y = ctx.inputs  # factor = x / y
+    gx = F.div(dfactor, y)
+    gy = F.neg(F.sum_to(F.div(F.mul(dfactor, x), F.mul(y, y)), ctx.input_metas[1][0]))
+    return gx, gy

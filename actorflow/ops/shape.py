@@ -1,0 +1,271 @@
+"""Shape ops: reshape/view, transpose/permute, narrow, cat/split, repeat (views where possible).
+
+squeeze, unsqueeze, flatten and unflatten are reshapes (``functional.shape``); flip, roll,
+tril/triu and pad live in ``rearrange``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from actorflow.framework import dtype as dt
+from actorflow.ops._common import F, norm_axis
+from actorflow.ops.registry import Meta, fail, register
+
+
+def infer_reshape(op_name: str, shape: tuple, target) -> tuple:
+    """Resolve a target shape with at most one -1 against ``shape``."""
+    target = tuple(int(s) for s in target)
+    numel = 1
+    for s in shape:
+        numel *= s
+    if target.count(-1) > 1:
+        raise ValueError(f"only one dimension can be inferred, got {target}")
+    known = 1
+    for s in target:
+        if s != -1:
+            if s < 0:
+                raise ValueError(f"invalid shape dimension {s} in {target}")
+            known *= s
+    if -1 in target:
+        if known == 0 or numel % known:
+            raise ValueError(f"shape {target} is invalid for input of size {numel}")
+        target = tuple(numel // known if s == -1 else s for s in target)
+    elif known != numel:
+        raise ValueError(f"shape {target} is invalid for input of size {numel}")
+    return target
+
+
+reshape = register("reshape", doc="Same values in a new shape (a view when the input allows).")
+
+
+@reshape.infer
+def _(inputs, attrs):
+    x = inputs[0]
+    return [Meta(infer_reshape("reshape", x._shape, attrs["shape"]), x.dtype)]
+
+
+@reshape.view
+def _(ins, attrs):
+    x = ins[0]
+    return [x.reshape(infer_reshape("reshape", x.shape, attrs["shape"]))]
+
+
+@reshape.kernel("cpu")
+def _(ins, outs, attrs):
+    outs[0][...] = ins[0].reshape(outs[0].shape)
+
+
+@reshape.grad
+def _(ctx, dout):
+    return F.reshape(dout, ctx.input_metas[0][0])
+
+
+def _permuted(shape, perm):
+    return tuple(shape[p] for p in perm)
+
+
+transpose = register("transpose", doc="Permute dimensions (``perm`` attr); a view in eager.")
+
+
+@transpose.infer
+def _(inputs, attrs):
+    x = inputs[0]
+    perm = attrs["perm"]
+    if sorted(perm) != list(range(len(x._shape))):
+        raise ValueError(f"permutation {tuple(perm)} does not match {len(x._shape)} dims")
+    return [Meta(_permuted(x._shape, perm), x.dtype)]
+
+
+@transpose.view
+def _(ins, attrs):
+    return [np.transpose(ins[0], attrs["perm"])]
+
+
+@transpose.kernel("cpu")
+def _(ins, outs, attrs):
+    outs[0][...] = np.transpose(ins[0], attrs["perm"])
+
+
+@transpose.grad
+def _(ctx, dout):
+    perm = ctx.attrs["perm"]
+    inv = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return F.permute(dout, inv)
+
+
+def perm_swapping(ndim: int, d0: int, d1: int) -> list:
+    perm = list(range(ndim))
+    a, b = norm_axis("transpose", d0, ndim), norm_axis("transpose", d1, ndim)
+    perm[a], perm[b] = perm[b], perm[a]
+    return perm
+
+
+# ---- narrow: a slice along one dim ---------------------------------------------------------------
+
+def _slicer(d: int, start: int, stop: int) -> tuple:
+    return (slice(None),) * d + (slice(start, stop),)
+
+
+narrow = register("narrow", doc="``length`` entries of ``dim`` from ``start``; a view in eager.")
+
+
+@narrow.infer
+def _(inputs, attrs):
+    x = inputs[0]
+    if not x._shape:
+        fail("narrow", "cannot narrow a 0-d tensor", x._shape)
+    d = norm_axis("narrow", attrs["dim"], len(x._shape))
+    start, length = attrs["start"], attrs["length"]
+    size = x._shape[d]
+    if not 0 <= start <= size or length < 0 or start + length > size:
+        fail("narrow", f"start ({start}) + length ({length}) exceeds the size {size} of dim {d}",
+             x._shape)
+    return [Meta(x._shape[:d] + (length,) + x._shape[d + 1:], x.dtype)]
+
+
+def _narrowed(x: np.ndarray, attrs: dict) -> np.ndarray:
+    d = norm_axis("narrow", attrs["dim"], x.ndim)
+    return x[_slicer(d, attrs["start"], attrs["start"] + attrs["length"])]
+
+
+@narrow.view
+def _(ins, attrs):
+    return [_narrowed(ins[0], attrs)]
+
+
+@narrow.kernel("cpu")
+def _(ins, outs, attrs):
+    outs[0][...] = _narrowed(ins[0], attrs)
+
+
+@narrow.grad
+def _(ctx, dout):
+    shape = ctx.input_metas[0][0]
+    d = norm_axis("narrow", ctx.attrs["dim"], len(shape))
+    start = ctx.attrs["start"]
+    pads = [0, 0] * (len(shape) - 1 - d)
+    pads += [start, shape[d] - start - ctx.attrs["length"]]
+    return F.pad(dout, tuple(pads))
+
+
+# ---- cat / split ---------------------------------------------------------------------------------
+
+cat = register("cat", doc="Concatenate tensors along ``dim`` (dtypes promote).")
+
+
+@cat.infer
+def _(inputs, attrs):
+    if not inputs:
+        raise ValueError("expected a non-empty sequence of tensors")
+    first = inputs[0]._shape
+    shapes = [t._shape for t in inputs]
+    if not first:
+        fail("cat", "zero-dimensional tensors cannot be concatenated", *shapes)
+    d = norm_axis("cat", attrs["dim"], len(first))
+    total = 0
+    for i, s in enumerate(shapes):
+        if len(s) != len(first) or s[:d] != first[:d] or s[d + 1:] != first[d + 1:]:
+            fail("cat", f"sizes of tensors must match except in dimension {d}; tensor {i} "
+                 "differs", *shapes)
+        total += s[d]
+    dtype = inputs[0].dtype
+    for t in inputs[1:]:
+        dtype = dt.promote_types(dtype, t.dtype)
+    return [Meta(first[:d] + (total,) + first[d + 1:], dtype)]
+
+
+@cat.kernel("cpu")
+def _(ins, outs, attrs):
+    out = outs[0]
+    np.concatenate(ins, axis=norm_axis("cat", attrs["dim"], out.ndim), out=out, casting="unsafe")
+
+
+@cat.grad
+def _(ctx, dout):
+    d = norm_axis("cat", ctx.attrs["dim"], len(dout._shape))
+    sizes = [m[0][d] for m in ctx.input_metas]
+    parts = F.split(dout, sizes, d)
+    return tuple(parts)
+
+
+split = register("split", doc="Split ``dim`` into pieces of the given ``sizes``; views in eager.")
+
+
+@split.infer
+def _(inputs, attrs):
+    x = inputs[0]
+    if not x._shape:
+        fail("split", "cannot split a 0-d tensor", x._shape)
+    d = norm_axis("split", attrs["dim"], len(x._shape))
+    sizes = attrs["sizes"]
+    if any(s < 0 for s in sizes) or sum(sizes) != x._shape[d]:
+        fail("split", f"split sizes {tuple(sizes)} must be non-negative and sum to the size "
+             f"{x._shape[d]} of dim {d}", x._shape)
+    return [Meta(x._shape[:d] + (s,) + x._shape[d + 1:], x.dtype) for s in sizes]
+
+
+def _pieces(x: np.ndarray, attrs: dict) -> list:
+    d = norm_axis("split", attrs["dim"], x.ndim)
+    res, start = [], 0
+    for s in attrs["sizes"]:
+        res.append(x[_slicer(d, start, start + s)])
+        start += s
+    return res
+
+
+@split.view
+def _(ins, attrs):
+    return _pieces(ins[0], attrs)
+
+
+@split.kernel("cpu")
+def _(ins, outs, attrs):
+    for o, piece in zip(outs, _pieces(ins[0], attrs)):
+        o[...] = piece
+
+
+@split.grad
+def _(ctx, *douts):
+    dtype = next(g.dtype for g in douts if g is not None)
+    parts = [g if g is not None else F.zeros(m[0], dtype=dtype)
+             for g, m in zip(douts, ctx.output_metas)]
+    return F.cat(parts, ctx.attrs["dim"])
+
+
+# ---- repeat --------------------------------------------------------------------------------------
+
+repeat = register("repeat", doc="Tile the tensor ``repeats`` times along each dim.")
+
+
+@repeat.infer
+def _(inputs, attrs):
+    x = inputs[0]
+    reps = tuple(attrs["repeats"])
+    if len(reps) < len(x._shape):
+        fail("repeat", f"number of repeat dims ({len(reps)}) can not be smaller than the number "
+             f"of dims of the tensor ({len(x._shape)})", x._shape)
+    if any(r < 0 for r in reps):
+        fail("repeat", f"repeats must be non-negative, got {reps}", x._shape)
+    padded = (1,) * (len(reps) - len(x._shape)) + tuple(x._shape)
+    return [Meta(tuple(s * r for s, r in zip(padded, reps)), x.dtype)]
+
+
+@repeat.kernel("cpu")
+def _(ins, outs, attrs):
+    x, out = ins[0], outs[0]
+    reps = tuple(attrs["repeats"])
+    out[...] = np.tile(x.reshape((1,) * (len(reps) - x.ndim) + x.shape), reps)
+
+
+@repeat.grad
+def _(ctx, dout):
+    shape = ctx.input_metas[0][0]
+    reps = tuple(ctx.attrs["repeats"])
+    padded = (1,) * (len(reps) - len(shape)) + tuple(shape)
+    interleaved = []
+    for r, s in zip(reps, padded):
+        interleaved += [r, s]
+    g = F.sum(F.reshape(dout, tuple(interleaved)), tuple(range(0, 2 * len(reps), 2)))
+    return F.reshape(g, shape)

@@ -1,0 +1,78 @@
+"""Reproducible randomness: one global generator hands each random op call a fresh seed.
+
+Random ops carry that seed as the attr ``seed``; their kernels build a NumPy generator from it.
+Eager calls and graph iterations draw seeds from the same stream in op order, so a model run
+eagerly and as a Graph sees the same random numbers.
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+
+class Generator:
+    """A seedable source of per-op seeds (``actorflow.Generator``)."""
+
+    def __init__(self, seed: int = 0):
+        self._lock = threading.Lock()
+        self.manual_seed(seed)
+
+    def manual_seed(self, seed: int) -> "Generator":
+        with self._lock:
+            self._initial = int(seed)
+            self._rng = np.random.Generator(np.random.PCG64(self._initial))
+        return self
+
+    def initial_seed(self) -> int:
+        return self._initial
+
+    def seed(self) -> int:
+        """Re-seed from OS entropy and return the new seed."""
+        s = int(np.random.SeedSequence().entropy % (2**63))
+        self.manual_seed(s)
+        return s
+
+    def next_seed(self) -> int:
+        """The seed for the next random op call."""
+        with self._lock:
+            return int(self._rng.integers(0, 2**63 - 1))
+
+    def get_state(self) -> dict:
+        with self._lock:
+            return {"initial": self._initial, "bit_generator": self._rng.bit_generator.state}
+
+    def set_state(self, state: dict) -> None:
+        with self._lock:
+            self._initial = state["initial"]
+            self._rng = np.random.Generator(np.random.PCG64())
+            self._rng.bit_generator.state = state["bit_generator"]
+
+
+default_generator = Generator(0)
+
+
+def manual_seed(seed: int) -> Generator:
+    """Seed the global generator; every random op after this is reproducible."""
+    return default_generator.manual_seed(seed)
+
+
+def seed() -> int:
+    return default_generator.seed()
+
+
+def initial_seed() -> int:
+    return default_generator.initial_seed()
+
+
+def get_rng_state() -> dict:
+    return default_generator.get_state()
+
+
+def set_rng_state(state: dict) -> None:
+    default_generator.set_state(state)
+
+
+def numpy_rng(seed: int) -> np.random.Generator:
+    """The NumPy generator a random kernel uses for the given op seed."""
+    return np.random.Generator(np.random.Philox(seed))

@@ -1,0 +1,314 @@
+"""``save`` / ``load``: checkpoints in the safetensors file layout, with no pickle anywhere.
+
+File layout (the safetensors format): 8 bytes little-endian ``N``, then ``N`` bytes of JSON
+header, then the tensors' raw little-endian bytes. The header maps each tensor name to
+``{"dtype", "shape", "data_offsets": [begin, end]}`` (offsets into the data section) and holds
+string metadata under ``"__metadata__"``. actorflow stores the saved object's structure (dicts,
+lists, tuples, numbers, strings, None, references to tensors) as JSON in the metadata entry
+``"actorflow.structure"``; loading only parses JSON and copies bytes, so it can't run code.
+A flat dict of tensors keeps its keys as tensor names, so other safetensors readers see a plain
+state dict; files written by other tools load as an ``OrderedDict`` of tensors.
+"""
+from __future__ import annotations
+
+import collections
+import json
+import math
+import os
+import tempfile
+
+import numpy as np
+
+from actorflow.framework import dtype as dt
+from actorflow.framework.device import as_device
+from actorflow.tensor import Tensor
+
+_STRUCT_KEY = "actorflow.structure"
+_FORMAT_VERSION = "1"
+
+_TO_ST = {dt.float16: "F16", dt.bfloat16: "BF16", dt.float32: "F32", dt.float64: "F64",
+          dt.int8: "I8", dt.uint8: "U8", dt.int16: "I16", dt.int32: "I32", dt.int64: "I64",
+          dt.bool_: "BOOL"}
+_FROM_ST = {v: k for k, v in _TO_ST.items()}
+# safetensors dtypes without an actorflow dtype of their own load widened to one
+_WIDENED = {"U16": (np.dtype("<u2"), dt.int32), "U32": (np.dtype("<u4"), dt.int64),
+            "U64": (np.dtype("<u8"), dt.int64)}
+
+
+# ---- saving -----------------------------------------------------------------------------------
+
+class _Writer:
+    """Collects tensors (each stored once, however often it appears) and encodes structure."""
+
+    def __init__(self):
+        self.names: dict[int, str] = {}
+        self.tensors: list[tuple[str, Tensor]] = []
+        self.used: set[str] = set()
+
+    def tensor_name(self, t: Tensor, hint: str) -> str:
+        name = self.names.get(id(t))
+        if name is not None:
+            return name
+        name = hint or "tensor"
+        if name == "__metadata__" or name in self.used:
+            k = 1
+            while f"{name}#{k}" in self.used:
+                k += 1
+            name = f"{name}#{k}"
+        self.used.add(name)
+        self.names[id(t)] = name
+        self.tensors.append((name, t))
+        return name
+
+    def encode(self, obj, path: str):
+        """JSON-able form of ``obj``; tensors become references to tensor names."""
+        if obj is None or isinstance(obj, (bool, str)):
+            return obj
+        if isinstance(obj, Tensor):
+            ref = {"@": "tensor", "name": self.tensor_name(obj, path)}
+            if obj.requires_grad and obj.is_leaf and type(obj) is Tensor:
+                ref["requires_grad"] = True
+            return ref
+        if isinstance(obj, (int, np.integer)):
+            return int(obj)
+        if isinstance(obj, (float, np.floating)):
+            v = float(obj)
+            return v if math.isfinite(v) else {"@": "float", "value": repr(v)}
+        if isinstance(obj, (np.bool_,)):
+            return bool(obj)
+        if isinstance(obj, dict):
+            items = [[self.encode_key(k, path), self.encode(v, _join(path, k))]
+                     for k, v in obj.items()]
+            return {"@": "ordered_dict" if isinstance(obj, collections.OrderedDict) else "dict",
+                    "items": items}
+        if isinstance(obj, list):
+            return [self.encode(v, _join(path, i)) for i, v in enumerate(obj)]
+        if isinstance(obj, tuple):
+            return {"@": "tuple", "items": [self.encode(v, _join(path, i))
+                                            for i, v in enumerate(obj)]}
+        raise TypeError(f"save: can't save an object of type {type(obj).__name__} at "
+                        f"{path or '<root>'}; supported: tensors, dict/list/tuple containers, "
+                        f"numbers, strings, bools and None")
+
+    def encode_key(self, key, path: str):
+        if isinstance(key, Tensor) or isinstance(key, (dict, list)):
+            raise TypeError(f"save: dict key of type {type(key).__name__} at "
+                            f"{path or '<root>'} can't be saved")
+        return self.encode(key, path)
+
+
+def _join(path: str, key) -> str:
+    return f"{path}.{key}" if path else str(key)
+
+
+def _little_endian_bytes(a: np.ndarray) -> np.ndarray:
+    a = np.ascontiguousarray(a)
+    if a.dtype.byteorder == ">":
+        a = a.astype(a.dtype.newbyteorder("<"))
+    return a.reshape(-1).view(np.uint8)
+
+
+def _serialize(obj) -> tuple[bytes, list[np.ndarray]]:
+    """The header bytes (length prefix included) and the data chunks, in file order."""
+    w = _Writer()
+    structure = w.encode(obj, "")
+    header: dict = {"__metadata__": {"format": "pt", "actorflow.version": _FORMAT_VERSION,
+                                     _STRUCT_KEY: json.dumps(structure, separators=(",", ":"),
+                                                             allow_nan=False)}}
+    chunks = []
+    offset = 0
+    for name, t in w.tensors:
+        if t.dtype not in _TO_ST:
+            raise TypeError(f"save: tensor {name!r} has dtype {t.dtype}, which can't be saved")
+        data = _little_endian_bytes(t._array())
+        header[name] = {"dtype": _TO_ST[t.dtype], "shape": list(t._shape),
+                        "data_offsets": [offset, offset + data.size]}
+        chunks.append(data)
+        offset += data.size
+    text = json.dumps(header, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    text += b" " * (-len(text) % 8)  # the data section starts 8-byte aligned
+    return len(text).to_bytes(8, "little") + text, chunks
+
+
+def save(obj, path) -> None:
+    """Save tensors, state dicts and nested dict/list/tuple containers of tensors, numbers,
+    strings, bools and None to ``path`` (a file name or a writable binary file object).
+
+    Writing to a path is atomic: a temporary file in the same directory is written, flushed to
+    disk and renamed over ``path``. Parameters are stored as their values; a leaf tensor that
+    requires grad keeps that flag.
+    """
+    head, chunks = _serialize(obj)
+    if hasattr(path, "write"):
+        path.write(head)
+        for c in chunks:
+            path.write(c)
+        return
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.",
+                               suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(head)
+            for c in chunks:
+                f.write(c)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    _fsync_dir(directory)
+
+
+def _fsync_dir(directory: str) -> None:
+    """Make the rename durable (best effort: not every platform can open a directory)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+# ---- loading ----------------------------------------------------------------------------------
+
+def _parse(data: bytes, where: str) -> tuple[dict, dict]:
+    """Validate the file and return (tensors by name, metadata)."""
+    def bad(msg):
+        return ValueError(f"load: {where} is not a valid actorflow/safetensors file: {msg}")
+
+    if len(data) < 8:
+        raise bad(f"the file is {len(data)} bytes long, too short for the 8-byte header length")
+    n = int.from_bytes(data[:8], "little")
+    if 8 + n > len(data):
+        raise bad(f"header length {n} is beyond the file size ({len(data)} bytes); the file "
+                  f"is truncated or corrupted")
+    try:
+        header = json.loads(data[8:8 + n].decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise bad(f"the header is not valid JSON ({e})") from None
+    if not isinstance(header, dict):
+        raise bad("the header is not a JSON object")
+    meta = header.pop("__metadata__", None) or {}
+    if not isinstance(meta, dict):
+        raise bad("__metadata__ is not a JSON object")
+    buf = memoryview(data)[8 + n:]
+    tensors = {}
+    for name, info in header.items():
+        if not isinstance(info, dict):
+            raise bad(f"entry {name!r} is not a JSON object")
+        code = info.get("dtype")
+        shape = info.get("shape")
+        offsets = info.get("data_offsets")
+        if code in _FROM_ST:
+            d = _FROM_ST[code]
+            stored = d.np.newbyteorder("<") if d.np.itemsize > 1 else d.np
+        elif code in _WIDENED:
+            stored, d = _WIDENED[code]
+        else:
+            raise bad(f"tensor {name!r} has unknown dtype {code!r}")
+        if not isinstance(shape, list) or not all(isinstance(s, int) and not isinstance(s, bool)
+                                                  and s >= 0 for s in shape):
+            raise bad(f"tensor {name!r} has an invalid shape {shape!r}")
+        if not (isinstance(offsets, list) and len(offsets) == 2
+                and all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)):
+            raise bad(f"tensor {name!r} has invalid data_offsets {offsets!r}")
+        begin, end = offsets
+        if not 0 <= begin <= end <= len(buf):
+            raise bad(f"tensor {name!r} has data_offsets {offsets} out of range for a data "
+                      f"section of {len(buf)} bytes")
+        count = math.prod(shape)
+        if end - begin != count * stored.itemsize:
+            raise bad(f"tensor {name!r}: data_offsets {offsets} hold {end - begin} bytes but "
+                      f"shape {shape} of {code} needs {count * stored.itemsize}")
+        arr = np.frombuffer(buf, dtype=stored, count=count, offset=begin).reshape(shape)
+        arr = arr.astype(d.np, copy=True)  # native byte order, writable, owns its memory
+        tensors[name] = Tensor._wrap(arr, d)
+    return tensors, meta
+
+
+def _decode(node, tensors: dict, where: str):
+    def bad(msg):
+        return ValueError(f"load: {where}: bad structure metadata: {msg}")
+
+    if node is None or isinstance(node, (bool, int, float, str)):
+        return node
+    if isinstance(node, list):
+        return [_decode(v, tensors, where) for v in node]
+    if not isinstance(node, dict) or "@" not in node:
+        raise bad(f"unexpected entry {str(node)[:80]}")
+    kind = node["@"]
+    if kind == "tensor":
+        name = node.get("name")
+        if name not in tensors:
+            raise bad(f"it refers to a tensor {name!r} the file does not contain")
+        t = tensors[name]
+        if node.get("requires_grad") and t.dtype.is_floating_point:
+            t.requires_grad = True
+        return t
+    if kind == "float":
+        try:
+            return float(node["value"])
+        except (KeyError, TypeError, ValueError):
+            raise bad(f"invalid float {node!r}") from None
+    items = node.get("items")
+    if not isinstance(items, list):
+        raise bad(f"{kind} without a list of items")
+    if kind == "tuple":
+        return tuple(_decode(v, tensors, where) for v in items)
+    if kind in ("dict", "ordered_dict"):
+        out = collections.OrderedDict() if kind == "ordered_dict" else {}
+        for pair in items:
+            if not isinstance(pair, list) or len(pair) != 2:
+                raise bad(f"a {kind} item is not a [key, value] pair")
+            key = _decode(pair[0], tensors, where)
+            try:
+                out[key] = _decode(pair[1], tensors, where)
+            except TypeError:
+                raise bad(f"unhashable dict key {key!r}") from None
+        return out
+    raise bad(f"unknown entry kind {kind!r}")
+
+
+def load(path, map_location=None):
+    """Load what ``save`` wrote to ``path`` (a file name or a readable binary file object).
+
+    Any safetensors file loads; one without actorflow's structure metadata comes back as an
+    ``OrderedDict`` of tensors. A truncated or corrupted file raises ``ValueError`` naming the
+    file and the problem. Tensors come back as plain tensors (not Parameters).
+    ``map_location`` may name the CPU (the only device).
+    """
+    if map_location is not None:
+        as_device(map_location)
+    if hasattr(path, "read"):
+        data = path.read()
+        where = repr(getattr(path, "name", type(path).__name__))
+    else:
+        path = os.fspath(path)
+        where = repr(path)
+        with open(path, "rb") as f:
+            data = f.read()
+    if isinstance(data, (bytearray, memoryview)):
+        data = bytes(data)
+    tensors, meta = _parse(data, where)
+    text = meta.get(_STRUCT_KEY)
+    if text is None:
+        return collections.OrderedDict(tensors)
+    try:
+        structure = json.loads(text)
+    except (TypeError, json.JSONDecodeError) as e:
+        raise ValueError(f"load: {where}: the structure metadata is not valid JSON ({e})") \
+            from None
+    return _decode(structure, tensors, where)
+
+
+__all__ = ["save", "load"]

@@ -1,0 +1,538 @@
+"""The user-facing Tensor.
+
+A Tensor is metadata (shape, dtype, autograd links) plus a storage *handle*:
+  * eager: ``EagerBlob`` holding a NumPy array (the VM can make it asynchronous),
+  * lazy: a blob name in a Job being traced (set by ``nn.Graph``),
+  * global: placement, SBP and a local shard (distributed work).
+Ops never see Tensors: the dispatcher hands their kernels arrays.
+Most methods (``add``, ``sum``, ``reshape``...) are attached by the functional modules through
+``register_tensor_methods``, so each op family keeps its API next to its definition.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from actorflow.framework import dtype as dt
+from actorflow.framework.device import CPU, as_device
+
+
+class EagerBlob:
+    """Eager storage handle: the NumPy array that holds a tensor's values."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array: np.ndarray):
+        self.array = array
+
+    def get(self) -> np.ndarray:
+        return self.array
+
+
+class Size(tuple):
+    """A tensor shape (``actorflow.Size``), a tuple of ints."""
+
+    def __repr__(self) -> str:
+        return f"actorflow.Size([{', '.join(str(int(d)) for d in self)}])"
+
+    def numel(self) -> int:
+        n = 1
+        for d in self:
+            n *= d
+        return n
+
+
+class Tensor:
+    """A multi-dimensional array with autograd (``actorflow.Tensor``)."""
+
+    __slots__ = ("_h", "_shape", "dtype", "requires_grad", "_grad", "grad_fn", "_out_idx",
+                 "_vc", "_hooks", "_retains_grad", "_base", "__weakref__", "__dict__")
+
+    # -- construction ---------------------------------------------------------------------------
+    def __init__(self, *args, dtype=None, device=None, requires_grad: bool = False):
+        as_device(device)
+        data_types = (np.ndarray, list, tuple, Tensor, numbers.Number)
+        if len(args) == 1 and isinstance(args[0], data_types) \
+                and not isinstance(args[0], Size) \
+                and not (isinstance(args[0], int) and not isinstance(args[0], bool)):
+            src = args[0]
+            if isinstance(src, Tensor):
+                src = src._array()
+            # Like torch.Tensor / flow.Tensor: data becomes the default float dtype.
+            d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
+            arr = np.array(src, dtype=d.np)
+        else:
+            shape = args[0] if len(args) == 1 and isinstance(args[0], (tuple, list, Size)) else args
+            shape = tuple(int(s) for s in shape) if args else (0,)  # Tensor(): empty, as torch
+            d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
+            arr = np.zeros(shape, dtype=d.np)
+        _init(self, EagerBlob(arr), arr.shape, d)
+        self.requires_grad = bool(requires_grad)
+
+    @classmethod
+    def _wrap(cls, array: np.ndarray, dtype: dt.dtype, vc=None) -> "Tensor":
+        """Fast path: a new eager tensor over ``array`` (no copy)."""
+        t = object.__new__(cls)
+        _init(t, EagerBlob(array), array.shape, dtype, vc)
+        return t
+
+    @classmethod
+    def _from_handle(cls, handle, shape: tuple, dtype: dt.dtype) -> "Tensor":
+        t = object.__new__(cls)
+        _init(t, handle, shape, dtype)
+        return t
+
+    # -- metadata -------------------------------------------------------------------------------
+    @property
+    def shape(self) -> Size:
+        return Size(self._shape)
+
+    def size(self, dim: int | None = None):
+        if dim is None:
+            return Size(self._shape)
+        return self._shape[_wrap_dim(dim, len(self._shape), "size")]
+
+    @property
+    def ndim(self) -> int:
+        return len(self._shape)
+
+    def dim(self) -> int:
+        return len(self._shape)
+
+    ndimension = dim
+
+    def numel(self) -> int:
+        n = 1
+        for s in self._shape:
+            n *= s
+        return n
+
+    nelement = numel
+
+    def element_size(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def device(self):
+        return CPU
+
+    @property
+    def is_cuda(self) -> bool:
+        return False
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.grad_fn is None
+
+    @property
+    def is_lazy(self) -> bool:
+        return not isinstance(self._h, EagerBlob) and getattr(self._h, "is_lazy", False)
+
+    @property
+    def is_global(self) -> bool:
+        return getattr(self._h, "is_global", False)
+
+    @property
+    def is_floating_point_(self) -> bool:
+        return self.dtype.is_floating_point
+
+    def is_floating_point(self) -> bool:
+        return self.dtype.is_floating_point
+
+    @property
+    def _version(self) -> int:
+        return self._vc[0]
+
+    @property
+    def data(self) -> "Tensor":
+        """A tensor sharing this one's storage, outside autograd."""
+        return self.detach()
+
+    @data.setter
+    def data(self, other: "Tensor") -> None:
+        if not isinstance(other, Tensor):
+            raise TypeError("data: expected a Tensor")
+        self._h, self._shape, self.dtype = other._h, other._shape, other.dtype
+        self._vc = other._vc
+
+    # -- grad -----------------------------------------------------------------------------------
+    @property
+    def grad(self):
+        return self._grad
+
+    @grad.setter
+    def grad(self, value) -> None:
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(f"grad must be a Tensor or None, got {type(value).__name__}")
+            if value._shape != self._shape:
+                raise RuntimeError(f"grad: assigned grad has shape {tuple(value._shape)}, "
+                                   f"but the tensor has shape {tuple(self._shape)}")
+        self._grad = value
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        if not requires_grad and self.grad_fn is not None:
+            raise RuntimeError("requires_grad_: you can only change requires_grad of leaf tensors; "
+                               "use detach() for a non-leaf")
+        if requires_grad and not self.dtype.is_floating_point:
+            raise RuntimeError(f"requires_grad_: only floating point tensors can require "
+                               f"gradients, this one is {self.dtype}")
+        self.requires_grad = bool(requires_grad)
+        return self
+
+    def retain_grad(self) -> None:
+        from actorflow.autograd import engine
+        engine.retain_grad(self)
+
+    @property
+    def retains_grad(self) -> bool:
+        return self._retains_grad
+
+    def register_hook(self, hook):
+        """Call ``hook(grad)`` when this tensor's gradient is computed; a returned tensor
+        replaces the gradient. Returns a handle with ``remove()``."""
+        from actorflow.autograd import engine
+        return engine.register_hook(self, hook)
+
+    def backward(self, gradient=None, retain_graph=None, create_graph: bool = False,
+                 inputs=None) -> None:
+        from actorflow.autograd import engine
+        engine.backward([self], [gradient], retain_graph=retain_graph,
+                        create_graph=create_graph, inputs=inputs)
+
+    # -- values -----------------------------------------------------------------------------------
+    def _array(self) -> np.ndarray:
+        """The NumPy array with this tensor's values (a sync point)."""
+        h = self._h
+        if type(h) is EagerBlob:
+            return h.array
+        return h.get()
+
+    def numpy(self) -> np.ndarray:
+        """The values as a NumPy array sharing memory with the tensor (CPU). As in OneFlow,
+        this works on tensors that require grad too (the array is outside autograd)."""
+        return self._array()
+
+    def __array__(self, dtype=None, copy=None):
+        a = self._array()
+        return a if dtype is None else a.astype(dtype)
+
+    def item(self):
+        if self.numel() != 1:
+            raise RuntimeError(f"item(): a tensor with {self.numel()} elements cannot be "
+                               f"converted to a Python scalar (shape {tuple(self._shape)})")
+        return self._array().reshape(()).item()
+
+    def tolist(self):
+        return self._array().tolist()
+
+    def __bool__(self) -> bool:
+        if self.numel() != 1:
+            raise RuntimeError(f"bool(): the truth value of a tensor with {self.numel()} "
+                               f"elements is ambiguous (shape {tuple(self._shape)})")
+        return bool(self._array().reshape(()))
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        if self.dtype.is_floating_point or self.numel() != 1:
+            raise TypeError("only integer tensors of a single element can be used as an index")
+        return int(self.item())
+
+    def __len__(self) -> int:
+        if not self._shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self._shape[0]
+
+    def __iter__(self):
+        if not self._shape:
+            raise TypeError("iteration over a 0-d tensor")
+        for i in range(self._shape[0]):
+            yield self[i]
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __repr__(self) -> str:
+        return _format(self)
+
+    __str__ = __repr__
+
+    def __format__(self, spec: str) -> str:
+        if self.numel() == 1 and spec:
+            return format(self.item(), spec)
+        return repr(self)
+
+    def __reduce_ex__(self, proto):
+        raise TypeError("actorflow tensors are not pickled; use actorflow.save / actorflow.load")
+
+    def __deepcopy__(self, memo):
+        import copy
+        t = Tensor._wrap(self._array().copy(), self.dtype)
+        t.requires_grad = self.requires_grad
+        if type(self) is not Tensor:
+            t.__class__ = type(self)
+        if self._grad is not None:
+            t._grad = copy.deepcopy(self._grad, memo)
+        memo[id(self)] = t
+        return t
+
+    # -- conversions ------------------------------------------------------------------------------
+    def to(self, *args, **kwargs) -> "Tensor":
+        """``to(dtype)``, ``to(device)``, ``to(device, dtype)`` or ``to(other_tensor)``."""
+        target_dtype = kwargs.pop("dtype", None)
+        dev = kwargs.pop("device", None)
+        copy = kwargs.pop("copy", False)
+        kwargs.pop("non_blocking", None)
+        if kwargs:
+            raise TypeError(f"to(): unexpected arguments {sorted(kwargs)}")
+        for a in args:
+            if isinstance(a, Tensor):
+                target_dtype = a.dtype
+            elif isinstance(a, dt.dtype) or a in (float, int, bool):
+                target_dtype = a
+            elif isinstance(a, str) or hasattr(a, "type"):
+                dev = a
+            else:
+                raise TypeError(f"to(): cannot interpret argument {a!r}")
+        as_device(dev)
+        if target_dtype is None or dt.as_dtype(target_dtype) is self.dtype:
+            return self.clone() if copy else self
+        return self.cast(dt.as_dtype(target_dtype))
+
+    def cpu(self) -> "Tensor":
+        return self
+
+    def cuda(self, *a, **k):
+        as_device("cuda")
+
+    def type(self, dtype=None):
+        if dtype is None:
+            return f"actorflow.{_TYPE_NAMES.get(self.dtype.name, self.dtype.name)}"
+        return self.to(dtype)
+
+    def float(self) -> "Tensor":
+        return self.to(dt.float32)
+
+    def double(self) -> "Tensor":
+        return self.to(dt.float64)
+
+    def half(self) -> "Tensor":
+        return self.to(dt.float16)
+
+    def bfloat16(self) -> "Tensor":
+        return self.to(dt.bfloat16)
+
+    def long(self) -> "Tensor":
+        return self.to(dt.int64)
+
+    def int(self) -> "Tensor":
+        return self.to(dt.int32)
+
+    def char(self) -> "Tensor":
+        return self.to(dt.int8)
+
+    def byte(self) -> "Tensor":
+        return self.to(dt.uint8)
+
+    def bool(self) -> "Tensor":
+        return self.to(dt.bool_)
+
+    def is_contiguous(self) -> bool:
+        h = self._h
+        if type(h) is EagerBlob:
+            return bool(h.array.flags.c_contiguous)
+        return True
+
+    def stride(self, dim: int | None = None):
+        """Strides in elements, like PyTorch (contiguous strides for non-eager tensors)."""
+        h = self._h
+        if type(h) is EagerBlob and h.array.ndim:
+            strides = tuple(s // h.array.itemsize for s in h.array.strides)
+        else:
+            strides, acc = [], 1
+            for s in reversed(self._shape):
+                strides.insert(0, acc)
+                acc *= max(s, 1)
+            strides = tuple(strides)
+        if dim is None:
+            return strides
+        return strides[_wrap_dim(dim, len(self._shape), "stride")]
+
+    def data_ptr(self) -> int:
+        return self._array().__array_interface__["data"][0]
+
+    # -- python operators: forwarded to methods attached by the functional modules ---------------
+    def __add__(self, o):
+        return self.add(o)
+
+    def __radd__(self, o):
+        return self.add(o)
+
+    def __iadd__(self, o):
+        return self.add_(o)
+
+    def __sub__(self, o):
+        return self.sub(o)
+
+    def __rsub__(self, o):
+        return self.rsub(o)
+
+    def __isub__(self, o):
+        return self.sub_(o)
+
+    def __mul__(self, o):
+        return self.mul(o)
+
+    def __rmul__(self, o):
+        return self.mul(o)
+
+    def __imul__(self, o):
+        return self.mul_(o)
+
+    def __truediv__(self, o):
+        return self.div(o)
+
+    def __rtruediv__(self, o):
+        return self.rdiv(o)
+
+    def __itruediv__(self, o):
+        return self.div_(o)
+
+    def __floordiv__(self, o):
+        return self.floor_divide(o)
+
+    def __rfloordiv__(self, o):
+        return self.rfloor_divide(o)
+
+    def __mod__(self, o):
+        return self.remainder(o)
+
+    def __rmod__(self, o):
+        return self.rremainder(o)
+
+    def __pow__(self, o):
+        return self.pow(o)
+
+    def __rpow__(self, o):
+        return self.rpow(o)
+
+    def __matmul__(self, o):
+        return self.matmul(o)
+
+    def __rmatmul__(self, o):
+        return self.rmatmul(o)
+
+    def __neg__(self):
+        return self.neg()
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return self.abs()
+
+    def __invert__(self):
+        return self.logical_not() if self.dtype is dt.bool_ else self.bitwise_not()
+
+    def __and__(self, o):
+        return self.logical_and(o) if self.dtype is dt.bool_ else self.bitwise_and(o)
+
+    def __or__(self, o):
+        return self.logical_or(o) if self.dtype is dt.bool_ else self.bitwise_or(o)
+
+    def __xor__(self, o):
+        return self.logical_xor(o) if self.dtype is dt.bool_ else self.bitwise_xor(o)
+
+    __rand__ = __and__
+    __ror__ = __or__
+    __rxor__ = __xor__
+
+    def __eq__(self, o):
+        return self.eq(o)
+
+    def __ne__(self, o):
+        return self.ne(o)
+
+    def __lt__(self, o):
+        return self.lt(o)
+
+    def __le__(self, o):
+        return self.le(o)
+
+    def __gt__(self, o):
+        return self.gt(o)
+
+    def __ge__(self, o):
+        return self.ge(o)
+
+    def __getitem__(self, index):
+        return self._getitem(index)
+
+    def __setitem__(self, index, value):
+        self._setitem(index, value)
+
+
+def _init(t: Tensor, handle, shape: tuple, dtype: dt.dtype, vc=None) -> None:
+    t._h = handle
+    t._shape = shape
+    t.dtype = dtype
+    t.requires_grad = False
+    t._grad = None
+    t.grad_fn = None
+    t._out_idx = 0
+    t._vc = vc if vc is not None else [0]
+    t._hooks = None
+    t._retains_grad = False
+    t._base = None
+
+
+_TYPE_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
+               "int64": "LongTensor", "int32": "IntTensor", "int8": "CharTensor",
+               "uint8": "ByteTensor", "bool": "BoolTensor", "bfloat16": "BFloat16Tensor"}
+
+
+def _wrap_dim(dim: int, ndim: int, op: str = "") -> int:
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(f"{op}: dimension {dim} is out of range for a tensor of {ndim} dims")
+    return dim % n
+
+
+def register_tensor_methods(methods: dict) -> None:
+    """Attach functions as Tensor methods (used by each functional module)."""
+    for name, fn in methods.items():
+        setattr(Tensor, name, fn)
+
+
+def _format(t: Tensor) -> str:
+    h = t._h
+    if type(h) is not EagerBlob:
+        desc = getattr(h, "describe", None)
+        inner = desc() if desc else "..."
+        return f"tensor({inner}, shape={tuple(t._shape)}, dtype={t.dtype!r})"
+    a = h.array
+    if t.dtype is dt.bfloat16 or t.dtype is dt.float16:
+        a = a.astype(np.float32)
+    if t.dtype.is_floating_point:
+        finite = a[np.isfinite(a)]
+        # as in OneFlow/PyTorch: "1., 2." when every value is whole, else 4 decimals
+        whole = bool(np.all(finite == np.round(finite)))
+        body = np.array2string(a, separator=", ", prefix="tensor(", precision=4,
+                               floatmode="maxprec_equal" if whole else "fixed", threshold=1000,
+                               edgeitems=3, suppress_small=False)
+    else:
+        body = np.array2string(a, separator=", ", prefix="tensor(", threshold=1000, edgeitems=3)
+    extras = [f"dtype={t.dtype!r}"]
+    if t.grad_fn is not None:
+        extras.append(f"grad_fn=<{t.grad_fn.name()}>")
+    elif t.requires_grad:
+        extras.append("requires_grad=True")
+    if a.size == 0:
+        body = f"[], size={tuple(t._shape)}"
+    return f"tensor({body}, {', '.join(extras)})"

@@ -1,0 +1,219 @@
+"""Eager-mode benchmarks: per-op overhead and training-step time against references.
+
+    python benchmarks/bench_eager.py [--quick]
+
+(1) microseconds per eager op on tiny tensors (add, 8x8 matmul, relu with backward) for
+actorflow and PyTorch; (2) milliseconds per training step of an MLP 784-1024-1024-10 (batch 256,
+SGD) and of the GPT example, for actorflow eager, PyTorch eager and (MLP) a hand-written NumPy
+step. All figures come from the same run; ratios are actorflow / reference.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+import actorflow as flow  # noqa: E402
+from benchmarks.common import table, time_per_call, torch  # noqa: E402
+
+
+# ---- (1) tiny ops ----------------------------------------------------------------------------
+
+def tiny_ops(min_time):
+    rows = []
+    a, b = flow.randn(8, 8), flow.randn(8, 8)
+    x = flow.randn(8, 8, requires_grad=True)
+
+    def relu_bwd_af():
+        x.relu().sum().backward()
+
+    cases = [("add 8x8", lambda: a + b), ("matmul 8x8", lambda: flow.matmul(a, b)),
+             ("relu + sum + backward 8x8", relu_bwd_af)]
+    tcases = [None] * 3
+    if torch is not None:
+        ta, tb = torch.randn(8, 8), torch.randn(8, 8)
+        tx = torch.randn(8, 8, requires_grad=True)
+
+        def relu_bwd_t():
+            tx.relu().sum().backward()
+        tcases = [lambda: ta + tb, lambda: torch.matmul(ta, tb), relu_bwd_t]
+    for (name, fn), tfn in zip(cases, tcases):
+        us = time_per_call(fn, min_time=min_time) * 1e6
+        tus = time_per_call(tfn, min_time=min_time) * 1e6 if tfn else float("nan")
+        rows.append((name, f"{us:.1f}", f"{tus:.1f}", f"{us / tus:.2f}x"))
+    return table(rows, ["op", "actorflow µs", "PyTorch µs", "ratio"])
+
+
+# ---- (2) MLP step -----------------------------------------------------------------------------
+
+def mlp_numpy_step(params, x, y, lr):
+    """A hand-written NumPy training step (the floor for a NumPy backend)."""
+    w1, b1, w2, b2, w3, b3 = params
+    h1 = x @ w1.T + b1
+    a1 = np.maximum(h1, 0)
+    h2 = a1 @ w2.T + b2
+    a2 = np.maximum(h2, 0)
+    logits = a2 @ w3.T + b3
+    m = logits.max(1, keepdims=True)
+    e = np.exp(logits - m)
+    p = e / e.sum(1, keepdims=True)
+    n = x.shape[0]
+    loss = -np.log(p[np.arange(n), y]).mean()
+    g = p
+    g[np.arange(n), y] -= 1
+    g /= n
+    gw3, gb3 = g.T @ a2, g.sum(0)
+    g = (g @ w3) * (h2 > 0)
+    gw2, gb2 = g.T @ a1, g.sum(0)
+    g = (g @ w2) * (h1 > 0)
+    gw1, gb1 = g.T @ x, g.sum(0)
+    for p_, g_ in zip(params, (gw1, gb1, gw2, gb2, gw3, gb3)):
+        p_ -= lr * g_
+    return loss
+
+
+def mlp_steps(min_time):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((256, 784)).astype(np.float32)
+    y = rng.integers(0, 10, 256)
+    dims = [(1024, 784), (1024, 1024), (10, 1024)]
+    params_np = []
+    for o, i in dims:
+        params_np += [(rng.standard_normal((o, i)) * 0.02).astype(np.float32),
+                      np.zeros(o, np.float32)]
+    res = {}
+    res["NumPy (hand-written)"] = time_per_call(
+        lambda: mlp_numpy_step(params_np, x, y, 0.01), min_time=min_time)
+
+    nn = flow.nn
+    model = nn.Sequential(nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(),
+                          nn.Linear(1024, 10))
+    opt = flow.optim.SGD(model.parameters(), lr=0.01)
+    fx, fy = flow.from_numpy(x), flow.from_numpy(y)
+
+    def af_step():
+        loss = flow.nn.functional.cross_entropy(model(fx), fy)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    res["actorflow eager"] = time_per_call(af_step, min_time=min_time)
+
+    if torch is not None:
+        tm = torch.nn.Sequential(torch.nn.Linear(784, 1024), torch.nn.ReLU(),
+                                 torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
+                                 torch.nn.Linear(1024, 10))
+        topt = torch.optim.SGD(tm.parameters(), lr=0.01)
+        tx, ty = torch.from_numpy(x), torch.from_numpy(y)
+
+        def t_step():
+            loss = torch.nn.functional.cross_entropy(tm(tx), ty)
+            topt.zero_grad()
+            loss.backward()
+            topt.step()
+        res["PyTorch eager"] = time_per_call(t_step, min_time=min_time)
+    return res
+
+
+# ---- GPT step ----------------------------------------------------------------------------------
+
+def gpt_steps(min_time, cfg):
+    from examples.gpt import GPT
+    rng = np.random.default_rng(0)
+    V = 96
+    x = rng.integers(0, V, (cfg["batch"], cfg["block"]))
+    y = rng.integers(0, V, (cfg["batch"], cfg["block"]))
+    flow.manual_seed(0)
+    model = GPT(V, cfg["block"], cfg["layers"], cfg["heads"], cfg["embd"])
+    opt = flow.optim.AdamW(model.parameters(), lr=1e-3)
+    fx, fy = flow.from_numpy(x), flow.from_numpy(y)
+
+    def af_step():
+        _, loss = model(fx, fy)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    res = {"actorflow eager": time_per_call(af_step, min_time=min_time)}
+    if torch is not None:
+        tm = torch_gpt(V, cfg)
+        topt = torch.optim.AdamW(tm.parameters(), lr=1e-3)
+        tx, ty = torch.from_numpy(x), torch.from_numpy(y)
+
+        def t_step():
+            logits = tm(tx)
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, V), ty.reshape(-1))
+            topt.zero_grad()
+            loss.backward()
+            topt.step()
+        res["PyTorch eager"] = time_per_call(t_step, min_time=min_time)
+    return res
+
+
+def torch_gpt(V, cfg):
+    """The same architecture as examples/gpt.py, in PyTorch."""
+    F = torch.nn.functional
+    C, H, T = cfg["embd"], cfg["heads"], cfg["block"]
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.ln2 = torch.nn.LayerNorm(C), torch.nn.LayerNorm(C)
+            self.qkv, self.proj = torch.nn.Linear(C, 3 * C), torch.nn.Linear(C, C)
+            self.mlp = torch.nn.Sequential(torch.nn.Linear(C, 4 * C), torch.nn.GELU(),
+                                           torch.nn.Linear(4 * C, C))
+
+        def forward(self, x):
+            B, T_, _ = x.shape
+            q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
+            q, k, v = (t.reshape(B, T_, H, C // H).transpose(1, 2) for t in (q, k, v))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.proj(y.transpose(1, 2).reshape(B, T_, C))
+            return x + self.mlp(self.ln2(x))
+
+    class TGPT(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok, self.pos = torch.nn.Embedding(V, C), torch.nn.Embedding(T, C)
+            self.blocks = torch.nn.ModuleList([Block() for _ in range(cfg["layers"])])
+            self.ln_f = torch.nn.LayerNorm(C)
+
+        def forward(self, idx):
+            x = self.tok(idx) + self.pos(torch.arange(idx.shape[1]))
+            for b in self.blocks:
+                x = b(x)
+            return F.linear(self.ln_f(x), self.tok.weight)
+    return TGPT()
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser()
+    p.add_argument("--quick", action="store_true", help="shorter timing rounds")
+    args = p.parse_args(argv)
+    min_time = 0.3 if args.quick else 1.0
+    print(f"numpy {np.__version__}; torch {torch.__version__ if torch else 'not installed'}; "
+          f"{os.cpu_count()} cpus\n")
+    print("## (1) eager op overhead, tiny tensors\n")
+    print(tiny_ops(min_time))
+    print("\n## (2) training step time\n")
+    rows = []
+    mlp = mlp_steps(min_time)
+    ref_t = mlp.get("PyTorch eager")
+    ref_np = mlp["NumPy (hand-written)"]
+    for k, v in mlp.items():
+        rows.append(("MLP 784-1024-1024-10, b256, SGD", k, f"{v * 1e3:.2f}",
+                     f"{v / ref_t:.2f}x" if ref_t else "-", f"{v / ref_np:.2f}x"))
+    cfg = {"batch": 32, "block": 64, "layers": 2, "heads": 4, "embd": 64}
+    gpt = gpt_steps(min_time, cfg)
+    ref_t = gpt.get("PyTorch eager")
+    for k, v in gpt.items():
+        rows.append((f"GPT example (b{cfg['batch']}, T{cfg['block']}, {cfg['layers']} layers, "
+                     f"d{cfg['embd']}), AdamW", k, f"{v * 1e3:.2f}",
+                     f"{v / ref_t:.2f}x" if ref_t else "-", "-"))
+    print(table(rows, ["model", "runner", "ms/step", "vs PyTorch", "vs NumPy"]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,42 @@
+"""Timing helpers shared by the benchmarks."""
+from __future__ import annotations
+
+import statistics
+import time
+
+
+def time_per_call(fn, *, min_time: float = 0.5, warmup: int = 3, repeat: int = 5) -> float:
+    """Median seconds per call of ``fn`` over ``repeat`` rounds of at least ``min_time`` s."""
+    for _ in range(warmup):
+        fn()
+    n = 1
+    while True:  # calibrate how many calls fill min_time / repeat
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        dt = time.perf_counter() - t0
+        if dt >= min_time / repeat or n >= 1 << 20:
+            break
+        n *= 2
+    rounds = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        rounds.append((time.perf_counter() - t0) / n)
+    return statistics.median(rounds)
+
+
+def table(rows, headers) -> str:
+    """A GitHub-markdown table."""
+    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    for r in rows:
+        out.append("| " + " | ".join(str(c) for c in r) + " |")
+    return "\n".join(out)
+
+
+try:
+    import torch
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+except ImportError:  # the benchmarks still run, without the PyTorch column
+    torch = None

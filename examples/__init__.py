@@ -1,0 +1,1 @@
+"""Example programs (importable so tests and benchmarks reuse their models)."""

@@ -1,0 +1,256 @@
+"""Train a character-level GPT with actorflow.
+
+By default it trains on the text of Python's own documentation topics (``pydoc_data.topics``,
+shipped with every Python), shows a progress bar with loss and tokens/s, prints a generated
+sample and saves a checkpoint that ``--resume`` continues from.
+
+    python examples/gpt.py                      # a short default run
+    python examples/gpt.py --steps 2000 --data my.txt --out runs/gpt
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import time
+
+import numpy as np
+
+import actorflow as flow
+import actorflow.nn as nn
+import actorflow.nn.functional as F
+
+
+# ---- data --------------------------------------------------------------------------------------
+
+def load_text(path: str | None) -> str:
+    """The training text: a file, or Python's bundled documentation topics."""
+    if path:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    from pydoc_data import topics
+    return "\n".join(topics.topics[k] for k in sorted(topics.topics))
+
+
+class CharCodec:
+    """Maps characters to ids and back."""
+
+    def __init__(self, text: str):
+        self.chars = sorted(set(text))
+        self.index = {c: i for i, c in enumerate(self.chars)}
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.chars)
+
+    def encode(self, text: str) -> np.ndarray:
+        return np.array([self.index[c] for c in text], dtype=np.int64)
+
+    def decode(self, ids) -> str:
+        return "".join(self.chars[int(i)] for i in ids)
+
+
+def unigram_entropy(ids: np.ndarray, vocab_size: int) -> float:
+    """Entropy (nats) of the character distribution: the loss of a model that ignores context."""
+    p = np.bincount(ids, minlength=vocab_size) / len(ids)
+    p = p[p > 0]
+    return float(-(p * np.log(p)).sum())
+
+
+def get_batch(data: np.ndarray, batch_size: int, block_size: int):
+    """Random windows of the token stream: inputs and next-token targets."""
+    starts = flow.randint(0, len(data) - block_size - 1, (batch_size,)).numpy()
+    offsets = starts[:, None] + np.arange(block_size)[None, :]
+    return flow.from_numpy(data[offsets]), flow.from_numpy(data[offsets + 1])
+
+
+# ---- model -------------------------------------------------------------------------------------
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head self-attention where each position sees only earlier positions."""
+
+    def __init__(self, n_embd: int, n_head: int, dropout: float):
+        super().__init__()
+        if n_embd % n_head:
+            raise ValueError(f"n_embd ({n_embd}) must be divisible by n_head ({n_head})")
+        self.n_head = n_head
+        self.qkv = nn.Linear(n_embd, 3 * n_embd)
+        self.proj = nn.Linear(n_embd, n_embd)
+        self.dropout = dropout
+        self.resid_drop = nn.Dropout(dropout)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        hs = C // self.n_head
+        q, k, v = self.qkv(x).split(C, dim=2)
+        q = q.reshape(B, T, self.n_head, hs).transpose(1, 2)
+        k = k.reshape(B, T, self.n_head, hs).transpose(1, 2)
+        v = v.reshape(B, T, self.n_head, hs).transpose(1, 2)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                           dropout_p=self.dropout if self.training else 0.0)
+        y = y.transpose(1, 2).reshape(B, T, C)
+        return self.resid_drop(self.proj(y))
+
+
+class Block(nn.Module):
+    """A pre-norm transformer block: attention and an MLP, each with a residual."""
+
+    def __init__(self, n_embd: int, n_head: int, dropout: float):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(n_embd)
+        self.attn = CausalSelfAttention(n_embd, n_head, dropout)
+        self.ln2 = nn.LayerNorm(n_embd)
+        self.mlp = nn.Sequential(nn.Linear(n_embd, 4 * n_embd), nn.GELU(),
+                                 nn.Linear(4 * n_embd, n_embd), nn.Dropout(dropout))
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class GPT(nn.Module):
+    """Token + position embeddings, ``n_layer`` blocks, a final norm and a (tied) head."""
+
+    def __init__(self, vocab_size: int, block_size: int = 64, n_layer: int = 2, n_head: int = 4,
+                 n_embd: int = 64, dropout: float = 0.0, tie_weights: bool = True):
+        super().__init__()
+        self.block_size = block_size
+        self.tok_emb = nn.Embedding(vocab_size, n_embd)
+        self.pos_emb = nn.Embedding(block_size, n_embd)
+        self.drop = nn.Dropout(dropout)
+        self.blocks = nn.ModuleList([Block(n_embd, n_head, dropout) for _ in range(n_layer)])
+        self.ln_f = nn.LayerNorm(n_embd)
+        self.tie_weights = tie_weights
+        if not tie_weights:
+            self.head = nn.Linear(n_embd, vocab_size, bias=False)
+        self.apply(self._init_weights)
+
+    @staticmethod
+    def _init_weights(m):
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, mean=0.0, std=0.02)
+            if isinstance(m, nn.Linear) and m.bias is not None:
+                nn.init.zeros_(m.bias)
+
+    def forward(self, idx, targets=None):
+        B, T = idx.shape
+        if T > self.block_size:
+            raise ValueError(f"GPT: sequence length {T} exceeds block_size {self.block_size}")
+        pos = flow.arange(T)
+        x = self.drop(self.tok_emb(idx) + self.pos_emb(pos))
+        for block in self.blocks:
+            x = block(x)
+        x = self.ln_f(x)
+        if self.tie_weights:
+            logits = F.linear(x, self.tok_emb.weight)
+        else:
+            logits = self.head(x)
+        if targets is None:
+            return logits
+        loss = F.cross_entropy(logits.reshape(B * T, -1), targets.reshape(B * T))
+        return logits, loss
+
+    @flow.no_grad()
+    def generate(self, idx, max_new_tokens: int, temperature: float = 1.0):
+        """Extend ``idx`` (B, T) by sampling ``max_new_tokens`` tokens."""
+        for _ in range(max_new_tokens):
+            ctx = idx[:, -self.block_size:]
+            logits = self(ctx)[:, -1, :] / temperature
+            probs = F.softmax(logits, dim=-1)
+            u = flow.rand(idx.shape[0], 1, dtype=probs.dtype)
+            nxt = (flow.cumsum(probs, dim=-1) < u).sum(dim=-1, keepdim=True)
+            nxt = flow.clamp(nxt, max=probs.shape[-1] - 1)
+            idx = flow.cat([idx, nxt.to(idx.dtype)], dim=1)
+        return idx
+
+
+# ---- training ----------------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--data", help="text file to train on (default: pydoc_data.topics)")
+    p.add_argument("--steps", type=int, default=300)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--block-size", type=int, default=64)
+    p.add_argument("--n-layer", type=int, default=2)
+    p.add_argument("--n-head", type=int, default=4)
+    p.add_argument("--n-embd", type=int, default=64)
+    p.add_argument("--dropout", type=float, default=0.0)
+    p.add_argument("--untied", action="store_true", help="use a separate output head")
+    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--schedule-steps", type=int, default=None,
+                   help="length of the cosine learning-rate schedule (default: --steps)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="runs/gpt", help="folder for the checkpoint")
+    p.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
+    p.add_argument("--sample-len", type=int, default=200)
+    p.add_argument("--no-progress", action="store_true")
+    return p
+
+
+def train(args) -> dict:
+    """Train per ``args``; returns a summary (losses, entropy, sample, checkpoint path)."""
+    from tqdm import tqdm
+
+    flow.manual_seed(args.seed)
+    text = load_text(args.data)
+    codec = CharCodec(text)
+    data = codec.encode(text)
+    entropy = unigram_entropy(data, codec.vocab_size)
+    model = GPT(codec.vocab_size, args.block_size, args.n_layer, args.n_head, args.n_embd,
+                args.dropout, tie_weights=not args.untied)
+    opt = flow.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
+    sched = flow.optim.lr_scheduler.CosineAnnealingLR(
+        opt, T_max=max(args.schedule_steps or args.steps, 1), eta_min=args.lr / 10)
+    ckpt = os.path.join(args.out, "checkpoint.safetensors")
+    start = 0
+    if args.resume and os.path.exists(ckpt):
+        state = flow.load(ckpt)
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        sched.load_state_dict(state["scheduler"])
+        start = state["step"]
+        flow.set_rng_state(state["rng"])
+    losses = []
+    bar = tqdm(range(start, start + args.steps), disable=args.no_progress, unit="step",
+               desc="gpt")
+    t0 = time.perf_counter()
+    tokens = 0
+    for _ in bar:
+        x, y = get_batch(data, args.batch_size, args.block_size)
+        _, loss = model(x, y)
+        opt.zero_grad()
+        loss.backward()
+        flow.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        losses.append(loss.item())
+        tokens += x.numel()
+        bar.set_postfix(loss=f"{losses[-1]:.3f}",
+                        tok_s=f"{tokens / (time.perf_counter() - t0):.0f}")
+    os.makedirs(args.out, exist_ok=True)
+    flow.save({"model": model.state_dict(), "optimizer": opt.state_dict(),
+               "scheduler": sched.state_dict(), "step": start + args.steps,
+               "rng": flow.get_rng_state()}, ckpt)
+    model.eval()
+    prompt = flow.from_numpy(codec.encode("\n")[None, :])
+    sample = codec.decode(model.generate(prompt, args.sample_len)[0].numpy())
+    return {"losses": losses, "entropy": entropy, "sample": sample, "checkpoint": ckpt,
+            "tokens_per_s": tokens / max(time.perf_counter() - t0, 1e-9)}
+
+
+def main(argv=None) -> None:
+    args = build_parser().parse_args(argv)
+    res = train(args)
+    tail = res["losses"][-20:]
+    print(f"unigram entropy of the text: {res['entropy']:.3f} nats; "
+          f"final loss (mean of last {len(tail)} steps): {sum(tail) / len(tail):.3f}; "
+          f"{res['tokens_per_s']:.0f} tokens/s")
+    print(f"checkpoint: {res['checkpoint']} (continue with --resume)")
+    print("sample:\n" + res["sample"])
+    if not all(math.isfinite(v) for v in res["losses"]):
+        raise SystemExit("training diverged (non-finite loss)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""Shared test helpers: finite-difference gradient checks and PyTorch comparisons."""
+from __future__ import annotations
+
+import numpy as np
+
+import actorflow as flow
+
+try:  # PyTorch is an optional reference
+    import torch
+except ImportError:  # pragma: no cover - the suite passes without it
+    torch = None
+
+
+def gradcheck(fn, *arrays, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-4,
+              seed: int = 0, wrt=None):
+    """Compare autograd gradients of ``fn(*tensors)`` with central finite differences (float64).
+
+    ``arrays`` are NumPy arrays (made float64 tensors requiring grad) or other values passed
+    through unchanged. The output (or each output of a tuple) is projected on a fixed random
+    tensor so any output shape works. ``wrt`` limits the check to those argument indices.
+    """
+    rng = np.random.default_rng(seed)
+    args = []
+    for a in arrays:
+        if isinstance(a, np.ndarray) and a.dtype.kind == "f":
+            args.append(flow.tensor(a.astype(np.float64), requires_grad=True))
+        else:
+            args.append(a)
+    check = [i for i, a in enumerate(args) if isinstance(a, flow.Tensor) and a.requires_grad]
+    if wrt is not None:
+        check = [i for i in check if i in wrt]
+
+    out = fn(*args)
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    outs = [o for o in outs if isinstance(o, flow.Tensor) and o.dtype.is_floating_point]
+    projections = [rng.standard_normal(tuple(o.shape)) for o in outs]
+
+    def scalar(values):
+        with flow.no_grad():
+            res = fn(*values)
+        res = res if isinstance(res, (tuple, list)) else (res,)
+        res = [o for o in res if isinstance(o, flow.Tensor) and o.dtype.is_floating_point]
+        return float(sum((o.numpy().astype(np.float64) * p).sum()
+                         for o, p in zip(res, projections)))
+
+    total = None
+    for o, p in zip(outs, projections):
+        term = (o * flow.tensor(p)).sum()
+        total = term if total is None else total + term
+    total.backward()
+    for i in check:
+        analytic = args[i].grad
+        analytic = np.zeros(args[i].shape) if analytic is None else analytic.numpy()
+        base = args[i].detach().numpy().copy()
+        numeric = np.zeros_like(base)
+        it = np.nditer(base, flags=["multi_index"])
+        for _ in it:
+            idx = it.multi_index
+            vals = []
+            for sign in (1, -1):
+                pert = base.copy()
+                pert[idx] += sign * eps
+                values = list(args)
+                values[i] = flow.tensor(pert)
+                vals.append(scalar(values))
+            numeric[idx] = (vals[0] - vals[1]) / (2 * eps)
+        np.testing.assert_allclose(analytic, numeric, atol=atol, rtol=rtol,
+                                   err_msg=f"gradient of argument {i} differs from finite "
+                                           f"differences")
+
+
+def to_torch(a, requires_grad: bool = False):
+    """A torch tensor with the same values as NumPy array ``a``."""
+    t = torch.tensor(np.asarray(a))
+    if requires_grad:
+        t.requires_grad_(True)
+    return t

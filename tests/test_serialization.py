@@ -1,0 +1,227 @@
+"""flow.save / flow.load: the safetensors layout, containers, atomic writes, corrupt files."""
+from __future__ import annotations
+
+import collections
+import io
+import json
+import math
+import struct
+
+import numpy as np
+import pytest
+
+import actorflow as flow
+import actorflow.serialization as ser
+
+DTYPES = [flow.float16, flow.bfloat16, flow.float32, flow.float64, flow.int8, flow.uint8,
+          flow.int16, flow.int32, flow.int64, flow.bool]
+
+
+def _values(d, shape=(2, 3)):
+    rng = np.random.default_rng(0)
+    if d is flow.bool:
+        return rng.random(shape) > 0.5
+    if d.is_floating_point:
+        return rng.standard_normal(shape).astype(d.np)
+    return rng.integers(0, 100, shape).astype(d.np)
+
+
+def _header(path):
+    data = open(path, "rb").read()
+    n = struct.unpack("<Q", data[:8])[0]
+    return json.loads(data[8:8 + n]), n, data
+
+
+@pytest.mark.parametrize("d", DTYPES, ids=lambda d: d.name)
+def test_roundtrip_every_dtype(tmp_path, d):
+    a = _values(d)
+    p = tmp_path / "t.safetensors"
+    flow.save(flow.tensor(a, dtype=d), p)
+    t = flow.load(p)
+    assert isinstance(t, flow.Tensor) and t.dtype is d and t.shape == (2, 3)
+    np.testing.assert_array_equal(t.numpy(), a)
+
+
+def test_layout_is_safetensors(tmp_path):
+    p = tmp_path / "sd.st"
+    sd = collections.OrderedDict(w=flow.ones(2, 3), b=flow.arange(4),
+                                 h=flow.zeros(3, dtype=flow.bfloat16))
+    flow.save(sd, p)
+    header, n, data = _header(p)
+    assert (8 + n) % 8 == 0, "the data section starts 8-byte aligned"
+    assert header["w"] == {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]}
+    assert header["b"] == {"dtype": "I64", "shape": [4], "data_offsets": [24, 56]}
+    assert header["h"] == {"dtype": "BF16", "shape": [3], "data_offsets": [56, 62]}
+    assert all(isinstance(v, str) for v in header["__metadata__"].values())
+    assert len(data) == 8 + n + 62
+    body = data[8 + n:]
+    np.testing.assert_array_equal(np.frombuffer(body[24:56], "<i8"), [0, 1, 2, 3])
+
+
+def test_state_dict_and_nested_containers(tmp_path):
+    w = flow.randn(3, 2)
+    sd = collections.OrderedDict([("layer.weight", w), ("layer.bias", flow.zeros(2)),
+                                  ("steps", flow.tensor(7))])
+    obj = {"model": sd, "epoch": 3, "lr": 1e-3, "best": None, "done": False, "name": "run-1",
+           "hist": [1.5, float("inf"), float("-inf"), float("nan")], "shape": (2, (3, "x")),
+           "by_int": {0: {"momentum": w}, 1: []}, "big": 2 ** 70, "tied": w}
+    p = tmp_path / "ckpt"
+    flow.save(obj, p)
+    out = flow.load(p)
+    assert isinstance(out["model"], collections.OrderedDict) and type(out) is dict
+    assert list(out["model"]) == ["layer.weight", "layer.bias", "steps"]
+    np.testing.assert_array_equal(out["model"]["layer.weight"].numpy(), w.numpy())
+    assert out["model"]["steps"].dtype == flow.int64 and out["model"]["steps"].shape == ()
+    assert out["epoch"] == 3 and out["lr"] == 1e-3 and out["best"] is None
+    assert out["done"] is False and out["name"] == "run-1" and out["big"] == 2 ** 70
+    assert out["hist"][:3] == [1.5, math.inf, -math.inf] and math.isnan(out["hist"][3])
+    assert out["shape"] == (2, (3, "x"))
+    assert list(out["by_int"]) == [0, 1] and out["by_int"][1] == []
+    # one tensor saved once: its places share it after loading
+    assert out["tied"] is out["model"]["layer.weight"] is out["by_int"][0]["momentum"]
+    header, _, _ = _header(p)
+    assert set(header) == {"__metadata__", "model.layer.weight", "model.layer.bias",
+                           "model.steps"}
+
+
+def test_flat_state_dict_keeps_names(tmp_path):
+    p = tmp_path / "flat"
+    flow.save({"a.weight": flow.ones(1), "__metadata__": flow.zeros(1)}, p)
+    header, _, _ = _header(p)
+    assert "a.weight" in header and "__metadata__#1" in header
+    out = flow.load(p)
+    assert list(out) == ["a.weight", "__metadata__"]
+
+
+def test_special_tensors(tmp_path):
+    p = tmp_path / "x"
+    base = flow.tensor(np.arange(12.0).reshape(3, 4))
+    flow.save([base.T, flow.zeros(0, 5), flow.tensor(2.5)], p)
+    t, empty, scalar = flow.load(p)
+    np.testing.assert_array_equal(t.numpy(), np.arange(12.0).reshape(3, 4).T)
+    assert empty.shape == (0, 5) and scalar.shape == () and scalar.item() == 2.5
+    x = flow.tensor([1.0, 2.0], requires_grad=True)
+    flow.save({"x": x, "y": x.detach()}, p)
+    out = flow.load(p)
+    assert out["x"].requires_grad and out["x"].is_leaf
+    assert not out["y"].requires_grad
+    loaded = flow.load(p)["x"]
+    loaded.numpy()[0] = 5.0  # loaded tensors own writable memory
+    assert x.detach().numpy()[0] == 1.0
+
+
+def test_parameter_loads_as_tensor(tmp_path):
+    nn = getattr(flow, "nn", None)
+    if nn is None or not hasattr(nn, "Parameter"):
+        pytest.skip("actorflow.nn.Parameter is not available")
+    p = tmp_path / "param"
+    flow.save(collections.OrderedDict(w=nn.Parameter(flow.ones(2))), p)
+    w = flow.load(p)["w"]
+    assert type(w) is flow.Tensor and not w.requires_grad
+
+
+def test_file_objects():
+    buf = io.BytesIO()
+    flow.save({"a": flow.arange(3)}, buf)
+    buf.seek(0)
+    assert flow.load(buf)["a"].tolist() == [0, 1, 2]
+
+
+def test_unsupported_objects_write_nothing(tmp_path):
+    p = tmp_path / "bad"
+    with pytest.raises(TypeError, match=r"set at model\.extra"):
+        flow.save({"model": {"extra": {1, 2}}}, p)
+    with pytest.raises(TypeError, match="object"):
+        flow.save([object()], p)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_atomic_write_keeps_old_file_on_failure(tmp_path, monkeypatch):
+    p = tmp_path / "ckpt"
+    flow.save({"v": flow.ones(3)}, p)
+    before = p.read_bytes()
+
+    def failing_fsync(fd):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(ser.os, "fsync", failing_fsync)
+    with pytest.raises(OSError, match="disk full"):
+        flow.save({"v": flow.zeros(1000)}, p)
+    monkeypatch.undo()
+    assert p.read_bytes() == before
+    assert [f.name for f in tmp_path.iterdir()] == ["ckpt"], "temporary file left behind"
+    flow.save({"v": flow.zeros(2)}, p)
+    assert flow.load(p)["v"].tolist() == [0.0, 0.0]
+    assert [f.name for f in tmp_path.iterdir()] == ["ckpt"]
+
+
+def _raw(header: dict, body: bytes = b"", n=None) -> bytes:
+    text = json.dumps(header).encode()
+    return struct.pack("<Q", len(text) if n is None else n) + text + body
+
+
+@pytest.mark.parametrize("blob, message", [
+    (b"\x01\x02", "too short"),
+    (_raw({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}, b"\0" * 4, n=10 ** 6),
+     "header length 1000000 is beyond the file size"),
+    (struct.pack("<Q", 5) + b"{nope", "not valid JSON"),
+    (_raw({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}, b"\0" * 4),
+     "out of range"),
+    (_raw({"a": {"dtype": "C64", "shape": [1], "data_offsets": [0, 8]}}, b"\0" * 8),
+     "unknown dtype 'C64'"),
+    (_raw({"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}}, b"\0" * 8),
+     "needs 12"),
+    (_raw({"a": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 4]}}, b"\0" * 4),
+     "invalid shape"),
+    (_raw([1, 2]), "not a JSON object"),
+    (_raw({"__metadata__": {"actorflow.structure": '{"@": "tensor", "name": "zz"}'}}),
+     "does not contain"),
+    (_raw({"__metadata__": {"actorflow.structure": '{"@": "tensor"'}}), "not valid JSON"),
+])
+def test_corrupt_files_raise_clear_errors(tmp_path, blob, message):
+    p = tmp_path / "broken.bin"
+    p.write_bytes(blob)
+    with pytest.raises(ValueError, match=message) as err:
+        flow.load(p)
+    assert "broken.bin" in str(err.value)
+
+
+def test_truncated_checkpoint(tmp_path):
+    p = tmp_path / "full"
+    flow.save({"w": flow.ones(64, 64)}, p)
+    data = p.read_bytes()
+    p.write_bytes(data[:len(data) - 100])
+    with pytest.raises(ValueError, match="out of range"):
+        flow.load(p)
+    p.write_bytes(data[:20])
+    with pytest.raises(ValueError, match="beyond the file size"):
+        flow.load(p)
+
+
+def test_plain_safetensors_file_loads_as_ordered_dict(tmp_path):
+    p = tmp_path / "plain"
+    body = np.array([1.0, 2.0], "<f4").tobytes() + np.array([7], "<u2").tobytes()
+    p.write_bytes(_raw({"x": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+                        "n": {"dtype": "U16", "shape": [1], "data_offsets": [8, 10]}}, body))
+    out = flow.load(p)
+    assert isinstance(out, collections.OrderedDict) and list(out) == ["x", "n"]
+    assert out["x"].tolist() == [1.0, 2.0] and out["n"].tolist() == [7]
+
+
+def test_readable_by_safetensors_library(tmp_path):
+    st = pytest.importorskip("safetensors.numpy")
+    p = tmp_path / "model.safetensors"
+    sd = collections.OrderedDict((d.name, flow.tensor(_values(d), dtype=d)) for d in DTYPES
+                                 if d is not flow.bfloat16)
+    flow.save(sd, p)
+    loaded = st.load_file(str(p))
+    assert list(loaded) == list(sd) or set(loaded) == set(sd)
+    for k, t in sd.items():
+        np.testing.assert_array_equal(loaded[k], t.numpy())
+    torch = pytest.importorskip("torch")
+    st_torch = pytest.importorskip("safetensors.torch")
+    flow.save({"h": flow.tensor([1.5, -2.0], dtype=flow.bfloat16)}, p)
+    assert st_torch.load_file(str(p))["h"].dtype == torch.bfloat16
+    st_torch.save_file({"a": torch.arange(6, dtype=torch.bfloat16).reshape(2, 3)}, str(p))
+    a = flow.load(p)["a"]
+    assert a.dtype is flow.bfloat16 and a.float().tolist() == [[0, 1, 2], [3, 4, 5]]
