@@ -305,6 +305,20 @@ def _execute(roots, retain_graph, create_graph, capture, accumulate_only):
 
     ready = [n for n in dict.fromkeys(root_nodes) if deps.get(n, 0) == 0]
     processed = []
+    grad_mode._state.backward_depth += 1
+    try:
+        _run_nodes(ready, processed, buffers, deps, leaf_grads, leaves, add_to, capture,
+                   accumulate_only, create_graph)
+    finally:
+        grad_mode._state.backward_depth -= 1
+    if not retain_graph:
+        for node in processed:
+            node.release()
+
+
+def _run_nodes(ready, processed, buffers, deps, leaf_grads, leaves, add_to, capture,
+               accumulate_only, create_graph):
+    F = _F()
     with grad_mode.set_grad_enabled(create_graph):
         while ready:
             node = ready.pop()
@@ -371,6 +385,3 @@ def _execute(roots, retain_graph, create_graph, capture, accumulate_only):
                 leaf._grad = F.add(leaf._grad, g)
                 if not create_graph:
                     leaf._grad = leaf._grad.detach()
-    if not retain_graph:
-        for node in processed:
-            node.release()

@@ -8,6 +8,7 @@ import threading
 class _State(threading.local):
     enabled = True
     inference = False
+    backward_depth = 0  # > 0 while the engine runs gradient rules (lazy ops are tagged backward)
 
 
 _state = _State()

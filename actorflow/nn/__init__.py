@@ -8,3 +8,5 @@ from actorflow.nn import utils  # noqa: F401
 
 __all__ = ["Module", "Parameter", "RemovableHandle", "functional", "init", "utils"] + sorted(
     n for n, v in _modules_dict.items() if isinstance(v, type) and issubclass(v, Module))
+from actorflow.nn import graph  # noqa: F401,E402
+from actorflow.nn.graph import Graph  # noqa: F401,E402

@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterator
 
 from actorflow.autograd import no_grad
 from actorflow.dispatch import scope
+from actorflow.job import builder as _job_builder
 from actorflow.framework import dtype as dt
 from actorflow.framework.device import as_device
 from actorflow.nn.parameter import Parameter
@@ -81,6 +82,8 @@ class Module:
 
     # -- calling ---------------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
+        if _job_builder._local.builder is not None:
+            _job_builder._local.builder.note_module_call(self)
         stack = _calls.modules
         name = self._scope_name(stack[-1] if stack else None)
         scope.push(name)

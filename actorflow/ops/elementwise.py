@@ -13,7 +13,7 @@ import numpy as np
 
 from actorflow.framework import dtype as dt
 from actorflow.ops._common import F, broadcast_shapes, promote
-from actorflow.ops.registry import Meta, register
+from actorflow.ops.registry import Meta, fail, register
 
 # ---- broadcasting helpers ---------------------------------------------------------------------
 
@@ -116,6 +116,25 @@ def _(ins, outs, attrs):
 @copy.grad
 def _(ctx, dout):
     return dout
+
+
+assign = register("assign", mutates=(0,),
+                  doc="Write value (input 1, broadcast and cast) into ref (input 0) in place; no "
+                      "outputs. nn.Graph uses it for in-place writes to state inside build.")
+
+
+@assign.infer
+def _(inputs, attrs):
+    ref, value = inputs
+    target = broadcast_shapes("assign", ref._shape, value._shape)
+    if tuple(target) != tuple(ref._shape):
+        fail("assign", "value does not broadcast to the ref's shape", value._shape, ref._shape)
+    return []
+
+
+@assign.kernel("cpu")
+def _(ins, outs, attrs):
+    np.copyto(ins[0], ins[1], casting="unsafe")
 
 
 # ---- binary arithmetic ------------------------------------------------------------------------

@@ -1,0 +1,6 @@
+"""``nn.Graph`` and its parts: proxies, GraphModule options, GraphConfig, the compile cache."""
+from actorflow.nn.graph.config import GraphConfig
+from actorflow.nn.graph.graph import CompiledGraph, Graph
+from actorflow.nn.graph.proxy import GraphModule, Proxy, ProxyModule
+
+__all__ = ["Graph", "GraphModule", "GraphConfig", "Proxy", "ProxyModule", "CompiledGraph"]

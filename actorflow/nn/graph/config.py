@@ -1,0 +1,85 @@
+"""``GraphConfig``: the per-graph switches (``graph.config``) the passes read."""
+from __future__ import annotations
+
+from actorflow.framework import dtype as dt
+
+# passes a user may switch off with ``config.disable_pass(name)``; the order they run in
+PASS_NAMES = ("optimizer", "amp", "gradient_accumulation", "activation_checkpointing",
+              "constant_folding", "fuse_matmul_bias_act", "fuse_add_to_output",
+              "fuse_elementwise", "fuse_model_update", "dead_op_elimination")
+
+
+class GraphConfig:
+    """Configuration of one ``nn.Graph`` (set it in ``__init__``, before the first call)."""
+
+    def __init__(self):
+        self.training = False
+        self.amp = False
+        self.amp_dtype = dt.float16
+        self.accumulation_steps = 1
+        self.fuse_model_update_ops = False
+        self.fuse_add_to_output = False
+        self.outputs_buffer_size = 2
+        self.cache_size = 10
+        self.disabled_passes: set = set()
+
+    def enable_amp(self, mode: bool = True, *, dtype=dt.float16) -> None:
+        """Run matmul-like ops in ``dtype`` (float16 or bfloat16) with casts inserted by the AMP
+        pass; with float16 and an optimizer, losses are scaled by a GradScaler."""
+        d = dt.as_dtype(dtype)
+        if d not in (dt.float16, dt.bfloat16):
+            raise ValueError(f"enable_amp: dtype must be float16 or bfloat16, got {d}")
+        self.amp = bool(mode)
+        self.amp_dtype = d
+
+    def set_gradient_accumulation_steps(self, value: int) -> None:
+        """Split each call's inputs into ``value`` micro-batches along dim 0, accumulate their
+        gradients and update once per call."""
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"set_gradient_accumulation_steps: expected an int >= 1, "
+                             f"got {value!r}")
+        self.accumulation_steps = value
+
+    def allow_fuse_model_update_ops(self, mode: bool = True) -> None:
+        """Fuse the optimizer's per-parameter update ops into one multi-tensor update."""
+        self.fuse_model_update_ops = bool(mode)
+
+    def allow_fuse_add_to_output(self, mode: bool = True) -> None:
+        """Fold an add into the op producing one of its operands (the op writes x + y)."""
+        self.fuse_add_to_output = bool(mode)
+
+    def set_outputs_buffer_size(self, value: int = 2) -> None:
+        """How many calls' outputs may be in flight (the output registers of the runtime)."""
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"set_outputs_buffer_size: expected an int >= 1, got {value!r}")
+        self.outputs_buffer_size = value
+
+    def set_cache_size(self, value: int) -> None:
+        """How many compiled input signatures a graph keeps (least recently used goes)."""
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"set_cache_size: expected an int >= 1, got {value!r}")
+        self.cache_size = value
+
+    def disable_pass(self, name: str) -> None:
+        """Switch off an optional pass (see ``PASS_NAMES``)."""
+        if name not in PASS_NAMES:
+            raise ValueError(f"disable_pass: unknown pass {name!r}; passes: {PASS_NAMES}")
+        self.disabled_passes.add(name)
+
+    def enable_pass(self, name: str) -> None:
+        if name not in PASS_NAMES:
+            raise ValueError(f"enable_pass: unknown pass {name!r}; passes: {PASS_NAMES}")
+        self.disabled_passes.discard(name)
+
+    def pass_enabled(self, name: str) -> bool:
+        return name not in self.disabled_passes
+
+    def __repr__(self) -> str:
+        items = {"training": self.training, "amp": self.amp and self.amp_dtype.name,
+                 "gradient_accumulation_steps": self.accumulation_steps,
+                 "fuse_model_update_ops": self.fuse_model_update_ops,
+                 "fuse_add_to_output": self.fuse_add_to_output,
+                 "outputs_buffer_size": self.outputs_buffer_size,
+                 "cache_size": self.cache_size,
+                 "disabled_passes": sorted(self.disabled_passes)}
+        return "GraphConfig(" + ", ".join(f"{k}={v}" for k, v in items.items()) + ")"
