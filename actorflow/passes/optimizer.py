@@ -17,7 +17,9 @@ _CLIP_KEYS = ("clip_grad_max_norm", "clip_grad_norm_type")
 
 
 def make_optimizer_pass(ctx):
-    """The pass for the optimizers in ``ctx`` (a Graph's pass context)."""
+    """The pass for the optimizers in ``ctx`` (a Graph's pass context), or None without any."""
+    if not ctx.optimizers:
+        return None
 
     def optimizer_pass(job: Job) -> Job:
         from actorflow.nn.utils.clip_grad import clip_grad_norm_
