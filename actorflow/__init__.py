@@ -52,3 +52,5 @@ def manual_seed_all(seed_value) -> None:
 from actorflow import utils  # noqa: F401,E402
 from actorflow.serialization import load, save  # noqa: F401,E402
 from actorflow import optim  # noqa: F401,E402
+from actorflow import profiler  # noqa: F401,E402
+from actorflow import functional as _C  # noqa: F401,E402  (OneFlow's functional namespace)

@@ -5,6 +5,7 @@ shipped with every Python), shows a progress bar with loss and tokens/s, prints 
 sample and saves a checkpoint that ``--resume`` continues from.
 
     python examples/gpt.py                      # a short default run
+    python examples/gpt.py --mode graph         # the same training step as an nn.Graph
     python examples/gpt.py --steps 2000 --data my.txt --out runs/gpt
 """
 from __future__ import annotations
@@ -166,6 +167,21 @@ class GPT(nn.Module):
 
 # ---- training ----------------------------------------------------------------------------------
 
+class TrainGraph(nn.Graph):
+    """One training step as a static graph: forward, loss, backward, the optimizer's update
+    and (once per call) the learning-rate scheduler's step."""
+
+    def __init__(self, model: GPT, optimizer, scheduler=None):
+        super().__init__()
+        self.model = model
+        self.add_optimizer(optimizer, lr_sch=scheduler)
+
+    def build(self, x, y):
+        _, loss = self.model(x, y)
+        loss.backward()
+        return loss
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", help="text file to train on (default: pydoc_data.topics)")
@@ -181,6 +197,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--schedule-steps", type=int, default=None,
                    help="length of the cosine learning-rate schedule (default: --steps)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--mode", choices=("eager", "graph"), default="eager",
+                   help="run each training step eagerly, or as an nn.Graph (traced once, "
+                        "then run as a static graph; same numbers as eager)")
     p.add_argument("--out", default="runs/gpt", help="folder for the checkpoint")
     p.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
     p.add_argument("--sample-len", type=int, default=200)
@@ -199,7 +218,10 @@ def train(args) -> dict:
     entropy = unigram_entropy(data, codec.vocab_size)
     model = GPT(codec.vocab_size, args.block_size, args.n_layer, args.n_head, args.n_embd,
                 args.dropout, tie_weights=not args.untied)
-    opt = flow.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
+    # gradient clipping lives in the param group (OneFlow's way), so eager (``clip_grad()``)
+    # and graph (the optimizer pass) clip the same way
+    opt = flow.optim.AdamW([{"params": list(model.parameters()), "clip_grad_max_norm": 1.0,
+                             "clip_grad_norm_type": 2.0}], lr=args.lr, weight_decay=0.01)
     sched = flow.optim.lr_scheduler.CosineAnnealingLR(
         opt, T_max=max(args.schedule_steps or args.steps, 1), eta_min=args.lr / 10)
     ckpt = os.path.join(args.out, "checkpoint.safetensors")
@@ -211,19 +233,23 @@ def train(args) -> dict:
         sched.load_state_dict(state["scheduler"])
         start = state["step"]
         flow.set_rng_state(state["rng"])
+    graph = TrainGraph(model, opt, sched) if args.mode == "graph" else None
     losses = []
     bar = tqdm(range(start, start + args.steps), disable=args.no_progress, unit="step",
-               desc="gpt")
+               desc=f"gpt ({args.mode})")
     t0 = time.perf_counter()
     tokens = 0
     for _ in bar:
         x, y = get_batch(data, args.batch_size, args.block_size)
-        _, loss = model(x, y)
-        opt.zero_grad()
-        loss.backward()
-        flow.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
+        if graph is not None:
+            loss = graph(x, y)  # updates model, optimizer state and schedule in place
+        else:
+            _, loss = model(x, y)
+            opt.zero_grad()
+            loss.backward()
+            opt.clip_grad()
+            opt.step()
+            sched.step()
         losses.append(loss.item())
         tokens += x.numel()
         bar.set_postfix(loss=f"{losses[-1]:.3f}",

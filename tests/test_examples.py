@@ -36,6 +36,19 @@ def test_gpt_checkpoint_resumes(tmp_path):
     np.testing.assert_allclose(resumed["losses"], straight["losses"][3:], rtol=1e-5)
 
 
+def test_gpt_graph_mode_gives_the_eager_losses(tmp_path):
+    # same seed, same numbers: dropout on, clipping and the cosine schedule in the graph; a
+    # graph-mode checkpoint resumes (in graph mode) where the straight eager run goes on
+    small = dict(batch_size=4, block_size=16, n_embd=16, n_layer=1, n_head=2, dropout=0.1,
+                 schedule_steps=5)
+    eager = gpt.train(_args(tmp_path / "e", steps=5, **small))
+    graph = gpt.train(_args(tmp_path / "g", steps=3, mode="graph", **small))
+    resumed = gpt.train(_args(tmp_path / "g", steps=2, mode="graph", resume=True, **small))
+    assert graph["losses"] == eager["losses"][:3]
+    assert resumed["losses"] == eager["losses"][3:]
+    assert resumed["sample"] == eager["sample"]
+
+
 def test_mlp_digits_accuracy():
     pytest.importorskip("sklearn")
     from examples import mlp_digits

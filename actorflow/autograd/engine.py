@@ -201,18 +201,22 @@ def _prepare_roots(tensors, grads, op_name):
         if not t.requires_grad:
             raise RuntimeError(f"{op_name}: element {i} of tensors does not require grad and "
                                f"does not have a grad_fn")
-        if g is None:
-            if t.numel() != 1:
-                raise RuntimeError(f"{op_name}: grad can be implicitly created only for scalar "
-                                   f"outputs; this output has shape {tuple(t._shape)}")
-            g = F.ones_like(t)
-        else:
-            if not isinstance(g, Tensor):
-                g = F.tensor(g, dtype=t.dtype)
-            if tuple(g._shape) != tuple(t._shape):
-                raise RuntimeError(f"{op_name}: gradient of shape {tuple(g._shape)} does not match "
-                                   f"the output's shape {tuple(t._shape)}")
-            g = g.detach().clone()
+        grad_mode._state.grad_root = True  # a Graph's trace tags the seed's op grad_root
+        try:
+            if g is None:
+                if t.numel() != 1:
+                    raise RuntimeError(f"{op_name}: grad can be implicitly created only for "
+                                       f"scalar outputs; this output has shape {tuple(t._shape)}")
+                g = F.ones_like(t)
+            else:
+                if not isinstance(g, Tensor):
+                    g = F.tensor(g, dtype=t.dtype)
+                if tuple(g._shape) != tuple(t._shape):
+                    raise RuntimeError(f"{op_name}: gradient of shape {tuple(g._shape)} does not "
+                                       f"match the output's shape {tuple(t._shape)}")
+                g = g.detach().clone()
+        finally:
+            grad_mode._state.grad_root = False
         roots.append((t, g))
     return roots
 

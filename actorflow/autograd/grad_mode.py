@@ -9,6 +9,7 @@ class _State(threading.local):
     enabled = True
     inference = False
     backward_depth = 0  # > 0 while the engine runs gradient rules (lazy ops are tagged backward)
+    grad_root = False  # True while backward() makes its seed gradient (lazy ops: grad_root)
 
 
 _state = _State()

@@ -23,8 +23,16 @@ def _shape_args(shape) -> tuple:
     return tuple(int(s) for s in shape)
 
 
-def reshape(x: Tensor, *shape) -> Tensor:
-    """Same values in a new shape (one dim may be -1). A view of ``x`` when possible."""
+def reshape(x: Tensor, *shape, **kwargs) -> Tensor:
+    """Same values in a new shape (one dim may be -1). A view of ``x`` when possible. The shape
+    may also be given as ``shape=`` (``flow.reshape(x, shape=[-1])``)."""
+    if kwargs:
+        if set(kwargs) != {"shape"} or shape:
+            bad = sorted(set(kwargs) - {"shape"}) or ["shape"]
+            raise TypeError(f"reshape() got an unexpected keyword argument {bad[0]!r}"
+                            if set(kwargs) != {"shape"} else
+                            "reshape() got the shape both positionally and as shape=")
+        shape = (kwargs["shape"],)
     shape = _shape_args(shape)
     if shape == tuple(x._shape):
         return x

@@ -103,6 +103,8 @@ class JobBuilder:
         self.state_names = state_names or {}
         self.bindings: dict = {}
         self._lazy_of_eager: dict = {}   # id(eager tensor) -> (eager tensor, lazy tensor)
+        self._var_blob: dict = {}        # id(eager tensor) -> blob of its variable op
+        self._eager_of_lazy: dict = {}   # id(variable's lazy tensor) -> (lazy, eager tensor)
         self._count = 0
         self._free = 0
         self._readers: dict = {}         # blob -> names of ops that read it
@@ -129,14 +131,16 @@ class JobBuilder:
             for blob in o.inputs:
                 b._readers.setdefault(blob, []).append(o.name)
             if o.op_type not in SYSTEM_OPS:
-                for i in registry.get(o.op_type).mutates:
-                    if i < len(o.inputs):
-                        b._mutated_by[o.inputs[i]] = o.name
+                for i in registry.get(o.op_type).mutated_inputs(len(o.inputs), o.attrs):
+                    b._mutated_by[o.inputs[i]] = o.name
         for o in job.ops_of_type("variable"):
             t = bindings.get(o.name)
             if t is not None:
                 b.bindings[o.name] = t
-                b._lazy_of_eager[id(t)] = (t, b.lazy_tensor(o.out(0), o.outputs[0]))
+                lazy = b.lazy_tensor(o.out(0), o.outputs[0])
+                b._lazy_of_eager[id(t)] = (t, lazy)
+                b._var_blob[id(t)] = o.out(0)
+                b._eager_of_lazy[id(lazy)] = (lazy, t)
         return b
 
     def tensor(self, blob: str) -> Tensor:
@@ -249,6 +253,8 @@ class JobBuilder:
         lazy = self.lazy_tensor(f"{name}/0", desc)
         lazy.requires_grad = t.requires_grad and t.dtype.is_floating_point
         self._lazy_of_eager[id(t)] = (t, lazy)
+        self._var_blob[id(t)] = f"{name}/0"
+        self._eager_of_lazy[id(lazy)] = (lazy, t)
         return lazy
 
     def lazy_of(self, t) -> Tensor:
@@ -290,6 +296,8 @@ class JobBuilder:
     def _tags(self) -> dict:
         phase = "backward" if grad_mode._state.backward_depth > 0 else self.phase
         tags = {"phase": phase}
+        if grad_mode._state.grad_root:  # the seed gradient of a backward() call
+            tags = {"phase": "backward", "grad_root": True}
         ck = checkpointing_path()
         if ck is not None:
             tags["checkpointing"] = ck
@@ -330,6 +338,13 @@ class JobBuilder:
                 with grad_mode.no_grad():
                     r = cast(r, t.dtype)
             if type(t._h) is LazyBlob:
+                # the lazy tensor a proxy hands out for a parameter or buffer: write the new
+                # value back to the eager state too (else e.g. num_batches_tracked.add_(1)
+                # in build would change nothing)
+                hit = self._eager_of_lazy.get(id(t))
+                if hit is not None and hit[0] is t:
+                    self._assign(hit[1], r)
+                    self._lazy_of_eager[id(hit[1])] = (hit[1], t)
                 t._h = r._h
                 t._vc[0] += 1
                 written.append(t)
@@ -346,10 +361,12 @@ class JobBuilder:
         global _ASSIGN
         if _ASSIGN is None:
             _ASSIGN = get("assign")
-        var = self.variable(t)
-        conf = OpConf(self._op_name("assign"), "assign", [var._h.name, value._h.name], {}, [],
+        self.variable(t)
+        # the variable's own blob, not the value of an earlier in-place write in this trace
+        var_blob = self._var_blob[id(t)]
+        conf = OpConf(self._op_name("assign"), "assign", [var_blob, value._h.name], {}, [],
                       scope.current_path(), tags=self._tags())
-        self._order_write(conf, var._h.name)
+        self._order_write(conf, var_blob)
         self.add_op(conf)
         fresh = Tensor._from_handle(value._h, tuple(t._shape), t.dtype)
         fresh.requires_grad = value.requires_grad

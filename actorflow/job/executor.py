@@ -7,10 +7,19 @@ function eager mode calls) and returns the arrays of the output ops.
 
 Gradient accumulation (``job.train["accumulation_steps"] = n``) gives every op a ``stage`` tag:
 ``pre`` ops run once before the micro-batches, ``micro`` ops run n times, ``post`` ops run once
-after. Four system ops carry values across the stages: ``unpack`` (micro step i reads piece i of
-a ``pre`` blob split along dim 0), ``repeat`` (a ``pre`` blob read by every micro step),
-``acc`` (sums a blob over the micro steps) and ``pack`` (concatenates a blob's micro-step values
-along dim 0).
+after. Four system ops carry values across the stages: ``micro_unpack`` (micro step i reads
+piece i of a ``pre`` blob split along dim 0), ``micro_repeat`` (a ``pre`` blob read by every
+micro step), ``micro_acc`` (sums a blob over the micro steps) and ``micro_pack`` (concatenates a
+blob's micro-step values along dim 0; a scalar's n values are stacked into shape ``(n,)``).
+
+An op without a ``stage`` tag (one a later pass added) gets one from its inputs (``stage_of``):
+``post`` if it reads a ``micro_acc``/``micro_pack`` result or a ``post`` blob, or is an optimizer
+or output op; ``pre`` for inputs, variables and literals; ``micro`` otherwise.
+
+Random ops whose ``seed`` attr is None get a seed from the global generator on every run, drawn
+in Job order at the start of each stage run: once for ``pre``, once per micro step, once for
+``post`` - the order an eager loop over the micro-batches draws them. An op tagged ``seed_of``
+(an activation-checkpointing recomputation) reuses the seed its original drew in the same step.
 """
 from __future__ import annotations
 
@@ -41,6 +50,7 @@ class ReferenceExecutor:
             for i in range(len(conf.outputs)):
                 slot_of[conf.out(i)] = len(slot_of)
         self.n_slots = len(slot_of)
+        stages = stage_of(job) if self.n_micro > 1 else {}
         self.steps: list = []
         self.input_steps: list = []
         self.output_slots: list = []
@@ -52,7 +62,7 @@ class ReferenceExecutor:
             s.outs = [slot_of[conf.out(i)] for i in range(len(conf.outputs))]
             s.descs = conf.outputs
             s.attrs = conf.attrs
-            s.stage = conf.tags.get("stage", "micro") if self.n_micro > 1 else "micro"
+            s.stage = stages[conf.name] if self.n_micro > 1 else "micro"
             s.kernel = None
             s.random = False
             if conf.op_type == "input":
@@ -65,24 +75,27 @@ class ReferenceExecutor:
                 s.random = op.random and conf.attrs.get("seed") is None
             self.steps.append(s)
         self.output_slots.sort()
-        # seeds are drawn in trace order, the order eager mode would draw them
-        seed_owner = {}
-        self._random_steps = []
+        self.stages = {st: [s for s in self.steps if s.stage == st]
+                       for st in ("pre", "micro", "post")}
+        # seeds are drawn per stage run in Job order (the trace order, the order eager mode
+        # draws them); a recomputed op (seed_of) reuses its original's seed
         by_name = {s.conf.name: s for s in self.steps}
+        self._owners: dict = {st: [] for st in self.stages}  # stage -> steps that draw a seed
+        owner_index: dict = {}
         for conf in job.ops:
             s = by_name[conf.name]
-            if s.random:
-                src = conf.tags.get("seed_of")  # a recomputed op reuses its original's seed
-                if src is None:
-                    seed_owner[conf.name] = len(self._random_steps)
-                    self._random_steps.append(s)
+            if s.random and conf.tags.get("seed_of") is None:
+                owner_index[conf.name] = len(self._owners[s.stage])
+                self._owners[s.stage].append(s)
         self._seed_src = {}
         for s in self.steps:
             if s.random:
                 src = s.conf.tags.get("seed_of", s.conf.name)
-                self._seed_src[s.conf.name] = seed_owner[src]
-        self.stages = {st: [s for s in self.steps if s.stage == st]
-                       for st in ("pre", "micro", "post")}
+                if src not in owner_index or by_name[src].stage != s.stage:
+                    raise ExecutionError(f"{s.conf.op_type} (op {s.conf.name}): tagged seed_of "
+                                         f"{src!r}, which is not a random op of the same stage "
+                                         f"drawing its own seed")
+                self._seed_src[s.conf.name] = owner_index[src]
 
     def run(self, inputs: list, bindings: dict) -> list:
         """Run one iteration. ``inputs``: arrays in input-index order; ``bindings``: variable
@@ -91,15 +104,18 @@ class ReferenceExecutor:
         slots: list = [None] * self.n_slots
         for s in self.input_steps:
             slots[s.outs[0]] = inputs[s.conf.attrs["index"]]
-        seeds = [default_generator.next_seed() for _ in self._random_steps]
         n = self.n_micro
-        ctx = _RunContext(slots, bindings, seeds, self._seed_src, n)
-        self._run_steps(self.stages["pre"], ctx)
+        ctx = _RunContext(slots, bindings, [], self._seed_src, n)
+        self._run_stage("pre", ctx)
         for i in range(n):
             ctx.micro = i
-            self._run_steps(self.stages["micro"], ctx)
-        self._run_steps(self.stages["post"], ctx)
+            self._run_stage("micro", ctx)
+        self._run_stage("post", ctx)
         return [slots[i] for _, i in self.output_slots]
+
+    def _run_stage(self, stage: str, ctx: "_RunContext") -> None:
+        ctx.seeds = [default_generator.next_seed() for _ in self._owners[stage]]
+        self._run_steps(self.stages[stage], ctx)
 
     def _run_steps(self, steps: list, ctx: "_RunContext") -> None:
         slots = ctx.slots
@@ -181,7 +197,34 @@ def _pack(s, ctx):
 
 
 _SYSTEM = {"input": _input, "variable": _variable, "literal": _literal, "output": _output,
-           "unpack": _unpack, "repeat": _repeat, "acc": _acc, "pack": _pack}
+           "micro_unpack": _unpack, "micro_repeat": _repeat, "micro_acc": _acc,
+           "micro_pack": _pack}
+
+
+def stage_of(job: Job) -> dict:
+    """op name -> ``pre`` / ``micro`` / ``post`` for a gradient-accumulation Job: the op's
+    ``stage`` tag, or for an untagged op (added by a later pass) the stage its inputs imply
+    (see the module docstring)."""
+    stages: dict = {}
+    accumulated = {o.name for o in job.ops if o.op_type in ("micro_acc", "micro_pack")}
+    for conf in job.ops:
+        st = conf.tags.get("stage")
+        if st is None:
+            if conf.op_type in ("input", "variable", "literal"):
+                st = "pre"
+            elif conf.op_type == "output" or conf.tags.get("phase") == "optimizer":
+                st = "post"
+            else:
+                st = "micro"
+                for b in conf.inputs:
+                    src = split_blob(b)[0]
+                    if stages.get(src) == "post" or src in accumulated:
+                        st = "post"
+                        break
+        elif st not in ("pre", "micro", "post"):
+            raise ExecutionError(f"op {conf.name}: unknown stage {st!r} (pre, micro or post)")
+        stages[conf.name] = st
+    return stages
 
 
 def blob_slot_names(job: Job) -> list:
@@ -189,4 +232,5 @@ def blob_slot_names(job: Job) -> list:
     return [f"{o.name}/{i}" for o in job.topological_order() for i in range(len(o.outputs))]
 
 
-__all__ = ["ReferenceExecutor", "ExecutionError", "blob_slot_names", "split_blob"]
+__all__ = ["ReferenceExecutor", "ExecutionError", "blob_slot_names", "split_blob",
+           "stage_of"]

@@ -7,7 +7,9 @@ op types:
 * ``variable`` - live state bound at run time (attrs: ``name``, ``kind``: parameter, buffer,
   free (an eager tensor used in build), optimizer state or lr),
 * ``literal``  - a folded constant value (attrs: ``value``, an array),
-* ``output``   - one per tensor the graph returns (attrs: ``index``).
+* ``output``   - one per tensor the graph returns (attrs: ``index``),
+* ``micro_unpack``, ``micro_repeat``, ``micro_acc``, ``micro_pack`` - gradient accumulation
+  (see ``executor.py``).
 
 Ops are kept in a valid execution order; ``ctrl_inputs`` names ops that must run before an op
 even though it reads none of their blobs (an op that updates a variable waits for the other
@@ -22,7 +24,8 @@ from dataclasses import dataclass, field
 from actorflow.framework import dtype as dt
 from actorflow.job import attrs as attr_codec
 
-SYSTEM_OPS = ("input", "variable", "literal", "output", "unpack", "repeat", "acc", "pack")
+SYSTEM_OPS = ("input", "variable", "literal", "output", "micro_unpack", "micro_repeat",
+              "micro_acc", "micro_pack")
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ whose ``nn.functional`` signature differs from the tensor-level one (``relu`` ta
 from __future__ import annotations
 
 from actorflow.functional import (  # noqa: F401
-    adaptive_avg_pool2d, avg_pool2d, batch_norm, binary_cross_entropy,
+    adaptive_avg_pool2d, avg_pool2d, batch_norm, depend, binary_cross_entropy,
     binary_cross_entropy_with_logits, conv1d, conv2d, conv3d, cross_entropy, dropout, elu,
     embedding, gelu, group_norm, kl_div, l1_loss, layer_norm, leaky_relu, linear, log_softmax,
     max_pool1d, max_pool2d, mse_loss, nll_loss, pad, scaled_dot_product_attention, sigmoid, silu,
@@ -28,4 +28,5 @@ __all__ = [
     "adaptive_avg_pool2d", "batch_norm", "layer_norm", "group_norm", "embedding", "dropout",
     "scaled_dot_product_attention", "pad", "cross_entropy", "nll_loss", "mse_loss", "l1_loss",
     "smooth_l1_loss", "kl_div", "binary_cross_entropy", "binary_cross_entropy_with_logits",
+    "depend",
 ]

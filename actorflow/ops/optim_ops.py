@@ -15,6 +15,10 @@ place, and the op lists those inputs in ``mutates``. Input layout (each op's doc
   the ones it has.
 
 Hyperparameters other than the learning rate are attrs. Update ops have no gradient rule.
+With ``attrs["skip_if"] = True`` an update op takes one more input, last: a one-element
+flag; a nonzero flag makes the call a no-op (nn.Graph's GradScaler skips non-finite steps).
+Eager ``step()`` never sets it. ``mutated_inputs(n, attrs)`` never names the flag (it may sit at
+an optional-state index of ``mutates``).
 The clipping ops (``grad_norm``, ``clip_grad_by_norm``, ``clip_grad_by_value``) back
 ``nn.utils.clip_grad_norm_`` / ``clip_grad_value_``; the last two also work in place.
 """
@@ -61,14 +65,49 @@ def _check_update(name: str, inputs: list, has_step: bool, n_state: int) -> None
 
 def _update_op(name: str, mutates: tuple, has_step: bool, n_state, doc: str):
     """Register an update op; ``n_state(attrs)`` is the number of state inputs it takes."""
-    op = register(name, mutates=mutates, doc=doc)
+    op = register(name, mutates=mutates, doc=doc + _SKIP_DOC)
 
     @op.infer
     def _(inputs, attrs):
+        if attrs.get("skip_if", False):
+            inputs = _check_skip_flag(name, inputs)
         _check_update(name, inputs, has_step, n_state(attrs))
         return []
 
+    def mutated(n_inputs: int, attrs: dict) -> tuple:  # never the skip flag
+        n = n_inputs - 1 if attrs.get("skip_if", False) else n_inputs
+        return tuple(i for i in mutates if i < n)
+
+    op.mutates_fn = mutated
+    UPDATE_OPS.append(op)
     return op
+
+
+UPDATE_OPS: list = []
+_SKIP_DOC = (" With attrs skip_if=True a last input, a one-element flag, is appended; the update "
+             "does nothing (param and state unchanged) when the flag is nonzero (nn.Graph's "
+             "GradScaler skips a step whose gradients are not finite).")
+
+
+def _check_skip_flag(name: str, inputs: list) -> list:
+    """The inputs without the trailing skip flag (checked to be one element)."""
+    if not inputs or _numel(inputs[-1]._shape) != 1:
+        fail(name, "skip_if=True needs a one-element flag as the last input",
+             *([inputs[-1]._shape] if inputs else []))
+    return inputs[:-1]
+
+
+def _skippable(kernel):
+    """Wrap an update kernel: with attrs ``skip_if`` the last input is a flag; nonzero skips."""
+    def run(ins, outs, attrs):
+        if attrs.get("skip_if", False):
+            if bool(ins[-1].reshape(())):
+                return
+            ins = ins[:-1]
+        kernel(ins, outs, attrs)
+
+    run.__doc__ = kernel.__doc__
+    return run
 
 
 def _advance(step: np.ndarray) -> int:
@@ -311,6 +350,10 @@ def _(ins, outs, attrs):
         tmp += np.multiply(p, wd)
     tmp *= lr * trust
     p -= tmp
+
+
+for _op in UPDATE_OPS:  # every update op honours attrs["skip_if"] (eager never sets it)
+    _op.kernel("cpu")(_skippable(_op.kernel_cpu))
 
 
 # ---- gradient clipping --------------------------------------------------------------------------

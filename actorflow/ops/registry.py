@@ -32,7 +32,8 @@ class Op:
     """One registered op. See the module docstring for its parts."""
 
     __slots__ = ("name", "infer_fn", "kernels", "grad_fn", "sbp_fn", "view_fn", "mutates",
-                 "grad_uses_outputs", "random", "n_outputs_hint", "kernel_cpu", "doc")
+                 "grad_uses_outputs", "random", "n_outputs_hint", "kernel_cpu", "doc",
+                 "mutates_fn")
 
     def __init__(self, name: str, *, mutates: tuple = (), grad_uses_outputs: bool = False,
                  random: bool = False, doc: str = ""):
@@ -47,6 +48,15 @@ class Op:
         self.grad_uses_outputs = grad_uses_outputs
         self.random = random  # the dispatcher draws attrs["seed"] from the global generator
         self.doc = doc
+        self.mutates_fn: Callable | None = None  # (n_inputs, attrs) -> indices, when they vary
+
+    def mutated_inputs(self, n_inputs: int, attrs: dict) -> tuple:
+        """Indices of the inputs one call with ``n_inputs`` inputs and ``attrs`` writes in
+        place: ``mutates`` (those present), or what ``mutates_fn`` says for ops whose written
+        inputs depend on the call (multi-tensor updates)."""
+        if self.mutates_fn is not None:
+            return tuple(self.mutates_fn(n_inputs, attrs))
+        return tuple(i for i in self.mutates if i < n_inputs)
 
     # decorators -------------------------------------------------------------------------------
     def infer(self, fn: Callable) -> Callable:

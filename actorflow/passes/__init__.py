@@ -16,6 +16,15 @@ from actorflow.passes.manager import diff_jobs, run_passes
 # (name, module, factory) in the order the passes run
 PASSES = [
     ("optimizer", "actorflow.passes.optimizer", "make_optimizer_pass"),
+    ("amp", "actorflow.passes.amp", "make_amp_pass"),
+    ("gradient_accumulation", "actorflow.passes.grad_acc", "make_grad_acc_pass"),
+    ("activation_checkpointing", "actorflow.passes.checkpointing", "make_checkpointing_pass"),
+    ("constant_folding", "actorflow.passes.constant_folding", "make_constant_folding_pass"),
+    ("fuse_matmul_bias_act", "actorflow.passes.fuse_matmul", "make_fuse_matmul_bias_act_pass"),
+    ("fuse_add_to_output", "actorflow.passes.fuse_matmul", "make_fuse_add_to_output_pass"),
+    ("fuse_elementwise", "actorflow.passes.fuse_elementwise", "make_fuse_elementwise_pass"),
+    ("fuse_model_update", "actorflow.passes.fuse_update", "make_fuse_model_update_pass"),
+    ("dead_op_elimination", "actorflow.passes.dce", "make_dead_op_elimination_pass"),
 ]
 
 

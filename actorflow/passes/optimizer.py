@@ -5,10 +5,23 @@ The optimizer's own ``_update`` emits the ops (the very ops eager ``step()`` run
 builder appending to the Job; its state tensors and each param group's learning rate become
 variables. Param groups with ``clip_grad_max_norm`` / ``clip_grad_norm_type`` get the clipping
 ops (the ones ``clip_grad_norm_`` uses) before their updates.
+
+With float16 AMP (``config.enable_amp(dtype=flow.float16)``, AMP pass on) a dynamic GradScaler
+works as PyTorch's ``GradScaler`` with its defaults: the seed gradient of ``backward()`` is
+multiplied by ``scale``; each optimizer's gradients are unscaled (``g * (1 / scale)``) before
+clipping and the update; if any of them is not finite, that optimizer's update ops do nothing
+(their ``skip_if`` flag); then ``scale`` is multiplied by ``backoff_factor`` (a non-finite step)
+or by ``growth_factor`` after ``growth_interval`` finite steps in a row. ``scale`` and
+``growth_tracker`` are variables (``_grad_scaler.scale``, ``_grad_scaler.growth_tracker``) bound
+to tensors the Graph keeps, so they persist across calls and recompiles and are in
+``graph.state_dict()["_grad_scaler"]``.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from actorflow.autograd.grad_mode import no_grad
+from actorflow.framework import dtype as dt
 from actorflow.job.builder import JobBuilder, LazyBlob
 from actorflow.job.job import Job
 from actorflow.tensor import Tensor
@@ -16,46 +29,203 @@ from actorflow.tensor import Tensor
 _CLIP_KEYS = ("clip_grad_max_norm", "clip_grad_norm_type")
 
 
+class GradScalerState:
+    """The dynamic loss scale of a float16 AMP graph (PyTorch GradScaler defaults)."""
+
+    def __init__(self, init_scale: float = 2.0 ** 16, growth_factor: float = 2.0,
+                 backoff_factor: float = 0.5, growth_interval: int = 2000):
+        if not (growth_factor > 1.0 and 0.0 < backoff_factor < 1.0 and growth_interval >= 1):
+            raise ValueError("GradScaler: need growth_factor > 1, 0 < backoff_factor < 1 and "
+                             "growth_interval >= 1")
+        self.growth_factor = float(growth_factor)
+        self.backoff_factor = float(backoff_factor)
+        self.growth_interval = int(growth_interval)
+        self.scale = Tensor._wrap(np.array(init_scale, np.float32), dt.float32)
+        self.growth_tracker = Tensor._wrap(np.zeros((), np.int64), dt.int64)
+
+    def get_scale(self) -> float:
+        return float(self.scale._array())
+
+    def state_dict(self) -> dict:
+        return {"scale": self.get_scale(), "growth_tracker": int(self.growth_tracker._array()),
+                "growth_factor": self.growth_factor, "backoff_factor": self.backoff_factor,
+                "growth_interval": self.growth_interval}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore ``state_dict()``'s values (in place: compiled graphs keep their bindings)."""
+        self.scale._array()[...] = float(state["scale"])
+        self.growth_tracker._array()[...] = int(state["growth_tracker"])
+        self.growth_factor = float(state.get("growth_factor", self.growth_factor))
+        self.backoff_factor = float(state.get("backoff_factor", self.backoff_factor))
+        self.growth_interval = int(state.get("growth_interval", self.growth_interval))
+
+    def names(self) -> dict:
+        return {id(self.scale): "_grad_scaler.scale",
+                id(self.growth_tracker): "_grad_scaler.growth_tracker"}
+
+
+def grad_scaler(graph, create: bool = False):
+    """The GradScalerState of ``graph`` (made on first use when ``create``), or None."""
+    s = graph.__dict__.get("_grad_scaler")
+    if s is None and create:
+        s = GradScalerState()
+        graph.__dict__["_grad_scaler"] = s
+    return s
+
+
+def uses_grad_scaler(config) -> bool:
+    """Whether a graph with ``config`` scales its loss (float16 AMP with the AMP pass on)."""
+    return bool(config.amp and config.amp_dtype is dt.float16 and config.pass_enabled("amp"))
+
+
 def make_optimizer_pass(ctx):
     """The pass for the optimizers in ``ctx`` (a Graph's pass context), or None without any."""
     if not ctx.optimizers:
         return None
+    scaler = None
+    if uses_grad_scaler(ctx.config):
+        owner = getattr(ctx, "graph", None) or ctx
+        scaler = grad_scaler(owner, create=True)
 
     def optimizer_pass(job: Job) -> Job:
-        from actorflow.nn.utils.clip_grad import clip_grad_norm_
-
         grads = job.train.get("grads", {})
         if not ctx.optimizers or not grads:
             return job
-        b = JobBuilder.over(job, ctx.bindings, namer=ctx.namer, graph_name=job.name)
+        namer = ctx.namer
+        if scaler is not None:
+            namer = _scaler_namer(scaler, ctx.namer)
+            _scale_seeds(job, scaler, ctx.bindings, namer)
+        b = JobBuilder.over(job, ctx.bindings, namer=namer, graph_name=job.name)
         b.phase = "optimizer"
         with b, no_grad():
+            found_any = None
             for entry in ctx.optimizers:
-                opt = entry.optimizer
-                for j, group in enumerate(opt.param_groups):
-                    pairs = []
-                    for p in group["params"]:
-                        name = ctx.state_names.get(id(p), (None,))[0]
-                        if name is not None and name in grads:
-                            pairs.append((p, b.tensor(grads[name])))
-                    if not pairs:
-                        continue
-                    if all(k in group for k in _CLIP_KEYS):
-                        holders = []
-                        for p, g in pairs:
-                            h = Tensor._from_handle(LazyBlob(b, "<param>"), tuple(p._shape),
-                                                    p.dtype)
-                            h._grad = g
-                            holders.append(h)
-                        clip_grad_norm_(holders, group["clip_grad_max_norm"],
-                                        group["clip_grad_norm_type"])
-                        pairs = [(p, h._grad) for (p, _), h in zip(pairs, holders)]
-                    lr = entry.lr_tensors[j]
-                    attrs = opt._attrs(group)
-                    for p, g in pairs:
-                        opt._update(p, g, lr, attrs, group)
+                found = _emit_updates(b, entry, grads, ctx.state_names, scaler)
+                if found is not None:
+                    found_any = found if found_any is None else found_any.logical_or(found)
+            if found_any is not None:
+                _emit_scaler_update(b, scaler, found_any)
         for name, t in b.bindings.items():
             ctx.bindings.setdefault(name, t)
         return b.job
 
     return optimizer_pass
+
+
+def _scaler_namer(scaler: GradScalerState, fallback):
+    names = scaler.names()
+
+    def namer(t):
+        name = names.get(id(t))
+        if name is not None:
+            return name, "grad_scaler"
+        return fallback(t) if fallback is not None else None
+
+    return namer
+
+
+def _scale_seeds(job: Job, scaler: GradScalerState, bindings: dict, namer) -> None:
+    """Multiply the seed gradient of each ``backward()`` by the loss scale."""
+    from actorflow.passes.grad_acc import emit_after, rewire_readers
+
+    for seed in [o for o in job.ops if o.tags.get("grad_root")]:
+        for i in range(len(seed.outputs)):
+            blob = seed.out(i)
+
+            def scaled(b, blob=blob):
+                return b.tensor(blob) * b.variable(scaler.scale)
+
+            new, added = emit_after(job, seed.name, bindings, "backward", scaled, namer=namer)
+            rewire_readers(job, blob, new, skip=added)
+
+
+def _emit_updates(b: JobBuilder, entry, grads: dict, state_names: dict, scaler):
+    """The clipping and update ops of one optimizer; with a scaler, returns its found-inf flag
+    (a lazy bool) after unscaling its gradients and gating its updates on it."""
+    from actorflow.functional import isfinite
+    from actorflow.nn.utils.clip_grad import clip_grad_norm_
+    from actorflow.ops.optim_ops import UPDATE_OPS
+
+    opt = entry.optimizer
+    groups = []
+    for j, group in enumerate(opt.param_groups):
+        pairs = []
+        for p in group["params"]:
+            name = state_names.get(id(p), (None,))[0]
+            if name is not None and name in grads:
+                pairs.append((p, b.tensor(grads[name])))
+        if pairs:
+            groups.append((j, group, pairs))
+    if not groups:
+        return None
+    found = None
+    if scaler is not None:
+        inv = b.variable(scaler.scale).reciprocal()
+        finite = None
+        unscaled_groups = []
+        for j, group, pairs in groups:
+            pairs = [(p, g * inv) for p, g in pairs]
+            for _, g in pairs:
+                ok = isfinite(g).all()
+                finite = ok if finite is None else finite.logical_and(ok)
+            unscaled_groups.append((j, group, pairs))
+        groups = unscaled_groups
+        found = finite.logical_not()
+    skippable = {op.name for op in UPDATE_OPS}
+    for j, group, pairs in groups:
+        if all(k in group for k in _CLIP_KEYS):
+            holders = []
+            for p, g in pairs:
+                h = Tensor._from_handle(LazyBlob(b, "<param>"), tuple(p._shape), p.dtype)
+                h._grad = g
+                holders.append(h)
+            clip_grad_norm_(holders, group["clip_grad_max_norm"],
+                            group["clip_grad_norm_type"])
+            pairs = [(p, h._grad) for (p, _), h in zip(pairs, holders)]
+        lr = entry.lr_tensors[j]
+        attrs = opt._attrs(group)
+        for p, g in pairs:
+            start = len(b.job.ops)
+            opt._update(p, g, lr, attrs, group)
+            if found is not None:
+                _gate(b, b.job.ops[start:], found._h.name, skippable)
+    return found
+
+
+def _gate(b: JobBuilder, new_ops: list, flag: str, skippable: set) -> None:
+    """Make the update ops in ``new_ops`` skip when blob ``flag`` is true."""
+    from actorflow.job.job import split_blob
+    from actorflow.ops import registry
+
+    variables = {o.name for o in b.job.ops_of_type("variable")}
+    for o in new_ops:
+        if o.op_type == "variable":
+            continue
+        op = registry.get(o.op_type)
+        writes_state = any(split_blob(o.inputs[i])[0] in variables
+                           for i in op.mutated_inputs(len(o.inputs), o.attrs))
+        if not writes_state:
+            continue
+        if o.op_type not in skippable:
+            raise RuntimeError(f"nn.Graph GradScaler: optimizer op {o.name} ({o.op_type}) writes "
+                               f"state but can't be skipped on a non-finite step; only the "
+                               f"registered update ops take skip_if")
+        o.inputs.append(flag)
+        o.attrs["skip_if"] = True
+        b._readers.setdefault(flag, []).append(o.name)
+
+
+def _emit_scaler_update(b: JobBuilder, scaler: GradScalerState, found) -> None:
+    """scale and growth_tracker after this step (PyTorch's dynamic update rule)."""
+    from actorflow.functional import isfinite, where
+
+    scale = b.variable(scaler.scale)
+    tracker = b.variable(scaler.growth_tracker)
+    succ = tracker + 1
+    grow = succ >= scaler.growth_interval
+    grown = scale * scaler.growth_factor
+    grow_ok = grow.logical_and(isfinite(grown))
+    new_scale = where(found, scale * scaler.backoff_factor, where(grow_ok, grown, scale))
+    new_tracker = where(found, 0, where(grow, 0, succ))
+    scaler.scale.copy_(new_scale)
+    scaler.growth_tracker.copy_(new_tracker)

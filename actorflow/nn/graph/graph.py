@@ -1,16 +1,20 @@
 """``nn.Graph``: trace ``build()`` into a Job, optimise it with passes, run it.
 
-The first call with a given input signature traces ``build`` with a ``JobBuilder`` pushed on the
-dispatcher (lazy mode), runs the pass pipeline and makes an executor; later calls with the same
-signature reuse it. A call feeds the input tensors and the live state (parameters, buffers,
-optimizer state, learning rates) to the executor and returns eager tensors in the structure
-``build`` returned.
+The first call with a given input signature (the structure of the arguments with their
+constants, every tensor's shape, dtype, device and requires_grad, and the training mode of the
+graph's modules) traces ``build`` with a ``JobBuilder`` pushed on the dispatcher (lazy mode),
+runs the pass pipeline and makes an executor; later calls with the same signature reuse it. New
+signatures compile again into a least-recently-used cache of ``config.cache_size`` entries.
+A call feeds the input tensors and the live state (parameters, buffers, optimizer state,
+learning rates) to the executor and returns eager tensors in the structure ``build`` returned.
 """
 from __future__ import annotations
 
+import inspect
 import itertools
 import os
-import warnings
+import time
+import weakref
 from collections import OrderedDict
 
 import numpy as np
@@ -19,10 +23,14 @@ from actorflow.dispatch import scope
 from actorflow.framework import dtype as dt
 from actorflow.job import builder as job_builder
 from actorflow.job.builder import JobBuilder
+from actorflow.compiler import CompileOptions, compile_job
 from actorflow.job.executor import ReferenceExecutor
+from actorflow.runtime.launcher import RuntimeExecutor
 from actorflow.nn.graph import args_tree
+from actorflow.nn.graph.args_tree import GraphArgumentError
 from actorflow.nn.graph.config import GraphConfig
-from actorflow.nn.graph.proxy import GraphModule, ProxyModule, make_proxy
+from actorflow.nn.graph.proxy import (GraphModule, Proxy, ProxyModule, ProxyTensor, iter_proxies,
+                                      make_proxy)
 from actorflow.nn.module import Module
 from actorflow.tensor import Tensor
 
@@ -47,37 +55,68 @@ class _OptimizerEntry:
 
 class CompiledGraph:
     """What one input signature compiles to: the traced and the optimised Job, the executor,
-    the state each variable op reads, and how to rebuild the outputs."""
+    the state each variable op reads, how to rebuild the outputs, and the ring of output
+    buffers (``config.outputs_buffer_size`` tuples of tensors)."""
 
     def __init__(self, signature, forward_job, full_job, bindings, out_structure,
-                 out_values, pass_log):
+                 pass_log, named_args=None, input_paths=None, buffer_size=2):
         self.signature = signature
         self.forward_job = forward_job
         self.full_job = full_job
         self.bindings = bindings
         self.out_structure = out_structure
-        self.out_values = out_values
         self.pass_log = pass_log
-        self.executor = _make_executor(full_job)
-        self.copy_outputs = _outputs_needing_copy(full_job)
+        self.named_args = named_args or []
+        self.input_paths = input_paths or []
+        self.executor = _make_executor(full_job, buffer_size)
+        # the actor runtime's output actors copy results out of register memory already
+        self.copy_outputs = [] if isinstance(self.executor, RuntimeExecutor) \
+            else _outputs_needing_copy(full_job)
+        self.out_descs = [o.outputs[0] for o in full_job.outputs]
+        # The output registers: the reference executor allocates fresh output arrays every
+        # run, so a slot takes over the arrays of the run it holds (no copy); an executor that
+        # reuses its memory fills the slot instead. Callers get tensors of their own.
+        self.output_buffer = [tuple(Tensor._wrap(np.empty(d.shape, d.dtype.np), d.dtype)
+                                    for d in self.out_descs) for _ in range(buffer_size)]
+        self.next_buffer = 0
+
+    @property
+    def plan(self):
+        """The Plan the actor runtime runs (compiled now if the graph runs op by op)."""
+        plan = getattr(self.executor, "plan", None)
+        return plan if plan is not None else compile_job(self.full_job)
+
+    def close(self) -> None:
+        """Shut down the executor's runtime (its threads are joined)."""
+        close = getattr(self.executor, "close", None)
+        if close is not None:
+            close()
 
 
-def _make_executor(job):
-    """The executor a graph runs on. ``ACTORFLOW_RUN_GRAPH_BY_VM=1`` asks for the reference
-    executor (OneFlow's name for the op-by-op mode); it is also the default until the actor
-    runtime lands."""
-    os.environ.get("ACTORFLOW_RUN_GRAPH_BY_VM")
-    return ReferenceExecutor(job)
+def _make_executor(job, buffer_size: int = 2):
+    """The executor a graph runs on: the actor runtime, or with ``ACTORFLOW_RUN_GRAPH_BY_VM=1``
+    (OneFlow's name for the op-by-op mode) the reference executor. ``buffer_size`` bounds how
+    many calls the runtime's source hands out ahead (``config.set_outputs_buffer_size``)."""
+    if os.environ.get("ACTORFLOW_RUN_GRAPH_BY_VM", "0") not in ("", "0"):
+        return ReferenceExecutor(job)
+    return RuntimeExecutor(job, CompileOptions(source_regst_num=buffer_size))
 
 
 def _outputs_needing_copy(job) -> list:
-    """Output indices whose array would alias state or an input (so the caller gets a copy)."""
+    """Output indices whose array would alias state, an input or another output (so the
+    caller gets a copy)."""
     from actorflow.job.job import split_blob
 
     ops = job.op_map()
-    aliasing = ("variable", "input", "literal", "repeat", "unpack")
-    return [o.attrs["index"] for o in job.outputs
-            if ops[split_blob(o.inputs[0])[0]].op_type in aliasing]
+    aliasing = ("variable", "input", "literal", "micro_repeat", "micro_unpack")
+    seen: set = set()
+    out = []
+    for o in job.outputs:
+        blob = o.inputs[0]
+        if ops[split_blob(blob)[0]].op_type in aliasing or blob in seen:
+            out.append(o.attrs["index"])
+        seen.add(blob)
+    return out
 
 
 class Graph:
@@ -96,6 +135,9 @@ class Graph:
         d["_last"] = None
         d["_compile_log"] = []
         d["_calls"] = 0
+        d["_compiles"] = 0
+        d["_mode_modules"] = None   # modules whose training flag is part of the signature
+        d["_pending_reason"] = None  # why the next compile happens, when not a new signature
 
     # -- user API --------------------------------------------------------------------------------
     def build(self, *args, **kwargs):
@@ -108,32 +150,52 @@ class Graph:
 
     @property
     def training(self) -> bool:
+        """True when an optimizer was added (the graph trains)."""
         return self.config.training
+
+    @property
+    def is_compiled(self) -> bool:
+        return bool(self._cache)
 
     def __setattr__(self, name: str, value) -> None:
         if isinstance(value, ProxyModule):
             value = value.to(Module)
         if isinstance(value, Module):
-            self._modules[name] = make_proxy(value, name, "", self)
+            if self._reserved(name):
+                raise AttributeError(f"nn.Graph {self._name}: a module can't be named '{name}': "
+                                     f"that name is an attribute of nn.Graph itself")
+            self._modules[name] = make_proxy(value, name, "", weakref.ref(self))
+            self.__dict__["_mode_modules"] = None
+            self.__dict__.pop(name, None)
             return
-        if isinstance(value, Tensor):
+        if isinstance(value, (Tensor, ProxyTensor)):
             raise AttributeError(
                 f"nn.Graph {self._name}: a Tensor can't be set as an attribute of a graph "
                 f"('{name}'); make it a parameter or buffer of a Module assigned to the graph, "
                 f"or pass it to the call as an input")
         if name in self._modules:
             del self._modules[name]
+            self.__dict__["_mode_modules"] = None
         object.__setattr__(self, name, value)
+
+    def _reserved(self, name: str) -> bool:
+        return (name in self.__dict__ and name not in self._modules) or \
+            hasattr(type(self), name)
 
     def __getattr__(self, name: str):
         mods = self.__dict__.get("_modules")
-        if mods is not None and name in mods:
+        if mods is None:
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}' "
+                                 f"(nn.Graph.__init__ was not called: call super().__init__() "
+                                 f"first in {type(self).__name__}.__init__)")
+        if name in mods:
             return mods[name]
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __delattr__(self, name: str) -> None:
         if name in self._modules:
             del self._modules[name]
+            self.__dict__["_mode_modules"] = None
         else:
             object.__delattr__(self, name)
 
@@ -162,71 +224,161 @@ class Graph:
         self.config.training = True
 
     def __call__(self, *args, **kwargs):
-        structure, leaves = args_tree.flatten((args, kwargs), "")
-        _check_inputs(self, leaves)
-        sig = args_tree.signature(structure, leaves)
+        try:
+            structure, tensors = args_tree.flatten((args, kwargs))
+        except GraphArgumentError:
+            raise GraphArgumentError(self._bad_argument_message(args, kwargs)) from None
+        for t in tensors:
+            if t.is_lazy:
+                raise GraphArgumentError(
+                    f"nn.Graph {self._name}: an input is a lazy tensor; a graph can't be "
+                    f"called inside another graph's build()")
+        sig = (args_tree.signature(structure, tensors), self._modes())
         compiled = self._cache.get(sig)
         if compiled is None:
-            compiled = self._compile(sig, structure, leaves)
+            compiled = self._compile(sig, structure, tensors, args, kwargs)
         else:
             self._cache.move_to_end(sig)
         self.__dict__["_last"] = compiled
-        return self._run(compiled, [t for _, t in leaves])
+        return self._run(compiled, tensors)
 
     forward = __call__
 
+    # -- arguments -------------------------------------------------------------------------------
+    def _build_signature(self) -> inspect.Signature:
+        return inspect.signature(self.build)
+
+    def _arg_names(self) -> tuple:
+        """Names of build's positional parameters and of its ``*args`` (or None)."""
+        names, var = [], None
+        for p in self._build_signature().parameters.values():
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+                names.append(p.name)
+            elif p.kind is p.VAR_POSITIONAL:
+                var = p.name
+        return names, var
+
+    def _bad_argument_message(self, args, kwargs) -> str:
+        names, var = self._arg_names()
+        named = [(names[i] if i < len(names) else f"{var or 'args'}[{i - len(names)}]", a)
+                 for i, a in enumerate(args)] + list(kwargs.items())
+        for n, a in named:
+            try:
+                args_tree.flatten(a, n)
+            except GraphArgumentError as e:
+                return f"nn.Graph {self._name}: argument {str(e).split(': ', 1)[1]}"
+        return f"nn.Graph {self._name}: an argument has a type a graph can't take"
+
+    def _check_binding(self, args, kwargs) -> None:
+        sig = self._build_signature()
+        try:
+            sig.bind(*args, **kwargs)
+        except TypeError as e:
+            raise GraphArgumentError(f"nn.Graph {self._name}: the call's arguments don't match "
+                                     f"build{sig}: {e}") from None
+
+    def _modes(self) -> tuple:
+        """The training flag of every module of the graph (part of the signature: a module
+        switched between train() and eval() traces again)."""
+        mods = self._mode_modules
+        if mods is None:
+            mods = []
+            for proxy in self._modules.values():
+                mods.extend(proxy.to(Module).modules())
+            self.__dict__["_mode_modules"] = mods
+        return tuple(m.training for m in mods)
+
     # -- compiling -------------------------------------------------------------------------------
-    def _compile(self, sig, structure, leaves):
+    def _compile(self, sig, structure, tensors, args, kwargs):
+        from actorflow.nn.graph.show import debug_compile, debug_passes
         from actorflow.passes import build_pipeline, run_passes
 
-        if self._debug >= 1:
-            prev = self._last
-            if prev is None:
-                print(f"[{self._name}] compiling for input signature {sig[1]}")
-            else:
-                why = args_tree.describe_difference(prev.signature, sig)
-                print(f"[{self._name}] recompiling: {why}")
-        if self._last is not None:
-            self._compile_log.append(args_tree.describe_difference(self._last.signature, sig))
+        self._check_binding(args, kwargs)
+        names, var = self._arg_names()
+        named = args_tree.call_structure(structure, names, var)
+        paths = [p for n, s in named for p in args_tree.leaf_paths(s, n)]
+        reason = self._compile_reason(sig, named, paths)
+        self.__dict__["_compiles"] += 1
+        t0 = time.perf_counter()
+        for proxy in self._modules.values():
+            for p in iter_proxies(proxy):
+                p._of_gm.calls = 0
         b = JobBuilder(self._name, self._state_names(), graph_name=self._name)
         b.namer = self._name_optimizer_state
         b.registered_modules = {id(m) for proxy in self._modules.values()
                                 for m in proxy.to(Module).modules()}
         with b:
-            lazy_leaves = [b.add_input(i, p or f"arg{i}", t) for i, (p, t) in enumerate(leaves)]
-            args, kwargs = args_tree.unflatten(structure, lazy_leaves)
-            result = self._trace_build(args, kwargs)
-            out_structure, out_leaves = args_tree.flatten(result, "output")
-            for i, (p, t) in enumerate(out_leaves):
+            lazy = [self._trace_input(b, i, p, t) for i, (p, t) in enumerate(zip(paths, tensors))]
+            l_args, l_kwargs = args_tree.unflatten(structure, lazy)
+            result = self.build(*l_args, **l_kwargs)
+            try:
+                out_structure, out_leaves = args_tree.flatten(result, "output")
+            except GraphArgumentError as e:
+                raise GraphArgumentError(f"nn.Graph {self._name}: build() returned a value it "
+                                         f"can't: {str(e).split(': ', 1)[1]}") from None
+            for i, (p, t) in enumerate(zip(args_tree.leaf_paths(out_structure, "output"),
+                                           out_leaves)):
                 b.add_output(i, p, t)
             self._collect_gradients(b)
         forward_job = b.job
         forward_job.verify()
+        t1 = time.perf_counter()
         ctx = _PassContext(self, b)
         passes = build_pipeline(self.config, ctx)
         full_job, log = run_passes(forward_job.copy(), passes)
         compiled = CompiledGraph(sig, forward_job, full_job, dict(ctx.bindings), out_structure,
-                                 None, log)
-        if self._debug >= 2:
-            for entry in log:
-                print(f"[{self._name}] pass {entry['name']}: {entry['summary']}")
+                                 log, named, paths, self.config.outputs_buffer_size)
+        t2 = time.perf_counter()
         self._cache[sig] = compiled
+        evicted = []
         while len(self._cache) > self.config.cache_size:
-            self._cache.popitem(last=False)
+            evicted.append(self._cache.popitem(last=False)[1])
+            evicted[-1].close()
+        if self._debug >= 1:
+            debug_compile(self, compiled, reason, t1 - t0, t2 - t1, evicted)
+        if self._debug >= 2:
+            debug_passes(self, compiled)
+        if self._debug >= 3:
+            print(full_job.summary())
         return compiled
 
-    def _trace_build(self, args, kwargs):
-        try:
-            return self.build(*args, **kwargs)
-        except TypeError as e:
-            import inspect
+    def _trace_input(self, b: JobBuilder, index: int, path: str, t: Tensor) -> Tensor:
+        """The lazy tensor build() gets for input ``t``: a micro-batch of it when gradient
+        accumulation is on (see ``actorflow.passes.grad_acc``)."""
+        n = self.config.accumulation_steps
+        if n > 1 and self.config.training and self.config.pass_enabled("gradient_accumulation"):
+            from actorflow.passes.grad_acc import add_micro_batch_input
 
-            try:
-                inspect.signature(self.build).bind(*args, **kwargs)
-            except TypeError as bind_error:
-                raise TypeError(f"nn.Graph {self._name}: the call's arguments don't match "
-                                f"build{inspect.signature(self.build)}: {bind_error}") from None
-            raise e
+            return add_micro_batch_input(b, index, path, t, n)
+        return b.add_input(index, path, t)
+
+    def _compile_reason(self, sig, named, paths) -> str:
+        pending = self._pending_reason
+        self.__dict__["_pending_reason"] = None
+        prev = self._last
+        if prev is None and pending is None:
+            return "first call"
+        if pending is not None:
+            why = pending
+        elif prev.signature[1] != sig[1]:
+            why = "module training mode changed: " + self._mode_diff(prev.signature[1], sig[1])
+        else:
+            why = args_tree.describe_difference(prev.signature[0], sig[0], prev.named_args,
+                                                named, paths)
+        self._compile_log.append(why)
+        return why
+
+    def _mode_diff(self, old: tuple, new: tuple) -> str:
+        mods = self._mode_modules or []
+        names = {}
+        for gname, proxy in self._modules.items():
+            for mname, m in proxy.to(Module).named_modules(prefix=gname):
+                names.setdefault(id(m), mname)
+        changed = [f"{names.get(id(m), type(m).__name__)} "
+                   f"{'train' if a else 'eval'} -> {'train' if b else 'eval'}"
+                   for m, a, b in zip(mods, old, new) if a != b]
+        more = f" (+{len(changed) - 4} more)" if len(changed) > 4 else ""
+        return ", ".join(changed[:4]) + more
 
     def _state_names(self) -> dict:
         names: dict = {}
@@ -273,18 +425,23 @@ class Graph:
     def _run(self, compiled: CompiledGraph, inputs: list):
         for entry in self._optimizers:
             entry.refresh_lr()
-        arrays = [np.ascontiguousarray(t._array()) for t in inputs]
+        arrays = []
+        for t in inputs:
+            a = t._array()
+            arrays.append(a if a.flags.c_contiguous else np.ascontiguousarray(a).reshape(a.shape))
         outs = compiled.executor.run(arrays, compiled.bindings)
         for i in compiled.copy_outputs:
             outs[i] = outs[i].copy()
-        descs = [o.outputs[0] for o in compiled.full_job.outputs]
-        tensors = [Tensor._wrap(a, d.dtype) for a, d in zip(outs, descs)]
+        slot = compiled.output_buffer[compiled.next_buffer]
+        compiled.next_buffer = (compiled.next_buffer + 1) % len(compiled.output_buffer)
+        for t, a in zip(slot, outs):
+            t._h.array = a
+        tensors = [Tensor._wrap(a, d.dtype) for a, d in zip(outs, compiled.out_descs)]
         for entry in self._optimizers:
             if entry.lr_scheduler is not None:
                 entry.lr_scheduler.step()
         self.__dict__["_calls"] += 1
-        args = args_tree.unflatten(compiled.out_structure, tensors)
-        return args
+        return args_tree.unflatten(compiled.out_structure, tensors)
 
     # -- inspection --------------------------------------------------------------------------------
     @property
@@ -298,6 +455,24 @@ class Graph:
         return self._require_compiled().full_job
 
     @property
+    def plan(self):
+        """The physical Plan of the last call's signature (what the actor runtime runs)."""
+        return self._require_compiled().plan
+
+    def close(self) -> None:
+        """Shut down the actor runtime of every compiled signature: buffers close, actors leave
+        after EORD, threads are joined. Also done when the graph is garbage-collected or the
+        interpreter exits; a later call starts a fresh runtime."""
+        for compiled in self.__dict__.get("_cache", {}).values():
+            compiled.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    @property
     def pass_log(self) -> list:
         """Per pass of the last compile: name, ops added / removed / changed."""
         return self._require_compiled().pass_log
@@ -307,6 +482,20 @@ class Graph:
         """Why each recompile happened (one sentence per recompile)."""
         return list(self._compile_log)
 
+    @property
+    def compile_count(self) -> int:
+        """How many times ``build`` was traced."""
+        return self._compiles
+
+    @property
+    def call_count(self) -> int:
+        return self._calls
+
+    @property
+    def _outputs_tensor_tuple_buffer(self) -> list:
+        """The output buffer ring of the last call's signature (OneFlow's name)."""
+        return self._require_compiled().output_buffer
+
     def _require_compiled(self):
         if self._last is None:
             raise RuntimeError(f"nn.Graph {self._name} has not been called yet, so it has no "
@@ -315,9 +504,11 @@ class Graph:
 
     def debug(self, v_level: int = 0, *, ranks=None, max_py_stack_depth: int = 2,
               only_user_py_stack: bool = True, op_repr_with_py_stack: bool = False) -> None:
-        """Verbosity of compile messages: 0 quiet, 1 compiles and the reasons for recompiles,
-        2 also each pass's diff, 3 also the full Job after passes."""
-        if not isinstance(v_level, int) or v_level < -1:
+        """Print what compiling does: 0 quiet, 1 each compile with the reason for it (what
+        changed in the signature), its timings and cache evictions, 2 also each pass's ops
+        added / removed / changed, 3 also the full Job after passes. ``ranks`` and the stack
+        options are accepted for OneFlow compatibility (one process; no Python stacks)."""
+        if not isinstance(v_level, int) or isinstance(v_level, bool) or v_level < -1:
             raise ValueError(f"debug: v_level must be an int >= -1, got {v_level!r}")
         self.__dict__["_debug"] = v_level
 
@@ -340,24 +531,27 @@ class Graph:
 
     @staticmethod
     def trace(func):
-        """Turn function ``func`` into a Graph whose build calls it."""
-        import inspect
-
+        """Turn function ``func`` into a Graph whose build calls it. Modules ``func`` uses from
+        its closure are registered in the graph under their variable names."""
         if not inspect.isfunction(func):
             raise TypeError(f"nn.Graph.trace expects a function, got {type(func).__name__}")
+        sig = inspect.signature(func)
 
         def build(self, *args, **kwargs):
             return func(*args, **kwargs)
 
-        cls = type(f"{func.__name__}_graph", (Graph,), {"build": build})
-        return cls()
-
-
-def _check_inputs(graph: Graph, leaves: list) -> None:
-    for path, t in leaves:
-        if t.is_lazy:
-            raise TypeError(f"nn.Graph {graph.name}: input {path} is a lazy tensor; a graph "
-                            f"can't be called inside another graph's build()")
+        cls = type(f"{func.__name__}_graph", (Graph,),
+                   {"build": build, "_build_signature": lambda self: sig,
+                    "__doc__": func.__doc__})
+        g = cls()
+        for var, cell in zip(func.__code__.co_freevars, func.__closure__ or ()):
+            try:
+                value = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            if isinstance(value, (Module, ProxyModule)) and not g._reserved(var):
+                setattr(g, var, value)
+        return g
 
 
 class _PassContext:
@@ -373,10 +567,5 @@ class _PassContext:
         self.bindings = builder.bindings  # variable op name -> eager tensor; passes add to it
 
 
-def warn_unregistered(module: Module) -> None:
-    """Warn that ``module`` runs inside a graph without being registered in it."""
-    warnings.warn(f"{module!r} is called in a nn.Graph, but not registered into a nn.Graph",
-                  UserWarning, stacklevel=3)
-
-
-__all__ = ["Graph", "GraphModule", "GraphConfig", "CompiledGraph", "job_builder", "scope"]
+__all__ = ["Graph", "GraphModule", "GraphConfig", "CompiledGraph", "Proxy", "job_builder",
+           "scope"]

@@ -7,6 +7,7 @@ from actorflow.nn.module import Module
 
 _OPT = "_optimizer"
 _SCH = "_lr_scheduler"
+_SCALER = "_grad_scaler"  # optional entry: the float16 AMP loss scale (see passes/optimizer.py)
 
 
 def graph_state_dict(graph, destination=None) -> dict:
@@ -18,7 +19,19 @@ def graph_state_dict(graph, destination=None) -> dict:
         out[f"{_OPT}{k}"] = entry.optimizer.state_dict()
         if entry.lr_scheduler is not None:
             out[f"{_SCH}{k}"] = entry.lr_scheduler.state_dict()
+    scaler = _grad_scaler(graph)
+    if scaler is not None:
+        out[_SCALER] = scaler.state_dict()
     return out
+
+
+def _grad_scaler(graph):
+    """The graph's GradScaler state when it trains with float16 AMP (else None)."""
+    from actorflow.passes.optimizer import grad_scaler, uses_grad_scaler
+
+    if graph._optimizers and uses_grad_scaler(graph.config):
+        return grad_scaler(graph, create=True)
+    return grad_scaler(graph)
 
 
 def graph_load_state_dict(graph, state_dict: dict, strict: bool = True) -> None:
@@ -31,7 +44,7 @@ def graph_load_state_dict(graph, state_dict: dict, strict: bool = True) -> None:
             expected.add(f"{_SCH}{k}")
     if strict:
         missing = sorted(expected - set(state_dict))
-        unexpected = sorted(set(state_dict) - expected)
+        unexpected = sorted(set(state_dict) - expected - {_SCALER})
         if missing or unexpected:
             raise KeyError(f"{graph.name}.load_state_dict: missing entries {missing}, "
                            f"unexpected entries {unexpected}")
@@ -43,6 +56,12 @@ def graph_load_state_dict(graph, state_dict: dict, strict: bool = True) -> None:
             entry.optimizer.load_state_dict(state_dict[f"{_OPT}{k}"])
         if entry.lr_scheduler is not None and f"{_SCH}{k}" in state_dict:
             entry.lr_scheduler.load_state_dict(state_dict[f"{_SCH}{k}"])
+    if _SCALER in state_dict:
+        from actorflow.passes.optimizer import grad_scaler
+
+        grad_scaler(graph, create=True).load_state_dict(state_dict[_SCALER])
     # optimizer state tensors were replaced: compiled jobs bound the old ones
-    graph._cache.clear()
-    graph.__dict__["_last"] = None
+    if graph._cache:
+        graph.close()
+        graph._cache.clear()
+        graph.__dict__["_pending_reason"] = "load_state_dict replaced the optimizer state"

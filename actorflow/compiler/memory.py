@@ -1,0 +1,102 @@
+"""The memory plan: register memory is allocated once, in blocks; registers whose lifetimes
+within an iteration don't overlap share a block.
+
+Register B may take over A's block when every consumer of A acts before B's producer - known
+from the dependency graph (A's consumers are ancestors of B's producer), not from a guess about
+timing. That holds within an iteration; across iterations the compiler's ``compute_start`` /
+``iteration_end`` ticks keep one iteration's compute section from starting before the previous
+one ended. Registers that live across acts of several iterations or micro-batches (more than one
+register, per-micro-batch tasks, inputs, variables, literals, aliases) get memory of their own.
+"""
+from __future__ import annotations
+
+from actorflow.compiler.plan import _aligned
+
+_SHAREABLE_KINDS = ("normal", "acc", "pack")
+
+
+def plan_memory(tasks: list, regsts: dict, share: bool = True) -> dict:
+    """Assign ``regst.mem`` for every register that needs memory; returns the report
+    ``{"blocks": [bytes...], "bytes_without_sharing", "bytes_with_sharing"}``."""
+    order = {t.task_id: i for i, t in enumerate(tasks)}
+    by_id = {t.task_id: t for t in tasks}
+    ancestors = _ancestors(tasks, regsts, order) if share else None
+    blocks: list = []        # sizes
+    occupant: list = []      # per block: the regst last placed there
+    without = 0
+    for r in sorted(regsts.values(), key=lambda r: order[r.producer]):
+        producer = by_id[r.producer]
+        if not r.blobs or producer.kind in ("variable", "input") or r.alias_of is not None:
+            r.mem = [[None] * len(r.blobs) for _ in range(r.regst_num)]
+            continue
+        size = r.nbytes()
+        without += size * r.regst_num
+        shareable = (share and r.regst_num == 1 and producer.kind in _SHAREABLE_KINDS
+                     and producer.time_shape == 1 and size > 0)
+        r.mem = []
+        for _ in range(r.regst_num):
+            block = _free_block(r, size, blocks, occupant, regsts, ancestors, order) \
+                if shareable else None
+            if block is None:
+                block = len(blocks)
+                blocks.append(size)
+                occupant.append(r.regst_desc_id if shareable else None)
+            else:
+                blocks[block] = max(blocks[block], size)
+                occupant[block] = r.regst_desc_id
+            offsets, off = [], 0
+            for _, d in r.blobs:
+                offsets.append((block, off))
+                off += _aligned(d.nbytes())
+            r.mem.append(offsets)
+    return {"blocks": blocks, "bytes_without_sharing": without,
+            "bytes_with_sharing": sum(blocks)}
+
+
+def _free_block(r, size, blocks, occupant, regsts, ancestors, order):
+    """The best-fitting block whose last occupant's consumers all act before ``r``'s producer."""
+    mine = ancestors[order[r.producer]]
+    best = None
+    for b, last in enumerate(occupant):
+        if last is None:
+            continue
+        prev = regsts[last]
+        if prev.producer == r.producer:
+            continue
+        if not all((mine >> order[c]) & 1 for c in prev.consumers):
+            continue
+        if not prev.consumers:
+            continue
+        waste = abs(blocks[b] - size)
+        if best is None or waste < best[0]:
+            best = (waste, b)
+    return None if best is None else best[1]
+
+
+def _ancestors(tasks: list, regsts: dict, order: dict) -> list:
+    """Per task (by position in ``tasks``), a bit set of the positions of every task that acts
+    before it in the same iteration (its transitive producers, data and control)."""
+    preds = [set() for _ in tasks]
+    users = [[] for _ in tasks]
+    for t in tasks:
+        i = order[t.task_id]
+        for rids in t.consumed_regsts.values():
+            for rid in rids:
+                p = order[regsts[rid].producer]
+                if p != i and p not in preds[i]:
+                    preds[i].add(p)
+                    users[p].append(i)
+    missing = [len(p) for p in preds]
+    ready = [i for i, m in enumerate(missing) if m == 0]
+    anc = [0] * len(tasks)
+    while ready:
+        i = ready.pop()
+        bits = 0
+        for p in preds[i]:
+            bits |= anc[p] | (1 << p)
+        anc[i] = bits
+        for u in users[i]:
+            missing[u] -= 1
+            if missing[u] == 0:
+                ready.append(u)
+    return anc

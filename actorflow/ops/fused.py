@@ -1,0 +1,260 @@
+"""Fused ops: what the fusion passes put in a Job in place of several registered ops.
+
+They add no math of their own (rule 1 of the architecture: one op, one definition). A fused op
+runs the CPU kernels of the ops it replaces, in their original order, so a Job computes the same
+bits with or without fusion.
+
+* ``fused_elementwise``, ``fused_matmul_bias_act`` and ``fused_add_to_output`` run a *program*
+  (attrs below): a list of steps, each a registered single-output op with its attrs, reading the
+  fused op's inputs or earlier steps' results. Output 0 is the last step's result; further
+  outputs expose intermediate results other ops of the Job still read (e.g. the pre-activation a
+  backward op needs). A step whose input is an intermediate read by nobody else writes over that
+  input when the op is elementwise and alias-safe (``ALIAS_SAFE``), so ``matmul -> add bias ->
+  relu`` computes the matmul into the output and adds the bias and applies relu in place.
+* ``multi_tensor_update`` applies one optimizer update op (same kind, same attrs, same learning
+  rate) to many parameters: inputs ``[lr, p0, g0, state0..., p1, g1, state1..., ...]``.
+
+Program attrs: ``ops`` (op names), ``op_attrs`` (their attrs), ``args`` (per step, indices into
+``inputs + step results``), ``shapes`` / ``dtypes`` (each step's result), ``exports`` (the steps
+that are outputs, in output order; the last step first) and ``parts`` (the names of the ops the
+program replaced, for messages).
+
+Fused ops have no gradient rule: the fusion passes run after autograd, and the functional API
+does not offer them, so nothing differentiates through them.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from actorflow.ops.registry import Meta, OpError, fail, get, register
+
+# Elementwise ops the fusion passes may put in a program. Every one has a single output.
+ELEMENTWISE = frozenset((
+    # unary math and activations
+    "abs", "sign", "square", "floor", "ceil", "trunc", "round", "neg", "exp", "exp2", "expm1",
+    "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tan", "asin",
+    "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc", "sigmoid",
+    "relu", "gelu", "silu", "mish", "leaky_relu", "elu", "softplus", "hardtanh", "threshold",
+    "hardsigmoid", "hardswish", "softsign", "logsigmoid", "hardshrink", "softshrink",
+    "nan_to_num", "isnan", "isinf", "isfinite", "logical_not", "clamp", "clamp_tensor", "cast",
+    # binary, tensor-tensor and tensor-scalar
+    "add", "sub", "mul", "div", "pow", "maximum", "minimum", "atan2", "floor_divide",
+    "remainder", "fmod", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
+    "logical_xor",
+    "scalar_add", "scalar_sub", "scalar_mul", "scalar_div", "scalar_pow", "scalar_maximum",
+    "scalar_minimum", "scalar_atan2", "scalar_floor_divide", "scalar_remainder", "scalar_fmod",
+    "scalar_eq", "scalar_ne", "scalar_lt", "scalar_le", "scalar_gt", "scalar_ge",
+    "scalar_logical_and", "scalar_logical_or", "scalar_logical_xor",
+    # gradients and selections that are elementwise
+    "threshold_backward", "gelu_grad", "dropout_grad", "where", "masked_fill",
+))
+
+# Ops whose CPU kernel gives the same result when its output array is one of its inputs (same
+# shape and dtype): one ufunc call, or a result computed in full before it is copied out.
+# ``where`` is not: it copies y into the output before reading x. tests/test_passes.py checks
+# every elementwise op against this set.
+ALIAS_SAFE = ELEMENTWISE - {"where"}
+
+# Activations fuse_matmul_bias_act may fold after a matmul / linear (+ bias).
+ACTIVATIONS = frozenset((
+    "relu", "gelu", "silu", "sigmoid", "tanh", "leaky_relu", "elu", "softplus", "hardtanh",
+    "hardsigmoid", "hardswish", "mish", "softsign",
+))
+
+PROGRAM_OPS = ("fused_elementwise", "fused_matmul_bias_act", "fused_add_to_output")
+
+
+class _NoValue:
+    """Storage handle of the value-less tensors program inference works on."""
+
+    is_lazy = True
+
+    def get(self):
+        raise RuntimeError("a fused op's inference asked for a value")
+
+    def describe(self) -> str:
+        return "fused-op meta"
+
+
+def _meta_tensor(shape, dtype):
+    from actorflow.tensor import Tensor  # the tensor type sits above the op registry
+
+    return Tensor._from_handle(_NoValue(), tuple(shape), dtype)
+
+
+def program_attrs(ops: list, op_attrs: list, args: list, shapes: list, dtypes: list,
+                  exports: list, parts: list) -> dict:
+    """The attrs of a program op (see the module docstring)."""
+    return {"ops": list(ops), "op_attrs": [dict(a) for a in op_attrs],
+            "args": [list(a) for a in args], "shapes": [tuple(s) for s in shapes],
+            "dtypes": list(dtypes), "exports": list(exports), "parts": list(parts)}
+
+
+def _check_program(name: str, n_in: int, attrs: dict) -> None:
+    ops = attrs["ops"]
+    k = len(ops)
+    if k == 0:
+        fail(name, "the program has no steps")
+    for key in ("op_attrs", "args", "shapes", "dtypes", "parts"):
+        if len(attrs[key]) != k:
+            fail(name, f"attr {key!r} has {len(attrs[key])} entries for {k} steps")
+    exports = attrs["exports"]
+    if not exports or exports[0] != k - 1:
+        fail(name, f"exports must start with the last step ({k - 1}), got {exports}")
+    if len(set(exports)) != len(exports) or not all(0 <= e < k for e in exports):
+        fail(name, f"exports {exports} must be distinct step indices below {k}")
+    for s, refs in enumerate(attrs["args"]):
+        for r in refs:
+            if not 0 <= r < n_in + s:
+                fail(name, f"step {s} ({ops[s]}) reads value {r}, but only inputs 0..{n_in - 1} "
+                     f"and steps before it exist")
+
+
+def _program_infer(name: str):
+    def infer(inputs, attrs):
+        n_in = len(inputs)
+        _check_program(name, n_in, attrs)
+        vals = list(inputs)
+        for s, op_name in enumerate(attrs["ops"]):
+            op = get(op_name)
+            metas = op.infer_fn([vals[r] for r in attrs["args"][s]], attrs["op_attrs"][s])
+            if len(metas) != 1:
+                fail(name, f"step {s} ({op_name}) has {len(metas)} outputs; program steps "
+                     f"must have one")
+            shape, dtype = tuple(metas[0][0]), metas[0][1]
+            if shape != tuple(attrs["shapes"][s]) or dtype is not attrs["dtypes"][s]:
+                fail(name, f"step {s} ({op_name}, was op {attrs['parts'][s]}) infers "
+                     f"{shape}:{dtype.name} but the program records "
+                     f"{tuple(attrs['shapes'][s])}:{attrs['dtypes'][s].name}")
+            vals.append(_meta_tensor(shape, dtype))
+        return [Meta(vals[n_in + e]._shape, vals[n_in + e].dtype) for e in attrs["exports"]]
+    return infer
+
+
+def buffer_plan(n_in: int, attrs: dict) -> list:
+    """Which buffer each step writes: ``("o", j)`` output j, or ``("t", s)`` the scratch array
+    of step s. A step's result shares the buffer of the step that reads it when that step is its
+    only reader, is alias-safe, and the two have the same shape and dtype (then that step runs in
+    place); exported steps write their output array."""
+    ops, args = attrs["ops"], attrs["args"]
+    shapes, dtypes = attrs["shapes"], attrs["dtypes"]
+    k = len(ops)
+    uses = [0] * k
+    for refs in args:
+        for r in refs:
+            if r >= n_in:
+                uses[r - n_in] += 1
+    key: list = [None] * k
+    for j, e in enumerate(attrs["exports"]):
+        key[e] = ("o", j)
+    for s in range(k - 1, -1, -1):
+        if key[s] is None:
+            key[s] = ("t", s)
+        if ops[s] not in ALIAS_SAFE:
+            continue
+        for r in args[s]:
+            t = r - n_in
+            if (t >= 0 and key[t] is None and uses[t] == 1
+                    and tuple(shapes[t]) == tuple(shapes[s]) and dtypes[t] is dtypes[s]):
+                key[t] = key[s]
+                break
+    return key
+
+
+def _program_kernel(name: str):
+    def kernel(ins, outs, attrs):
+        n_in = len(ins)
+        plan = buffer_plan(n_in, attrs)
+        shapes, dtypes = attrs["shapes"], attrs["dtypes"]
+        buffers: dict = {}
+        vals = list(ins)
+        for s, op_name in enumerate(attrs["ops"]):
+            where = plan[s]
+            buf = buffers.get(where)
+            if buf is None:
+                if where[0] == "o":
+                    buf = outs[where[1]]
+                else:
+                    buf = np.empty(shapes[s], dtypes[s].np)
+                buffers[where] = buf
+            try:
+                get(op_name).kernel_cpu([vals[r] for r in attrs["args"][s]], [buf],
+                                        attrs["op_attrs"][s])
+            except Exception as e:
+                raise OpError(f"{name}: step {s} ({op_name}, was op {attrs['parts'][s]}) "
+                              f"failed: {type(e).__name__}: {e}") from e
+            vals.append(buf)
+    return kernel
+
+
+for _name, _doc in (
+        ("fused_elementwise", "A chain of elementwise ops run as one op (fuse_elementwise)."),
+        ("fused_matmul_bias_act", "matmul / linear, then a bias add and / or an activation, "
+                                  "as one op (fuse_matmul_bias_act)."),
+        ("fused_add_to_output", "matmul / linear / conv whose result is added to another "
+                                "tensor, as one op (fuse_add_to_output).")):
+    _op = register(_name, doc=_doc + " attrs: a program (see actorflow.ops.fused).")
+    _op.infer(_program_infer(_name))
+    _op.kernel("cpu")(_program_kernel(_name))
+
+
+# ---- multi-tensor optimizer update -------------------------------------------------------------
+
+multi_tensor_update = register(
+    "multi_tensor_update",
+    doc="One optimizer update op applied to many parameters: inputs [lr, p0, g0, state0..., "
+        "p1, g1, state1..., ...]; attrs: update (the update op), update_attrs (its attrs), arity "
+        "(inputs per parameter: param, grad, then the update op's inputs after lr). Writes "
+        "every parameter and state in place, in order, with the update op's kernel.")
+
+
+def _blocks(ins: list, attrs: dict) -> list:
+    """The update op's own input list for each parameter."""
+    arity = attrs["arity"]
+    lr = ins[0]
+    return [[ins[i], ins[i + 1], lr] + list(ins[i + 2:i + arity])
+            for i in range(1, len(ins), arity)]
+
+
+def _check_layout(n_inputs: int, attrs: dict) -> None:
+    arity = attrs["arity"]
+    if arity < 2 or n_inputs < 1 + arity or (n_inputs - 1) % arity:
+        fail("multi_tensor_update", f"{n_inputs} inputs do not form lr plus blocks of {arity} "
+             f"(param, grad, state...)")
+
+
+@multi_tensor_update.infer
+def _(inputs, attrs):
+    _check_layout(len(inputs), attrs)
+    base = get(attrs["update"])
+    for i, block in enumerate(_blocks(inputs, attrs)):
+        try:
+            metas = base.infer_fn(block, attrs["update_attrs"])
+        except (OpError, ValueError, TypeError) as e:
+            raise OpError(f"multi_tensor_update: parameter {i}: {e}") from None
+        if metas:
+            fail("multi_tensor_update", f"{attrs['update']} has outputs; only update ops that "
+                 f"write in place and return nothing can be batched")
+    return []
+
+
+@multi_tensor_update.kernel("cpu")
+def _(ins, outs, attrs):
+    kernel = get(attrs["update"]).kernel_cpu
+    base_attrs = attrs["update_attrs"]
+    for block in _blocks(ins, attrs):
+        kernel(block, [], base_attrs)
+
+
+def _multi_mutates(n_inputs: int, attrs: dict) -> tuple:
+    arity = attrs["arity"]
+    base = get(attrs["update"]).mutated_inputs(arity + 1, attrs["update_attrs"])
+    # base layout: 0 param, 1 grad, 2 lr, 3.. state  ->  block layout: param, grad, state...
+    local = [0 if j == 0 else j - 1 for j in base if j != 1 and j != 2]
+    return tuple(1 + start + j for start in range(0, n_inputs - 1, arity) for j in local)
+
+
+multi_tensor_update.mutates_fn = _multi_mutates
+
+__all__ = ["ELEMENTWISE", "ALIAS_SAFE", "ACTIVATIONS", "PROGRAM_OPS", "program_attrs",
+           "buffer_plan"]

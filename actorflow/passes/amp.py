@@ -1,0 +1,177 @@
+"""Automatic mixed precision: cast insertion over the whole Job (``config.enable_amp``).
+
+Autograd already ran while tracing, so the pass sees forward, backward and optimizer ops and
+gives each a precision, in Job order:
+
+* white-list ops (matmul, linear, convolutions and their input/weight gradients) run in the AMP
+  dtype (float16 or bfloat16): their float32 inputs are cast to it;
+* black-list ops (losses and their gradients, softmax / log_softmax, norms, reductions such as
+  sum / mean, exp / log / pow..., every optimizer-phase op and every op that writes an input in
+  place) run in float32: their half-precision inputs are cast to float32;
+* every other op follows its inputs (the op's registered type promotion); if its inference
+  rejects mixed precisions, its half-precision inputs are cast to float32.
+
+Each op's outputs are re-inferred from its new inputs, so shapes and dtypes stay consistent down
+the Job. One cast op is made per (blob, dtype) and reused by later readers (a weight is cast to
+half once and read by the forward and the backward matmul); a cast takes the tags of the op it
+was made for (phase, ``checkpointing``), so activation checkpointing recomputes it too.
+Gradients of variables (``job.train["grads"]``) come back to the variable's dtype with a cast
+right after they are produced (a backward op), so accumulation and updates see float32.
+
+Loss scaling (float16) is the optimizer pass's GradScaler (``passes/optimizer.py``).
+"""
+from __future__ import annotations
+
+from actorflow.framework import dtype as dt
+from actorflow.job.job import SYSTEM_OPS, BlobDesc, Job, OpConf, split_blob
+from actorflow.job.verify import JobError
+from actorflow.ops import registry
+
+_CONV = tuple(f"conv{n}d{s}" for n in (1, 2, 3) for s in ("", "_grad_input", "_grad_weight"))
+WHITE_LIST = frozenset(("matmul", "linear") + _CONV)
+
+_LOSSES = ("cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
+           "kl_div", "binary_cross_entropy", "binary_cross_entropy_with_logits")
+BLACK_LIST = frozenset(
+    _LOSSES + tuple(f"{n}_backward" for n in _LOSSES)
+    + ("softmax", "softmax_grad", "log_softmax", "log_softmax_grad", "logsumexp",
+       "layer_norm", "layer_norm_grad", "batch_norm", "batch_norm_grad",
+       "batch_norm_batch_stats", "group_norm", "group_norm_grad", "norm", "norm_grad_factor",
+       "sum", "sum_to_shape", "mean", "var", "std", "prod", "cumsum", "cumprod",
+       "cumprod_backward", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "pow",
+       "scalar_pow", "reciprocal", "rsqrt", "softplus", "acos", "asin", "cosh", "sinh", "tan",
+       "grad_norm", "clip_grad_by_norm", "clip_grad_by_value", "assign"))
+
+_HALF = (dt.float16, dt.bfloat16)
+
+
+def make_amp_pass(ctx):
+    """The AMP pass for a graph with ``config.enable_amp()``, else None."""
+    if not ctx.config.amp:
+        return None
+    low = ctx.config.amp_dtype
+
+    def amp_pass(job: Job) -> Job:
+        return insert_casts(job, low)
+
+    return amp_pass
+
+
+def op_precision(conf: OpConf) -> str:
+    """``"white"``, ``"black"`` or ``"follow"`` for a registered op of the Job."""
+    op = registry.get(conf.op_type)
+    if conf.tags.get("phase") == "optimizer" or conf.op_type in BLACK_LIST \
+            or op.mutated_inputs(len(conf.inputs), conf.attrs):
+        return "black"
+    if conf.op_type in WHITE_LIST:
+        return "white"
+    return "follow"
+
+
+def insert_casts(job: Job, low) -> Job:
+    """``job`` with white-list ops in ``low`` precision (see the module docstring)."""
+    low = dt.as_dtype(low)
+    if low not in _HALF:
+        raise ValueError(f"AMP: the low precision dtype must be float16 or bfloat16, got {low}")
+    descs: dict = {}
+    names = {o.name for o in job.ops}
+    grads = job.train.get("grads", {})
+    grad_vars: dict = {}
+    for var, blob in grads.items():
+        grad_vars.setdefault(blob, []).append(var)
+    var_dtype = {o.name: o.outputs[0].dtype for o in job.ops_of_type("variable")}
+    casts: dict = {}   # (blob, dtype) -> cast blob
+    fixed: dict = {}   # half gradient blob -> its float32 cast (for non-backward readers)
+    out: list = []
+
+    def unique(base: str) -> str:
+        name, k = base, 1
+        while name in names:
+            name = f"{base}_{k}"
+            k += 1
+        names.add(name)
+        return name
+
+    def cast(blob: str, to, like: OpConf) -> str:
+        key = (blob, to)
+        hit = casts.get(key)
+        if hit is not None:
+            return hit
+        d = descs[blob]
+        tags = {k: v for k, v in like.tags.items() if k in ("phase", "checkpointing", "stage")}
+        c = OpConf(unique(f"{split_blob(blob)[0]}-amp_cast_{to.name}"), "cast", [blob],
+                   {"dtype": to}, [BlobDesc(tuple(d.shape), to)], like.scope, tags=tags)
+        out.append(c)
+        descs[c.out(0)] = c.outputs[0]
+        casts[key] = c.out(0)
+        return c.out(0)
+
+    for o in job.ops:
+        if o.tags.get("phase") != "backward":
+            o.inputs = [fixed.get(b, b) for b in o.inputs]
+        if o.op_type in SYSTEM_OPS:
+            _system_outputs(o, descs)
+        else:
+            _retype(o, low, descs, cast)
+            for i in registry.get(o.op_type).mutated_inputs(len(o.inputs), o.attrs):
+                for d in (low, dt.float32):  # a cast made before this write would be stale
+                    casts.pop((o.inputs[i], d), None)
+        out.append(o)
+        for i, d in enumerate(o.outputs):
+            descs[o.out(i)] = d
+            blob = o.out(i)
+            want = {var_dtype.get(v) for v in grad_vars.get(blob, ())}
+            want.discard(None)
+            if len(want) == 1 and d.dtype not in want:
+                back = dict(o.tags, phase="backward")
+                back.pop("grad_root", None)
+                like = o.copy(tags=back)
+                fixed[blob] = cast(blob, want.pop(), like)
+    job.ops = out
+    job.train["grads"] = {k: fixed.get(v, v) for k, v in grads.items()}
+    return job
+
+
+def _system_outputs(o: OpConf, descs: dict) -> None:
+    """Outputs of a system op after its input changed dtype."""
+    if o.op_type in ("output", "micro_repeat", "micro_acc") and o.inputs:
+        d = descs[o.inputs[0]]
+        o.outputs = [BlobDesc(tuple(d.shape), d.dtype)]
+    elif o.op_type in ("micro_unpack", "micro_pack") and o.inputs:
+        o.outputs = [BlobDesc(tuple(o.outputs[0].shape), descs[o.inputs[0]].dtype)]
+
+
+def _retype(o: OpConf, low, descs: dict, cast) -> None:
+    """Insert the casts op ``o`` needs and re-infer its outputs."""
+    op = registry.get(o.op_type)
+    kind = op_precision(o)
+    mutated = set(op.mutated_inputs(len(o.inputs), o.attrs))
+    metas = [descs[b] for b in o.inputs]
+    if kind == "white":
+        o.inputs = [cast(b, low, o) if m.dtype is dt.float32 else b
+                    for b, m in zip(o.inputs, metas)]
+    elif kind == "black":
+        o.inputs = [cast(b, dt.float32, o) if m.dtype in _HALF and i not in mutated else b
+                    for i, (b, m) in enumerate(zip(o.inputs, metas))]
+    try:
+        inferred = _infer(op, o, descs)
+    except Exception as first:
+        # mixed precisions the op doesn't take: run it in float32
+        o.inputs = [cast(b, dt.float32, o) if descs[b].dtype in _HALF and i not in mutated
+                    else b for i, b in enumerate(o.inputs)]
+        try:
+            inferred = _infer(op, o, descs)
+        except Exception as e:
+            raise JobError(f"AMP: op {o.name} ({o.op_type}) fails inference on inputs "
+                           f"{[(tuple(descs[b].shape), descs[b].dtype.name) for b in o.inputs]}"
+                           f": {e} (before the float32 fallback: {first})") from None
+    o.outputs = inferred
+
+
+def _infer(op, o: OpConf, descs: dict) -> list:
+    from actorflow.job.builder import LazyBlob
+    from actorflow.tensor import Tensor
+
+    ins = [Tensor._from_handle(LazyBlob(None, b), tuple(descs[b].shape), descs[b].dtype)
+           for b in o.inputs]
+    return [BlobDesc(tuple(m[0]), m[1]) for m in op.infer_fn(ins, o.attrs)]

@@ -1,0 +1,212 @@
+"""Gradient accumulation: one graph call runs ``n`` micro-batches and one update.
+
+OneFlow's semantics, which this pass follows:
+
+* While tracing (``add_micro_batch_input``, called by ``nn.Graph`` when
+  ``config.set_gradient_accumulation_steps(n)`` is set on a training graph), every input op
+  takes the whole batch and is followed by an ``unpack`` op; ``build`` sees the micro-batch
+  (dim 0 divided by ``n``), so shapes computed in ``build`` (``flow.ones(out.shape)``) are
+  micro-batch shapes.
+* The pass tags every op with a ``stage``: ``pre`` (inputs, variables, literals: once per call),
+  ``micro`` (forward and backward: ``n`` times) and ``post`` (optimizer ops and output ops:
+  once, after the micro steps). A variable read by a micro op is read through a ``repeat`` op;
+  a micro blob read by a post op goes through ``acc`` (summed over the micro steps; gradients)
+  or, for output ops, ``pack`` (concatenated along dim 0; a scalar such as a loss comes back
+  as the ``n`` values, shape ``(n,)``, as OneFlow returns it).
+* The seed gradient of each ``backward()`` is multiplied by ``1 / n``, so the accumulated
+  gradient is the mean over micro-batches: the same as an eager loop that calls
+  ``(loss / n).backward()`` per micro-batch and steps once (OneFlow scales the loss by the
+  number of accumulation steps the same way; the returned losses are not scaled).
+"""
+from __future__ import annotations
+
+from actorflow.autograd.grad_mode import no_grad
+from actorflow.job.builder import JobBuilder
+from actorflow.job.job import BlobDesc, Job, OpConf, split_blob
+
+_PRE_TYPES = ("input", "variable", "literal")
+
+
+class GradientAccumulationError(ValueError):
+    """The Job can't be split into micro-batches (the message says which input or op)."""
+
+
+def add_micro_batch_input(b: JobBuilder, index: int, path: str, t, n: int):
+    """While tracing with ``n`` accumulation steps: an input op for the whole batch ``t`` and an
+    ``unpack`` op; returns the lazy micro-batch tensor ``build`` receives."""
+    whole = b.add_input(index, path, t)
+    shape = tuple(t._shape)
+    if not shape:
+        raise GradientAccumulationError(
+            f"nn.Graph {b.graph_name}: gradient accumulation ({n} steps) splits every input "
+            f"along dim 0, but input {path} is a 0-d tensor")
+    if shape[0] % n:
+        raise GradientAccumulationError(
+            f"nn.Graph {b.graph_name}: gradient accumulation splits input {path} of shape "
+            f"{shape} along dim 0 into {n} micro-batches, but {shape[0]} is not divisible "
+            f"by {n}")
+    src = whole._h.name
+    desc = BlobDesc((shape[0] // n,) + shape[1:], t.dtype)
+    conf = OpConf(b.unique_name(f"{split_blob(src)[0]}-unpack"), "micro_unpack", [src], {"n": n},
+                  [desc], tags={"phase": "forward", "stage": "micro"})
+    b.add_op(conf)
+    lazy = b.lazy_tensor(conf.out(0), desc)
+    lazy.requires_grad = whole.requires_grad
+    return lazy
+
+
+def make_grad_acc_pass(ctx):
+    """The pass for a training graph with more than one accumulation step, else None."""
+    n = int(ctx.config.accumulation_steps)
+    if n <= 1 or not ctx.config.training:
+        return None
+
+    def gradient_accumulation_pass(job: Job) -> Job:
+        return accumulate_gradients(job, n, ctx.bindings)
+
+    return gradient_accumulation_pass
+
+
+def accumulate_gradients(job: Job, n: int, bindings: dict | None = None) -> Job:
+    """``job`` (traced with ``add_micro_batch_input``) as an ``n``-step accumulation Job."""
+    if any(o.op_type == "input" for o in job.ops) and not job.ops_of_type("micro_unpack"):
+        raise GradientAccumulationError(
+            f"job {job.name}: gradient accumulation needs the inputs traced as micro-batches "
+            f"(unpack ops), but the Job has none; trace it with add_micro_batch_input")
+    _scale_seeds(job, 1.0 / n, bindings or {})
+    stage = _assign_stages(job)
+    producer = {o.name: o for o in job.ops}
+    ops: list = []
+    repeat_of: dict = {}   # pre blob -> repeat blob
+    acc_of: dict = {}      # micro blob -> acc blob
+    pack_of: dict = {}     # micro blob -> pack blob
+    extra_after: dict = {}  # micro op name -> acc/pack ops to place right after it
+    names = {o.name for o in job.ops}
+
+    def unique(base: str) -> str:
+        name, k = base, 1
+        while name in names:
+            name = f"{base}_{k}"
+            k += 1
+        names.add(name)
+        return name
+
+    for o in job.ops:
+        st = stage[o.name]
+        if st == "micro":
+            for i, b in enumerate(o.inputs):
+                src = producer[split_blob(b)[0]]
+                if stage[src.name] == "pre" and o.op_type != "micro_unpack":
+                    if b not in repeat_of:
+                        r = OpConf(unique(f"{src.name}-repeat"), "micro_repeat", [b], {"n": n},
+                                   [src.outputs[split_blob(b)[1]]], scope=o.scope,
+                                   tags={"phase": o.tags.get("phase", "forward"),
+                                         "stage": "micro"})
+                        ops.append(r)
+                        repeat_of[b] = r.out(0)
+                    o.inputs[i] = repeat_of[b]
+                elif stage[src.name] == "post":
+                    raise GradientAccumulationError(
+                        f"job {job.name}: op {o.name} ({o.op_type}) runs once per micro-batch "
+                        f"but reads {b}, which is only computed after the micro-batches")
+        elif st == "post":
+            for i, b in enumerate(o.inputs):
+                src = producer[split_blob(b)[0]]
+                if stage[src.name] != "micro":
+                    continue
+                desc = src.outputs[split_blob(b)[1]]
+                if o.op_type == "output":
+                    packed = BlobDesc(_packed_shape(desc, n), desc.dtype)
+                    if b not in pack_of:
+                        p = OpConf(unique(f"{src.name}-pack"), "micro_pack", [b], {"n": n},
+                                   [packed], scope=src.scope,
+                                   tags={"phase": "output", "stage": "micro"})
+                        extra_after.setdefault(src.name, []).append(p)
+                        pack_of[b] = p.out(0)
+                    o.inputs[i] = pack_of[b]
+                    o.outputs = [packed]
+                else:
+                    if not desc.dtype.is_floating_point:
+                        raise GradientAccumulationError(
+                            f"job {job.name}: op {o.name} ({o.op_type}) runs after the "
+                            f"micro-batches and reads {b} ({desc.dtype}), a per-micro-batch "
+                            f"value that can only be accumulated if it is floating point")
+                    if b not in acc_of:
+                        a = OpConf(unique(f"{src.name}-acc"), "micro_acc", [b], {"n": n}, [desc],
+                                   scope=src.scope, tags={"phase": "backward", "stage": "micro"})
+                        extra_after.setdefault(src.name, []).append(a)
+                        acc_of[b] = a.out(0)
+                    o.inputs[i] = acc_of[b]
+        o.tags["stage"] = st
+        ops.append(o)
+    out: list = []
+    for o in ops:
+        out.append(o)
+        out.extend(extra_after.get(o.name, ()))
+    job.ops = out
+    grads = job.train.get("grads", {})
+    job.train["grads"] = {k: acc_of.get(v, v) for k, v in grads.items()}
+    job.train["accumulation_steps"] = n
+    return job
+
+
+def _packed_shape(desc: BlobDesc, n: int) -> tuple:
+    return (desc.shape[0] * n,) + tuple(desc.shape[1:]) if desc.shape else (n,)
+
+
+def _assign_stages(job: Job) -> dict:
+    """op name -> stage (see the module docstring)."""
+    stage: dict = {}
+    for o in job.ops:
+        if o.op_type in _PRE_TYPES:
+            st = "pre"
+        elif o.op_type == "output" or o.tags.get("phase") == "optimizer":
+            st = "post"
+        else:
+            st = "micro"
+        stage[o.name] = st
+    return stage
+
+
+def _scale_seeds(job: Job, factor: float, bindings: dict) -> None:
+    """Multiply the seed gradient of every ``backward()`` (ops tagged ``grad_root``) by
+    ``factor``: its readers read the scaled blob instead."""
+    seeds = [o for o in job.ops if o.tags.get("grad_root")]
+    for seed in seeds:
+        for i in range(len(seed.outputs)):
+            blob = seed.out(i)
+            scaled, added = emit_after(job, seed.name, bindings, "backward",
+                                       lambda b, blob=blob: b.tensor(blob) * factor)
+            rewire_readers(job, blob, scaled, skip=added)
+
+
+def emit_after(job: Job, anchor: str, bindings: dict, phase: str, fn, tags=None,
+               namer=None) -> tuple:
+    """Emit ops with the functional API (``fn(builder) -> lazy tensor``) and move them right
+    after op ``anchor``; returns ``(result blob, names of the new ops)``. New variables are
+    bound in ``bindings`` (and may be read by the new ops only: they move with them)."""
+    start = len(job.ops)
+    b = JobBuilder.over(job, bindings, namer=namer, graph_name=job.name)
+    b.phase = phase
+    with b, no_grad():
+        result = fn(b)
+    for name, t in b.bindings.items():
+        bindings.setdefault(name, t)
+    new = job.ops[start:]
+    del job.ops[start:]
+    pos = next(i for i, o in enumerate(job.ops) if o.name == anchor) + 1
+    for o in new:
+        if tags:
+            o.tags.update(tags)
+    job.ops[pos:pos] = new
+    return result._h.name, {o.name for o in new}
+
+
+def rewire_readers(job: Job, old: str, new: str, skip=(), only=None) -> None:
+    """Readers of blob ``old`` read ``new`` instead (except ops named in ``skip``; if ``only``
+    is given, just the ops it accepts)."""
+    for o in job.ops:
+        if o.name in skip or (only is not None and not only(o)):
+            continue
+        if old in o.inputs:
+            o.inputs = [new if b == old else b for b in o.inputs]

@@ -1,0 +1,289 @@
+"""Same seed, same numbers: eager training and nn.Graph training of the same model agree.
+
+Each case builds a model after ``flow.manual_seed(0)``, reseeds with ``flow.manual_seed(1)``
+before its 10-step loop, and trains once eagerly and once as a Graph (model + loss + backward +
+optimizer, and the learning-rate scheduler where the case has one), on the same batches:
+
+* an MLP with SGD + momentum,
+* a CNN (conv, batch norm, max/avg pooling, linear) with Adam; its batch-norm buffers
+  (running statistics and ``num_batches_tracked``) are compared too,
+* the GPT example's model with dropout on (embedding, attention and residual dropout, and
+  dropout inside scaled_dot_product_attention), AdamW with gradient clipping in the param
+  group and a cosine schedule.
+
+With the kernel-replacing passes (fusions) off, the graph runs exactly the kernels eager runs,
+in the same order, on the same values, so losses and every parameter and buffer must be
+bit-identical. With every fusion on (the default pipeline plus ``allow_fuse_model_update_ops``
+and ``allow_fuse_add_to_output``) fused kernels may evaluate the same float32 math with
+different temporaries and in a different order (an add folded into its producer, a chain of
+elementwise ops computed as one expression, one multi-tensor update for all parameters), so
+each value can differ in its last bits; there the check is 1e-6 relative to each tensor's
+largest magnitude.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+import actorflow as flow
+import actorflow.nn as nn
+import actorflow.nn.functional as F
+from actorflow.nn.graph.config import PASS_NAMES
+from examples.gpt import GPT
+
+STEPS = 10
+# passes that replace the kernels eager runs by other (fused) kernels
+FUSING_PASSES = tuple(n for n in PASS_NAMES if n.startswith("fuse_"))
+
+
+class CNN(nn.Module):
+    """conv, batch norm, relu, max pool, conv, batch norm, relu, avg pool, linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(2, 4, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(4)
+        self.pool = nn.MaxPool2d(2)
+        self.conv2 = nn.Conv2d(4, 6, 3)
+        self.bn2 = nn.BatchNorm2d(6)
+        self.avg = nn.AvgPool2d(2)
+        self.fc = nn.Linear(6, 3)
+
+    def forward(self, x):
+        x = self.pool(F.relu(self.bn1(self.conv1(x))))
+        x = self.avg(F.relu(self.bn2(self.conv2(x))))
+        return self.fc(x.flatten(1))
+
+
+def _batch(kind: str, step: int):
+    rng = np.random.default_rng(100 + step)
+    if kind == "mlp":
+        x = rng.standard_normal((8, 12)).astype(np.float32)
+        return flow.from_numpy(x), flow.from_numpy(rng.integers(0, 4, 8))
+    if kind == "cnn":
+        x = rng.standard_normal((4, 2, 8, 8)).astype(np.float32)
+        return flow.from_numpy(x), flow.from_numpy(rng.integers(0, 3, 4))
+    return (flow.from_numpy(rng.integers(0, 20, (3, 8))),
+            flow.from_numpy(rng.integers(0, 20, (3, 8))))
+
+
+def _setup(kind: str):
+    """(model, optimizer, scheduler or None, loss function), built from seed 0."""
+    flow.manual_seed(0)
+    sched = None
+    if kind == "mlp":
+        model = nn.Sequential(nn.Linear(12, 16), nn.ReLU(), nn.Linear(16, 16), nn.Tanh(),
+                              nn.Linear(16, 4))
+        opt = flow.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    elif kind == "cnn":
+        model = CNN()
+        opt = flow.optim.Adam(model.parameters(), lr=1e-2)
+    else:
+        model = GPT(20, block_size=8, n_layer=2, n_head=2, n_embd=16, dropout=0.1)
+        opt = flow.optim.AdamW([{"params": list(model.parameters()), "clip_grad_max_norm": 1.0,
+                                 "clip_grad_norm_type": 2.0}], lr=1e-2, weight_decay=0.01)
+        sched = flow.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=STEPS, eta_min=1e-3)
+    if kind == "gpt":
+        def loss_fn(m, x, y):
+            return m(x, y)[1]
+    else:
+        def loss_fn(m, x, y):
+            return F.cross_entropy(m(x), y)
+    return model, opt, sched, loss_fn
+
+
+def _state(model) -> dict:
+    return {k: v.numpy().copy() for k, v in model.state_dict().items()}
+
+
+@functools.lru_cache(maxsize=None)  # the reference run is shared by the tests (read only)
+def train_eager(kind: str):
+    model, opt, sched, loss_fn = _setup(kind)
+    flow.manual_seed(1)
+    losses = []
+    for step in range(STEPS):
+        x, y = _batch(kind, step)
+        loss = loss_fn(model, x, y)
+        opt.zero_grad()
+        loss.backward()
+        if kind == "gpt":
+            opt.clip_grad()
+        opt.step()
+        if sched is not None:
+            sched.step()
+        losses.append(loss.numpy().copy())
+    return losses, _state(model), flow.get_rng_state()
+
+
+def train_graph(kind: str, fuse: bool = False, checkpointing: bool = False):
+    model, opt, sched, loss_fn = _setup(kind)
+
+    class TrainGraph(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+            self.add_optimizer(opt, lr_sch=sched)
+            if fuse:
+                self.config.allow_fuse_model_update_ops(True)
+                self.config.allow_fuse_add_to_output(True)
+            else:
+                for name in FUSING_PASSES:
+                    self.config.disable_pass(name)
+            if checkpointing:
+                for block in self.model.blocks:
+                    block.to(nn.graph.GraphModule).activation_checkpointing = True
+
+        def build(self, x, y):
+            loss = loss_fn(self.model, x, y)
+            loss.backward()
+            return loss
+
+    g = TrainGraph()
+    flow.manual_seed(1)
+    losses = [g(*_batch(kind, step)).numpy().copy() for step in range(STEPS)]
+    return losses, _state(model), flow.get_rng_state(), g
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kind", ["mlp", "cnn", "gpt"])
+def test_graph_training_is_bit_identical_to_eager(kind):
+    e_losses, e_state, e_rng = train_eager(kind)
+    g_losses, g_state, g_rng, g = train_graph(kind)
+    assert len(g.full_job.ops) > 0
+    for step, (a, b) in enumerate(zip(e_losses, g_losses)):
+        assert np.array_equal(a, b), f"{kind}: loss differs at step {step}: {a} vs {b}"
+    assert e_state.keys() == g_state.keys()
+    for k in e_state:
+        assert np.array_equal(e_state[k], g_state[k]), f"{kind}: {k} differs"
+    # the graph drew exactly as many seeds from the global generator as eager did
+    assert e_rng == g_rng
+    if kind == "cnn":  # buffers written in place in build reach the eager module
+        assert int(g_state["bn1.num_batches_tracked"]) == STEPS
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kind", ["mlp", "cnn", "gpt"])
+def test_fused_graph_training_matches_eager(kind):
+    # fused kernels may round differently (see the module docstring): 1e-6 relative
+    e_losses, e_state, _ = train_eager(kind)
+    g_losses, g_state, _, _ = train_graph(kind, fuse=True)
+    np.testing.assert_allclose(np.array(g_losses), np.array(e_losses), rtol=1e-6, atol=0)
+    for k in e_state:
+        a, b = e_state[k].astype(np.float64), g_state[k].astype(np.float64)
+        scale = max(float(np.abs(a).max()), 1e-30)
+        assert float(np.abs(a - b).max()) <= 1e-6 * scale, (kind, k)
+
+
+@pytest.mark.timeout(60)
+def test_gpt_with_activation_checkpointing_matches_eager():
+    # recomputed forward ops (dropout included) reuse the seeds of the ops they recompute, so
+    # the recomputation gives the very values eager's single forward gave
+    e_losses, e_state, e_rng = train_eager("gpt")
+    g_losses, g_state, g_rng, g = train_graph("gpt", checkpointing=True)
+    recomputed = [o for o in g.full_job.ops if o.tags.get("seed_of")]
+    assert {o.op_type for o in recomputed} == {"dropout"}  # the recomputed dropouts
+    for a, b in zip(e_losses, g_losses):
+        assert np.array_equal(a, b)
+    for k in e_state:
+        assert np.array_equal(e_state[k], g_state[k]), k
+    assert e_rng == g_rng
+
+
+class _ManyRandom(nn.Module):
+    """Random ops of several kinds, in a fixed order, some between deterministic ops."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(6, 6)
+        self.drop_a = nn.Dropout(0.3)
+        self.drop_b = nn.Dropout(0.6)
+
+    def forward(self, x):
+        h = self.drop_a(self.lin(x))
+        noise = flow.randn(*h.shape)
+        h = self.drop_b(h + noise)
+        u = flow.rand(*h.shape)
+        return F.dropout(h * u, p=0.5), flow.bernoulli(u)
+
+
+@pytest.mark.timeout(30)
+def test_random_ops_draw_seeds_in_trace_order():
+    """The graph draws one seed per random op per call from the global generator, in trace
+    order: the order in which eager draws them."""
+    flow.manual_seed(0)
+    model = _ManyRandom()
+    x = flow.randn(5, 6)
+
+    class G(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.m = model
+
+        def build(self, x):
+            return self.m(x)
+
+    g = G()
+    for seed in (3, 4):
+        flow.manual_seed(seed)
+        with flow.no_grad():
+            eager = [model(x) for _ in range(3)]
+        eager_rng = flow.get_rng_state()
+        flow.manual_seed(seed)
+        graph = [g(x) for _ in range(3)]
+        assert flow.get_rng_state() == eager_rng
+        for e, r in zip(eager, graph):
+            for a, b in zip(e, r):
+                assert np.array_equal(a.numpy(), b.numpy())
+        # different calls got different masks
+        assert not np.array_equal(graph[0][0].numpy(), graph[1][0].numpy())
+    random_ops = [o.op_type for o in g.full_job.ops
+                  if o.op_type in ("dropout", "normal", "uniform", "bernoulli")]
+    assert random_ops == ["dropout", "normal", "dropout", "uniform", "dropout", "bernoulli"]
+
+
+@pytest.mark.timeout(30)
+def test_in_place_writes_to_state_reach_the_eager_tensors():
+    """``buf.add_()`` / ``buf.mul_()`` on a buffer (seen through the proxy as a lazy tensor)
+    and on an eager tensor captured by build write back to the eager tensors, each write to
+    the variable itself, as in eager mode."""
+
+    class Counter(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("c", flow.zeros(3))
+
+        def forward(self, x):
+            with flow.no_grad():
+                self.c.add_(1)
+                self.c.mul_(3)
+            return x + self.c
+
+    free_g, free_e = flow.zeros(3), flow.zeros(3)
+    m_g, m_e = Counter(), Counter()
+
+    class G(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.m = m_g
+
+        def build(self, x):
+            y = self.m(x)
+            free_g.add_(2)
+            free_g.mul_(2)
+            return y + free_g
+
+    g = G()
+    x = flow.ones(3)
+    for _ in range(3):
+        out = g(x)
+        with flow.no_grad():
+            y = m_e(x)
+            free_e.add_(2)
+            free_e.mul_(2)
+            ref = y + free_e
+        assert np.array_equal(out.numpy(), ref.numpy())
+    assert np.array_equal(m_g.c.numpy(), m_e.c.numpy())  # ((0+1)*3+1)*3+1)*3 = 39
+    assert np.array_equal(free_g.numpy(), free_e.numpy())
+    assert float(m_g.c.numpy()[0]) == 39.0
