@@ -7,13 +7,20 @@ call's time minus a later call's (which only runs), for a chain of N adds (N = 1
 10,000) and for a training graph of the GPT example (forward, backward, AdamW) with growing
 depth; printed with the op counts, microseconds per op and the fitted exponent k of
 ``time ~ ops^k`` (k = 1: linear). (2) milliseconds per training step of an MLP 784-1024-1024-10
-(batch 256, SGD) and of the GPT example (AdamW) as an nn.Graph on the reference executor, against
-actorflow eager, PyTorch eager and (MLP) a hand-written NumPy step, all in the same run.
+(batch 256, SGD) and of the GPT example (AdamW) as an nn.Graph against actorflow eager, PyTorch
+eager and (MLP) a hand-written NumPy step, all in the same run. Step times are the fastest
+of several timed rounds, compile times the smallest of a few fresh compiles.
+
+Graphs run on the reference executor (``ACTORFLOW_RUN_GRAPH_BY_VM=1``); where the actor runtime
+exists (``actorflow.runtime``), (1) also gives its compile time (which adds Job -> Plan
+compilation, the memory plan and starting the runtime's threads) and (2) its step time.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
+import importlib.util
 import os
 import sys
 import time
@@ -24,10 +31,49 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import actorflow as flow  # noqa: E402
 from benchmarks.bench_eager import mlp_numpy_step, torch_gpt  # noqa: E402
-from benchmarks.common import table, time_per_call, torch  # noqa: E402
+from benchmarks.common import table, torch  # noqa: E402
 
 nn = flow.nn
 F = flow.nn.functional
+HAS_RUNTIME = importlib.util.find_spec("actorflow.runtime") is not None
+EXECUTORS = ("reference", "runtime") if HAS_RUNTIME else ("reference",)
+
+
+def time_per_call(fn, *, min_time: float = 0.5, warmup: int = 2, repeat: int = 7) -> float:
+    """Seconds per call of ``fn``: the fastest of ``repeat`` rounds of at least
+    ``min_time / repeat`` s each (the fastest round is the one other load on a shared machine
+    disturbed least)."""
+    for _ in range(warmup):
+        fn()
+    n = 1
+    while True:  # calibrate how many calls fill one round
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        if time.perf_counter() - t0 >= min_time / repeat or n >= 1 << 20:
+            break
+        n *= 2
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / n)
+    return best
+
+
+@contextlib.contextmanager
+def executor(kind: str):
+    """Graphs compiled inside run on the reference executor or on the actor runtime."""
+    old = os.environ.get("ACTORFLOW_RUN_GRAPH_BY_VM")
+    os.environ["ACTORFLOW_RUN_GRAPH_BY_VM"] = "1" if kind == "reference" else "0"
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["ACTORFLOW_RUN_GRAPH_BY_VM"]
+        else:
+            os.environ["ACTORFLOW_RUN_GRAPH_BY_VM"] = old
 
 
 # ---- (1) compile time ----------------------------------------------------------------------------
@@ -57,7 +103,10 @@ def compile_seconds(make_graph, args, repeat: int) -> tuple:
             gc.enable()
         best_wall = min(best_wall, first - run)
         best_cpu = min(best_cpu, first_cpu - run_cpu)
-    return len(g.forward_job.ops), len(g.full_job.ops), best_wall, best_cpu
+        counts = len(g.forward_job.ops), len(g.full_job.ops)
+        g = None
+        gc.collect()  # a graph on the actor runtime stops its threads when collected
+    return (*counts, best_wall, best_cpu)
 
 
 def add_chain_graph(n: int):
@@ -90,40 +139,52 @@ def gpt_train_graph(n_layer: int, vocab: int = 96, block: int = 64, embd: int = 
     return GPTTrain()
 
 
-def exponent(rows) -> float:
-    """Least-squares slope of log(CPU seconds) against log(ops traced)."""
+def exponent(rows, col: int = 3) -> float:
+    """Least-squares slope of log(seconds in column ``col``) against log(ops traced)."""
     ops = np.log([r[0] for r in rows])
-    sec = np.log([r[3] for r in rows])
+    sec = np.log([r[col] for r in rows])
     return float(np.polyfit(ops, sec, 1)[0])
 
 
-def compile_times(quick: bool):
+def compile_times(quick: bool, kind: str):
+    """Rows ``(ops traced, ops after passes, wall s, CPU s, name)`` for executor ``kind``."""
     x, y = flow.randn(4), flow.randn(4)
     rng = np.random.default_rng(0)
     idx = flow.from_numpy(rng.integers(0, 96, (2, 16)))
     tgt = flow.from_numpy(rng.integers(0, 96, (2, 16)))
-    # warm up (imports, first-use caches) so the first measured graph pays no one-off costs
-    compile_seconds(lambda: add_chain_graph(10), (x, y), 1)
-    compile_seconds(lambda: gpt_train_graph(1), (idx, tgt), 1)
-    chain = []
-    for n in (100, 1000, 10000):
-        repeat = 1 if n >= 10000 else (2 if quick else 3)
-        chain.append((*compile_seconds(lambda n=n: add_chain_graph(n), (x, y), repeat),
-                      f"chain of {n:,} adds"))
-    gpt = []
-    for layers in (1, 2, 4, 8, 16):
-        flow.manual_seed(0)
-        gpt.append((*compile_seconds(lambda k=layers: gpt_train_graph(k), (idx, tgt),
-                                     1 if quick else 2),
-                    f"GPT train step, {layers} layer{'s' if layers > 1 else ''}"))
+    with executor(kind):
+        # warm up (imports, first-use caches) so the first measured graph pays no one-off costs
+        compile_seconds(lambda: add_chain_graph(10), (x, y), 1)
+        compile_seconds(lambda: gpt_train_graph(1), (idx, tgt), 1)
+        chain = []
+        for n in (100, 1000, 10000):
+            repeat = 1 if n >= 10000 else (2 if quick else 3)
+            chain.append((*compile_seconds(lambda n=n: add_chain_graph(n), (x, y), repeat),
+                          f"chain of {n:,} adds"))
+        gpt = []
+        for layers in (1, 2, 4, 8, 16):
+            flow.manual_seed(0)
+            gpt.append((*compile_seconds(lambda k=layers: gpt_train_graph(k), (idx, tgt),
+                                         1 if quick else 2),
+                        f"GPT train step, {layers} layer{'s' if layers > 1 else ''}"))
     return chain, gpt
 
 
-def compile_table(rows) -> str:
-    return table([(name, f"{traced:,}", f"{full:,}", f"{wall * 1e3:.1f}", f"{cpu * 1e3:.1f}",
-                   f"{cpu / traced * 1e6:.1f}") for traced, full, wall, cpu, name in rows],
-                 ["graph", "ops traced", "ops after passes", "compile ms (wall)",
-                  "compile ms (CPU)", "CPU µs / traced op"])
+def compile_table(results: dict) -> str:
+    """One row per graph; wall and CPU milliseconds per executor kind."""
+    kinds = list(results)
+    first = results[kinds[0]]
+    rows = []
+    for i, (traced, full, _, _, name) in enumerate(first):
+        row = [name, f"{traced:,}", f"{full:,}"]
+        for k in kinds:
+            _, _, wall, cpu, _ = results[k][i]
+            row += [f"{wall * 1e3:.1f}", f"{cpu * 1e3:.1f}", f"{cpu / traced * 1e6:.0f}"]
+        rows.append(row)
+    headers = ["graph", "ops traced", "ops after passes"]
+    for k in kinds:
+        headers += [f"{k}: ms (wall)", f"{k}: ms (CPU)", f"{k}: CPU µs/op"]
+    return table(rows, headers)
 
 
 # ---- (2) step time -------------------------------------------------------------------------------
@@ -172,9 +233,7 @@ def mlp_steps(min_time: float) -> dict:
                           nn.Linear(1024, 10))
         return m, flow.optim.SGD(m.parameters(), lr=0.01)
     res["actorflow eager"] = time_per_call(eager_step(*make(), loss_fn, fx, fy), min_time=min_time)
-    g = train_graph(*make(), loss_fn)
-    res["actorflow nn.Graph (reference executor)"] = time_per_call(lambda: g(fx, fy),
-                                                                   min_time=min_time)
+    ops = graph_steps(res, lambda: train_graph(*make(), loss_fn), (fx, fy), min_time)
     if torch is not None:
         tm = torch.nn.Sequential(torch.nn.Linear(784, 1024), torch.nn.ReLU(),
                                  torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
@@ -188,7 +247,7 @@ def mlp_steps(min_time: float) -> dict:
             loss.backward()
             topt.step()
         res["PyTorch eager"] = time_per_call(t_step, min_time=min_time)
-    return res, len(g.full_job.ops)
+    return res, ops
 
 
 def gpt_steps(min_time: float, cfg: dict) -> dict:
@@ -209,9 +268,7 @@ def gpt_steps(min_time: float, cfg: dict) -> dict:
         return m, flow.optim.AdamW(m.parameters(), lr=1e-3)
     res = {"actorflow eager": time_per_call(eager_step(*make(), loss_fn, fx, fy),
                                             min_time=min_time)}
-    g = train_graph(*make(), loss_fn)
-    res["actorflow nn.Graph (reference executor)"] = time_per_call(lambda: g(fx, fy),
-                                                                   min_time=min_time)
+    ops = graph_steps(res, lambda: train_graph(*make(), loss_fn), (fx, fy), min_time)
     if torch is not None:
         tm = torch_gpt(V, cfg)
         topt = torch.optim.AdamW(tm.parameters(), lr=1e-3)
@@ -224,7 +281,24 @@ def gpt_steps(min_time: float, cfg: dict) -> dict:
             loss.backward()
             topt.step()
         res["PyTorch eager"] = time_per_call(t_step, min_time=min_time)
-    return res, len(g.full_job.ops)
+    return res, ops
+
+
+_RUNNER = {"reference": "actorflow nn.Graph, reference executor",
+           "runtime": "actorflow nn.Graph, actor runtime"}
+
+
+def graph_steps(res: dict, make_graph, args, min_time: float) -> int:
+    """Time a training graph on each executor into ``res``; returns its op count."""
+    for kind in EXECUTORS:
+        with executor(kind):
+            g = make_graph()
+            g(*args)  # compile outside the timing
+        res[_RUNNER[kind]] = time_per_call(lambda g=g: g(*args), min_time=min_time)
+        ops = len(g.full_job.ops)
+        g = None
+        gc.collect()
+    return ops
 
 
 def step_rows(model: str, res: dict) -> list:
@@ -247,10 +321,14 @@ def main(argv=None):
     print(f"numpy {np.__version__}; torch {torch.__version__ if torch else 'not installed'}; "
           f"{os.cpu_count()} cpus\n")
     print("## (1) compile time (trace + passes + executor; first call - a later call)\n")
-    chain, gpt = compile_times(args.quick)
-    print(compile_table(chain + gpt))
-    print(f"\nfitted exponent k of CPU time ~ (ops traced)^k: chain of adds "
-          f"{exponent(chain):.2f}, GPT by depth {exponent(gpt):.2f}")
+    results, fits = {}, []
+    for kind in EXECUTORS:
+        chain, gpt = compile_times(args.quick, kind)
+        results[kind] = chain + gpt
+        fits.append(f"{kind}: chain of adds {exponent(chain):.2f}, GPT by depth "
+                    f"{exponent(gpt):.2f}")
+    print(compile_table(results))
+    print("\nfitted exponent k of CPU time ~ (ops traced)^k: " + "; ".join(fits))
     print("\n## (2) training step time\n")
     rows = []
     mlp, mlp_ops = mlp_steps(min_time)

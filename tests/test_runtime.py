@@ -114,24 +114,39 @@ def test_actors_run_on_the_threads_their_task_ids_name():
 
 @pytest.mark.timeout(30)
 def test_no_act_without_read_and_write_readiness(monkeypatch):
+    """Every act (general or light path) finds a register from each consumed regst desc and
+    writes a register no consumer is still reading."""
     violations, acted = [], []
-    real_act = actor_mod.Actor.act
+    real_act, real_compute = actor_mod.Actor.act, actor_mod.KernelActor.compute
 
-    def checked(self):
-        acted.append(self.task.op_name)
+    def checked_act(self):
         if not self.read_ready() or not self.write_ready():
             violations.append(self.task.op_name)
         return real_act(self)
 
-    monkeypatch.setattr(actor_mod.Actor, "act", checked)
+    def checked_compute(self, ins, out):
+        acted.append(self.task.op_name)
+        if not self.read_ready() or id(out) in self.reading:
+            violations.append(self.task.op_name)
+        if any(self.inbox[rid][0] is not r for rid, r in zip(self.in_rids, ins)):
+            violations.append(self.task.op_name)
+        return real_compute(self, ins, out)
+
+    monkeypatch.setattr(actor_mod.Actor, "act", checked_act)
+    monkeypatch.setattr(actor_mod.KernelActor, "compute", checked_compute)
     job = chain_job(8)
-    rx = RuntimeExecutor(job)
-    futs = [rx.launch([np.ones(4, np.float32)], {}) for _ in range(6)]
-    for f in futs:
-        f.result(10)
-    rx.close()
+    for regst_num in (1, 2):  # the light path, then the general actor
+        rx = RuntimeExecutor(job, CompileOptions(regst_num=regst_num))
+        futs = [rx.launch([np.ones(4, np.float32)], {}) for _ in range(6)]
+        for f in futs:
+            f.result(10)
+        kernels = {type(a) for t in rx.runtime.threads.values() for a in t.actors.values()
+                   if a.task.kind == "normal"}
+        rx.close()
+        assert kernels == ({actor_mod.LightKernelActor} if regst_num == 1
+                           else {actor_mod.KernelActor})
     assert violations == []
-    assert len(acted) >= 6 * (8 + 4)  # every op and tick of each of the 6 iterations
+    assert len(acted) == 2 * 6 * 8  # every kernel op of the 6 iterations, in both runs
 
 
 @pytest.mark.timeout(30)
@@ -300,3 +315,23 @@ def test_missing_binding_fails_at_construction():
     with pytest.raises(RuntimeError, match="no tensor bound"):
         Runtime(plan, {})
     assert threading.active_count() == before
+
+
+@pytest.mark.timeout(30)
+def test_per_call_overrides_of_a_variable():
+    """A call in flight keeps the value it was launched with (how a graph passes each call's
+    learning rate)."""
+    w = flow.nn.Parameter(flow.ones(3))
+    b = JobBuilder("ov", {id(w): ("w", "parameter", w)})
+    with b:
+        b.add_output(0, "y", b.add_input(0, "x", flow.ones(3)) * w)
+    rx = RuntimeExecutor(b.job)
+    x = np.ones(3, np.float32)
+    futs = [rx.launch([x], b.bindings, {"w": np.full(3, float(k), np.float32)})
+            for k in range(5)]
+    futs.append(rx.launch([x], b.bindings))
+    outs = [f.result(10)[0] for f in futs]
+    rx.close()
+    for k in range(5):
+        assert np.array_equal(outs[k], np.full(3, float(k)))
+    assert np.array_equal(outs[5], np.ones(3))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import weakref
 
 from actorflow.autograd import grad_mode
+from actorflow.dispatch import scope
 from actorflow.tensor import EagerBlob, Tensor
 
 
@@ -343,7 +344,12 @@ def _run_nodes(ready, processed, buffers, deps, leaf_grads, leaves, add_to, capt
             if all(d is None for d in douts):
                 grads = (None,) * len(node.next_edges)
             else:
-                grads = node.apply(douts)
+                path = node.module_path
+                if path:  # the rule's ops belong to the module the forward op ran in
+                    with scope.module_scope(path):
+                        grads = node.apply(douts)
+                else:
+                    grads = node.apply(douts)
             for edge, g, meta in zip(node.next_edges, grads, node.input_metas):
                 if edge is None:
                     continue

@@ -108,7 +108,7 @@ def compile_job(job: Job, options: CompileOptions | None = None) -> Plan:
             return start_tick.regst_desc_id
         if micro_tick is None:
             rep = b.new_task("repeat", "compute", "System-ComputeStart-Tick-Repeat",
-                             attrs={"n": n}, time_shape=n)
+                             op_type="tick_repeat", attrs={"n": n}, time_shape=n)
             b.consume(rep, "in_0", start_tick.regst_desc_id)
             micro_tick = b.produce(rep, [], 1)
             rep.tags["tick"] = True
@@ -187,8 +187,8 @@ def _adapt_time(b: _Builder, producer: TaskProto, consumer: TaskProto, rid: int,
         kind, ts = "repeat", n
     else:
         kind, ts = "acc", 1
-    t = b.new_task(kind, "compute", f"{producer.op_name}-tick-{kind}", attrs={"n": n},
-                   time_shape=ts)
+    t = b.new_task(kind, "compute", f"{producer.op_name}-tick-{kind}", op_type=f"tick_{kind}",
+                   attrs={"n": n}, time_shape=ts)
     t.tags["tick"] = True
     b.consume(t, "in_0", rid)
     return b.produce(t, [], 1).regst_desc_id

@@ -21,6 +21,7 @@ def plan_memory(tasks: list, regsts: dict, share: bool = True) -> dict:
     order = {t.task_id: i for i, t in enumerate(tasks)}
     by_id = {t.task_id: t for t in tasks}
     ancestors = _ancestors(tasks, regsts, order) if share else None
+    readers = _readers(tasks, regsts) if share else None
     blocks: list = []        # sizes
     occupant: list = []      # per block: the regst last placed there
     without = 0
@@ -35,8 +36,8 @@ def plan_memory(tasks: list, regsts: dict, share: bool = True) -> dict:
                      and producer.time_shape == 1 and size > 0)
         r.mem = []
         for _ in range(r.regst_num):
-            block = _free_block(r, size, blocks, occupant, regsts, ancestors, order) \
-                if shareable else None
+            block = _free_block(r, size, blocks, occupant, regsts, ancestors, order,
+                                readers, by_id) if shareable else None
             if block is None:
                 block = len(blocks)
                 blocks.append(size)
@@ -53,24 +54,44 @@ def plan_memory(tasks: list, regsts: dict, share: bool = True) -> dict:
             "bytes_with_sharing": sum(blocks)}
 
 
-def _free_block(r, size, blocks, occupant, regsts, ancestors, order):
-    """The best-fitting block whose last occupant's consumers all act before ``r``'s producer."""
+def _free_block(r, size, blocks, occupant, regsts, ancestors, order, readers, by_id):
+    """The best-fitting block whose last occupant was written, and read by every task that
+    reads it, before ``r``'s producer acts. An acc/pack task writes its register at its first
+    micro-batch act, so it only takes a block no per-micro-batch task reads."""
     mine = ancestors[order[r.producer]]
+    first_act_writes = by_id[r.producer].kind in ("acc", "pack")
     best = None
     for b, last in enumerate(occupant):
         if last is None:
             continue
         prev = regsts[last]
-        if prev.producer == r.producer:
+        if prev.producer == r.producer or not (mine >> order[prev.producer]) & 1:
             continue
-        if not all((mine >> order[c]) & 1 for c in prev.consumers):
+        if not all((mine >> order[c]) & 1 for c in readers[last]):
             continue
-        if not prev.consumers:
+        if first_act_writes and any(by_id[c].time_shape > 1 for c in readers[last]):
             continue
         waste = abs(blocks[b] - size)
         if best is None or waste < best[0]:
             best = (waste, b)
     return None if best is None else best[1]
+
+
+def _readers(tasks: list, regsts: dict) -> dict:
+    """regst id -> the tasks that read its memory: consumers whose kernel inputs come from it
+    (a control consumer - an update ordered after the readers of the variable it writes, or a
+    tick - only waits for the register, so it doesn't keep the memory alive), and the readers
+    of a register aliasing it (repeat/unpack)."""
+    readers: dict = {rid: set() for rid in regsts}
+    for t in tasks:
+        for rid, _ in t.input_blobs:
+            readers[rid].add(t.task_id)
+    for r in regsts.values():
+        src = r.alias_of
+        while src is not None:
+            readers[src] |= readers[r.regst_desc_id]
+            src = regsts[src].alias_of
+    return readers
 
 
 def _ancestors(tasks: list, regsts: dict, order: dict) -> list:

@@ -115,6 +115,25 @@ class JobBuilder:
         self.registered_modules = None  # ids of modules the graph owns (None: don't check)
         self.namer = None  # optional: eager tensor -> (name, kind) for unregistered state
 
+    @property
+    def namer(self):
+        """Optional ``eager tensor -> (name, kind) | None`` naming state the builder meets that
+        is not registered (optimizer state, learning rates). A bound method is held weakly: a
+        builder outlives its trace in reference cycles and must not keep a Graph alive."""
+        ref = self.__dict__.get("_namer")
+        return ref() if ref is not None else None
+
+    @namer.setter
+    def namer(self, fn) -> None:
+        import weakref
+
+        if fn is None:
+            self.__dict__["_namer"] = None
+        elif hasattr(fn, "__self__"):
+            self.__dict__["_namer"] = weakref.WeakMethod(fn)
+        else:
+            self.__dict__["_namer"] = lambda: fn
+
     @classmethod
     def over(cls, job: Job, bindings: dict, namer=None, graph_name: str = "") -> "JobBuilder":
         """A builder that appends to existing ``job`` (passes use it to emit ops with the
@@ -237,7 +256,8 @@ class JobBuilder:
         if hit is not None and hit[0] is t:
             return hit[1]
         entry = self.state_names.get(id(t))
-        named = self.namer(t) if entry is None and self.namer is not None else None
+        namer = self.namer
+        named = namer(t) if entry is None and namer is not None else None
         if entry is not None and entry[2] is t:
             name, kind = entry[0], entry[1]
         elif named is not None:

@@ -8,9 +8,13 @@ class JobError(ValueError):
     """A Job is malformed (a pass produced a broken Job, or a loaded one is inconsistent)."""
 
 
-def verify_job(job: Job) -> None:
+def verify_job(job: Job, recheck: set | None = None) -> None:
     """Raise JobError unless every op name is unique, every input blob and control input is
-    produced by an earlier op, and every registered op's outputs agree with its inference."""
+    produced by an earlier op, and every registered op's outputs agree with its inference.
+
+    ``recheck`` limits the inference check to the named ops (the pass manager passes the ops a
+    pass added or changed and their readers; the rest were checked before and read unchanged
+    inputs). None checks every op."""
     from actorflow.ops import registry
 
     seen: dict = {}
@@ -36,7 +40,8 @@ def verify_job(job: Job) -> None:
             except KeyError:
                 raise JobError(f"job {job.name}: op {o.name} has unknown type "
                                f"{o.op_type!r}") from None
-            _check_inference(job, op, o, seen)
+            if recheck is None or o.name in recheck:
+                _check_inference(job, op, o, seen)
         elif o.op_type == "output" and len(o.inputs) != 1:
             raise JobError(f"job {job.name}: output op {o.name} must read exactly one blob")
         seen[o.name] = o

@@ -177,6 +177,57 @@ class KernelActor(Actor):
             raise self.fail(e) from e
 
 
+class LightKernelActor(KernelActor):
+    """The fast path for the common case (OneFlow's LightActor): a kernel task whose output has
+    a single register. Same protocol as ``Actor``; message handling, readiness, the kernel call,
+    sending and acking are inlined into one method."""
+
+    def process(self, msg) -> bool:
+        kind = msg[0]
+        if kind == REGST:
+            regst = msg[3]
+            q = self.inbox[regst.desc_id]
+            if not q:
+                self.n_ready += 1
+            q.append(regst)
+        elif kind == ACK:
+            self.on_ack(msg[3])
+        elif kind == EORD:
+            self.eord_left -= 1
+        free = self.free
+        while self.n_ready == self.n_in and free:
+            inbox, in_rids = self.inbox, self.in_rids
+            ins = [inbox[rid][0] for rid in in_rids]
+            out = free.popleft()
+            first = ins[0]
+            out.piece, out.micro = first.piece, first.micro
+            prof = _profiler.ACTIVE
+            t0 = time.perf_counter() if prof is not None else 0.0
+            self.compute(ins, out)
+            if prof is not None:
+                prof.record(self, out.piece, t0, time.perf_counter())
+            self.acts += 1
+            me = self.id
+            puts = self.consumer_puts
+            if puts:
+                self.reading[id(out)] = len(puts)
+                self.total_reading += len(puts)
+                for c, put in puts:
+                    put((REGST, me, c, out))
+            else:
+                free.append(out)
+            acks = self.producer_puts
+            for rid in in_rids:
+                q = inbox[rid]
+                r = q.popleft()
+                if not q:
+                    self.n_ready -= 1
+                acks[rid]((ACK, me, r.producer, r))
+        if self.eord_left == 0 or self.eord_sent:
+            return self.try_leave()
+        return False
+
+
 class VariableActor(Actor):
     """Hands the live memory of a parameter, buffer or optimizer state to its consumers."""
 
@@ -185,9 +236,16 @@ class VariableActor(Actor):
         t = self.rt.bindings.get(name)
         if t is None:
             raise ActorError(f"variable {name!r} has no tensor bound to it")
+        self.name = name
         self.tensor = t
+        self.overrides = self.rt.overrides
 
     def compute(self, ins: list, out) -> None:
+        if self.overrides:
+            ov = self.overrides.get(out.piece)
+            if ov is not None and self.name in ov:
+                out.arrays[0] = ov[self.name]
+                return
         out.arrays[0] = self.tensor._array()
 
 
@@ -252,8 +310,12 @@ class SourceActor(Actor):
                 self.closed = True
                 break
             out = self.free.popleft()
+            prof = _profiler.ACTIVE
+            t0 = time.perf_counter() if prof is not None else 0.0
             out.piece, out.micro = piece, 0
             out.arrays[0] = np.array(piece, dtype=np.int64)
+            if prof is not None:
+                prof.record(self, piece, t0, time.perf_counter())
             self.emit(out)
         if self.closed and not self.eord_sent:
             self.eord_sent = True
@@ -274,7 +336,11 @@ class RepeatActor(Actor):
         src = self.inbox[self.in_rids[0]][0]
         out = self.free.popleft()
         out.piece, out.micro = src.piece, self.k
+        prof = _profiler.ACTIVE
+        t0 = time.perf_counter() if prof is not None else 0.0
         self.fill(src, out, self.k)
+        if prof is not None:
+            prof.record(self, out.piece, t0, time.perf_counter())
         self.k += 1
         self.acts += 1
         self.emit(out)
@@ -315,7 +381,11 @@ class AccActor(Actor):
             self.cur = self.free.popleft()
             self.cur.piece = src.piece
             self.cur.micro = 0
+        prof = _profiler.ACTIVE
+        t0 = time.perf_counter() if prof is not None else 0.0
         self.absorb(src, self.cur, self.k)
+        if prof is not None:
+            prof.record(self, src.piece, t0, time.perf_counter())
         self.k += 1
         self.acts += 1
         self.ack_inputs()
@@ -355,7 +425,10 @@ ACTOR_KINDS = {
 
 
 def make_actor(task, runtime) -> Actor:
-    """The actor for ``task`` (by its kind)."""
+    """The actor for ``task`` (by its kind; single-register kernel tasks take the light path)."""
+    if task.kind == "normal" and runtime.plan.regst_descs[task.produced_regsts["out"]] \
+            .regst_num == 1:
+        return LightKernelActor(task, runtime)
     cls = ACTOR_KINDS.get(task.kind)
     if cls is None:
         raise ActorError(f"no actor for task kind {task.kind!r} (task {task.op_name})")

@@ -71,14 +71,15 @@ class RuntimeExecutor:
             rt = self.runtime = Runtime(self.plan, bindings)
         return rt
 
-    def launch(self, inputs: list, bindings: dict):
-        """Start one call; returns a Future of the output arrays."""
+    def launch(self, inputs: list, bindings: dict, overrides: dict | None = None):
+        """Start one call; returns a Future of the output arrays. ``overrides``: per-call
+        variable values (see ``Runtime.launch``)."""
         rt = self._ensure_runtime(bindings)
-        return rt.launch(inputs, draw_seeds(self.job, self._order))
+        return rt.launch(inputs, draw_seeds(self.job, self._order), overrides)
 
-    def run(self, inputs: list, bindings: dict) -> list:
+    def run(self, inputs: list, bindings: dict, overrides: dict | None = None) -> list:
         """One call, waiting for its outputs (errors name the failing op)."""
-        return self.launch(inputs, bindings).result()
+        return self.launch(inputs, bindings, overrides).result()
 
     def close(self, timeout: float = 10.0) -> None:
         """Shut the runtime down (orderly; see ``Runtime.close``)."""

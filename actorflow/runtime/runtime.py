@@ -79,6 +79,7 @@ class Runtime:
         self._pieces = itertools.count()
         self.pending: dict = {}
         self.seeds: dict = {}
+        self.overrides: dict = {}  # job instance -> {variable name: array} for that call only
         self.blocks = allocate_blocks(plan.memory)
         self.input_buffers = {int(k): Buffer(name=f"input{k}") for k in plan.io["inputs"]}
         self.output_buffers = {int(k): Buffer(name=f"output{k}") for k in plan.io["outputs"]}
@@ -132,13 +133,16 @@ class Runtime:
         with self._lock:
             fut = self.pending.pop(piece, None)
             self.seeds.pop(piece, None)
+            self.overrides.pop(piece, None)
         if fut is not None:
             fut.set_result(outs)
 
     # -- calls -----------------------------------------------------------------------------------
-    def launch(self, inputs: list, seeds: dict) -> Future:
+    def launch(self, inputs: list, seeds: dict, overrides: dict | None = None) -> Future:
         """Start one iteration on ``inputs`` (arrays by input index) with the random seeds it
-        uses (op name -> list of seeds, one per micro-batch or one)."""
+        uses (op name -> list of seeds, one per micro-batch or one). ``overrides`` gives
+        variables a value for this call only (a learning rate snapshotted when the call was
+        made, so calls in flight don't see a later call's value)."""
         if self.aborted:
             raise RuntimeAborted(f"the runtime stopped after an error: {self.error}")
         if self.closed:
@@ -148,6 +152,8 @@ class Runtime:
         with self._lock:
             self.pending[piece] = fut
             self.seeds[piece] = seeds
+            if overrides:
+                self.overrides[piece] = overrides
         for i, a in enumerate(inputs):
             self.input_buffers[i].push(a)
         self.source_buffer.push(piece)

@@ -5,8 +5,9 @@ from actorflow.framework import dtype as dt
 
 # passes a user may switch off with ``config.disable_pass(name)``; the order they run in
 PASS_NAMES = ("optimizer", "amp", "gradient_accumulation", "activation_checkpointing",
-              "constant_folding", "fuse_matmul_bias_act", "fuse_add_to_output",
-              "fuse_elementwise", "fuse_model_update", "dead_op_elimination")
+              "constant_folding", "identity_elimination", "fuse_matmul_bias_act",
+              "fuse_add_to_output", "fuse_elementwise", "fuse_model_update",
+              "dead_op_elimination")
 
 
 class GraphConfig:

@@ -328,6 +328,10 @@ class Graph:
         full_job, log = run_passes(forward_job.copy(), passes)
         compiled = CompiledGraph(sig, forward_job, full_job, dict(ctx.bindings), out_structure,
                                  log, named, paths, self.config.outputs_buffer_size)
+        # the trace's lazy tensors keep the builder alive in a reference cycle: drop its links
+        # back to this graph so deleting the graph frees it (and stops its runtime) at once
+        b.namer = None
+        b.registered_modules = None
         t2 = time.perf_counter()
         self._cache[sig] = compiled
         evicted = []
@@ -394,7 +398,6 @@ class Graph:
 
     def _name_optimizer_state(self, t: Tensor):
         """``(name, kind)`` of optimizer state or learning-rate tensor ``t``, else None."""
-        state_names = self._state_names()
         for k, entry in enumerate(self._optimizers):
             for j, lr in enumerate(entry.lr_tensors):
                 if lr is t:
@@ -402,9 +405,19 @@ class Graph:
             for p, state in entry.optimizer.state.items():
                 for key, v in state.items():
                     if v is t:
-                        pname = state_names.get(id(p), (f"param{id(p)}",))[0]
-                        return f"{pname}.{key}", "optimizer_state"
+                        return f"{self._param_name(p)}.{key}", "optimizer_state"
         return None
+
+    def _param_name(self, p: Tensor) -> str:
+        """The state name of parameter ``p``. The names are cached (walking the modules for
+        every optimizer state tensor made compiling quadratic in the number of parameters) and
+        walked again when ``p`` is new to the cache."""
+        cache = self.__dict__.get("_param_names")
+        hit = cache.get(id(p)) if cache is not None else None
+        if hit is None or hit[2] is not p:
+            cache = self.__dict__["_param_names"] = self._state_names()
+            hit = cache.get(id(p))
+        return hit[0] if hit is not None and hit[2] is p else f"param{id(p)}"
 
     def _collect_gradients(self, b: JobBuilder) -> None:
         """Record, for every trained variable, the blob of its gradient (for the optimizer
@@ -422,6 +435,13 @@ class Graph:
         b.job.train["grads"] = grads
 
     # -- running ---------------------------------------------------------------------------------
+    def _lr_snapshot(self) -> dict:
+        """The learning-rate variables' values for this call (the runtime reads these instead
+        of the shared lr tensors, so a call in flight never sees a later call's lr)."""
+        return {f"_optimizer{k}.group{j}.lr": np.array(t._array(), copy=True)
+                for k, entry in enumerate(self._optimizers)
+                for j, t in enumerate(entry.lr_tensors)}
+
     def _run(self, compiled: CompiledGraph, inputs: list):
         for entry in self._optimizers:
             entry.refresh_lr()
@@ -429,7 +449,10 @@ class Graph:
         for t in inputs:
             a = t._array()
             arrays.append(a if a.flags.c_contiguous else np.ascontiguousarray(a).reshape(a.shape))
-        outs = compiled.executor.run(arrays, compiled.bindings)
+        if isinstance(compiled.executor, RuntimeExecutor):
+            outs = compiled.executor.run(arrays, compiled.bindings, self._lr_snapshot())
+        else:
+            outs = compiled.executor.run(arrays, compiled.bindings)
         for i in compiled.copy_outputs:
             outs[i] = outs[i].copy()
         slot = compiled.output_buffer[compiled.next_buffer]

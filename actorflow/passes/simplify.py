@@ -1,0 +1,69 @@
+"""identity_elimination: removes ops that return their input unchanged - a ``reshape`` or
+``expand`` to the shape the tensor already has, a ``cast`` to its own dtype, a ``transpose``
+by the identity permutation. Gradient rules emit many of these (a linear's backward reshapes
+to 2-D what already is 2-D); in eager mode they are free views, in a Job they would be copies.
+
+Readers of the removed op's blob read its input instead. An op is kept when the blob it reads
+or the blob it makes is written in place by some op (then the two must stay distinct memory),
+and when it has control inputs or is a control input of another op.
+"""
+from __future__ import annotations
+
+from actorflow.job.job import SYSTEM_OPS, Job
+from actorflow.ops import registry
+from actorflow.passes.fuse_common import remap_train_blobs
+
+_SHAPE_OPS = ("reshape", "expand")
+
+
+def _is_identity(o, desc_of) -> bool:
+    if len(o.inputs) != 1 or len(o.outputs) != 1:
+        return False
+    src = desc_of[o.inputs[0]]
+    out = o.outputs[0]
+    if src != out:
+        return False
+    if o.op_type in _SHAPE_OPS or o.op_type == "cast":
+        return True
+    if o.op_type == "transpose":
+        perm = o.attrs.get("perm")
+        return perm is not None and list(perm) == list(range(len(perm)))
+    return False
+
+
+def eliminate_identities(job: Job) -> Job:
+    """The pass (see the module docstring)."""
+    desc_of = {o.out(i): d for o in job.ops for i, d in enumerate(o.outputs)}
+    written: set = set()
+    ctrl_targets: set = set()
+    for o in job.ops:
+        ctrl_targets.update(o.ctrl_inputs)
+        if o.op_type in SYSTEM_OPS:
+            continue
+        op = registry.get(o.op_type)
+        for i in op.mutated_inputs(len(o.inputs), o.attrs):
+            if i < len(o.inputs):
+                written.add(o.inputs[i])
+    blob_map: dict = {}
+    kept = []
+    for o in job.ops:
+        o.inputs = [blob_map.get(b, b) for b in o.inputs]
+        if (o.op_type not in SYSTEM_OPS and _is_identity(o, desc_of)
+                and not o.ctrl_inputs and o.name not in ctrl_targets
+                and o.inputs[0] not in written and o.out(0) not in written):
+            blob_map[o.out(0)] = o.inputs[0]
+            continue
+        kept.append(o)
+    if not blob_map:
+        return job
+    job.ops = kept
+    remap_train_blobs(job, blob_map)
+    return job
+
+
+def make_identity_elimination_pass(ctx):
+    """The pass for any graph (it has nothing to configure)."""
+    return eliminate_identities
+
+
+__all__ = ["eliminate_identities", "make_identity_elimination_pass"]
