@@ -133,7 +133,7 @@ def _issue_kernel(op: Op, inputs: list, attrs: dict, outs: list, fresh: list,
     for o in outs:
         n += o.size
     vm.issue(op.kernel_cpu, (arrays, outs, attrs), reads, writes, op.name, fresh=fresh,
-             where=tuple(scope._scope.names), shapes=arrays,
+             where=scope._scope.names, shapes=arrays,
              small=n <= _scheduler.INLINE_MAX_ELEMENTS)
 
 
@@ -233,7 +233,7 @@ def _old_identity(t: Tensor) -> Tensor:
         np.copyto(a._h.raw, t._array())
     else:
         vm.issue(_copy_kernel, ([t._h.raw], [a._h.raw], None), [s], (), "copy",
-                 fresh=[a._h.storage], where=tuple(scope._scope.names), shapes=[t._h.raw])
+                 fresh=[a._h.storage], where=scope._scope.names, shapes=[t._h.raw])
     a.requires_grad = t.requires_grad
     a.grad_fn = t.grad_fn
     a._out_idx = t._out_idx

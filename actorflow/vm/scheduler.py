@@ -25,6 +25,7 @@ import atexit
 import os
 import sys
 import threading
+from _thread import allocate_lock as _allocate_lock
 
 from actorflow.vm.instruction import Instruction, KernelError, Storage, capture_stack, make_error
 from actorflow.vm.worker import WorkerPool
@@ -35,8 +36,7 @@ MAX_QUEUED = 2048        # per worker; issuing more first waits until half have 
 _PRUNE_AT = 16           # prune finished readers from a storage's list at this length
 
 _lock = threading.Lock()                         # the issue lock
-_cond = threading.Condition(threading.Lock())    # completion signalling
-_waiting = 0             # threads blocked on _cond (read without the lock by completers)
+_reg = threading.Lock()  # guards Instruction.waiters registration
 _errors: list = []       # KernelErrors not yet raised to the user, oldest first
 _deferred: set = set()   # launched deferred instructions whose finish() has not come yet
 _blocking = os.environ.get(BLOCKING_VAR, "").strip().lower() in ("1", "true", "yes", "on")
@@ -55,11 +55,16 @@ INLINE_MAX_ELEMENTS = _inline_max()
 
 
 def _run_on_worker(ins: Instruction, worker) -> None:
-    _execute(ins)
+    try:
+        _execute(ins)
+    except BaseException as e:  # a bug in the VM itself: fail the instruction, keep the thread
+        if not ins.done:
+            err = KernelError(f"{ins.name}: the VM failed while running it: "
+                              f"{type(e).__name__}: {e}")
+            err.__cause__ = e
+            _errors.append(err)
+            _complete(ins, err)
     worker.finished += 1
-    if _waiting:
-        with _cond:
-            _cond.notify_all()
 
 
 _pool = WorkerPool(_run_on_worker)
@@ -82,8 +87,9 @@ def issue(fn, args: tuple, reads, writes, name: str, *, fresh=(), where=None, sh
     """Issue ``fn(*args)`` as an instruction on the current worker's ``kind`` stream.
 
     ``reads`` / ``writes`` are the ``Storage`` records it reads and writes; ``fresh`` are
-    storages of new outputs (written, nothing to wait for). ``where`` (module names) and
-    ``shapes`` (input arrays) only serve error messages. A ``deferred`` instruction is called as
+    storages of new outputs (written, nothing to wait for). ``where`` (the module-name list of
+    the caller's scope, copied if the instruction is queued) and ``shapes`` (input arrays) only
+    serve error messages. A ``deferred`` instruction is called as
     ``fn(finish, *args)`` and completes when ``finish(exc=None)`` is called. ``small`` marks
     trivially cheap work that may run inline on the calling thread when that changes nothing
     observable: the worker has nothing queued or running and no dependency is pending.
@@ -114,7 +120,8 @@ def issue(fn, args: tuple, reads, writes, name: str, *, fresh=(), where=None, sh
             if r is None:
                 s.readers = [ins]
             else:
-                if len(r) >= _PRUNE_AT:
+                n = len(r)
+                if n >= _PRUNE_AT and not n & (n - 1):  # at powers of two: amortised O(1)
                     r[:] = [y for y in r if not y.done]
                 r.append(ins)
         for s in writes:
@@ -140,17 +147,21 @@ def issue(fn, args: tuple, reads, writes, name: str, *, fresh=(), where=None, sh
         ins.war = war
         if deferred:
             _deferred.add(ins)
+        # inline: nothing queued on the worker (issued == finished) and nothing to wait for,
+        # so running it here orders it exactly as the worker would
         inline = forced or (small and after is None and war is None
-                            and w.issued == w.finished + w.inline_done)
-        w.issued += 1
+                            and w.issued == w.finished)
         if not inline:
             ins.stack = capture_stack(3)
+            ins.where = tuple(where) if where else None  # the live list changes later
             if w.thread is None:
                 w.ensure_started()
+            w.issued += 1
+            w.tail.append(ins)
             w.queue.put(ins)
     if inline:
-        _run_inline(ins, w, forced)
-    elif w.issued - w.finished - w.inline_done > MAX_QUEUED:
+        _run_inline(ins, forced)
+    elif w.issued - w.finished > MAX_QUEUED:
         _throttle(w)
     return ins
 
@@ -177,7 +188,11 @@ def _execute(ins: Instruction) -> None:
                 return  # completes when finish() is called (maybe already)
             ins.fn(*ins.args)
         except Exception as e:  # reported at the next sync point, with the issuing stack
-            err = make_error(ins, e)
+            try:
+                err = make_error(ins, e)
+            except Exception:  # formatting must not lose the failure
+                err = KernelError(f"{ins.name}: kernel failed: {type(e).__name__}: {e}")
+                err.__cause__ = e
             _errors.append(err)
     _complete(ins, err)
 
@@ -188,10 +203,14 @@ def _complete(ins: Instruction, err) -> None:
     if err is None:
         ins.stack = ins.shapes = None
     ins.done = True
+    # A waiter registers, then re-checks ``done``; we set ``done``, then read ``waiters``:
+    # under the GIL one of the two sees the other, so no wake-up is lost.
+    ws = ins.waiters
+    if ws is not None:
+        for lk in ws:
+            lk.release()
     if ins.deferred:
-        with _cond:
-            _deferred.discard(ins)
-            _cond.notify_all()
+        _deferred.discard(ins)
 
 
 class _Finisher:
@@ -214,51 +233,43 @@ class _Finisher:
         _complete(ins, err)
 
 
-def _run_inline(ins: Instruction, w, forced: bool) -> None:
+def _run_inline(ins: Instruction, forced: bool) -> None:
     """Run ``ins`` on the calling thread (blocking mode, a worker thread, or small idle work).
     Forced runs raise the error here; opportunistic ones keep it for the next sync point,
     exactly as if the worker had run it."""
     _execute(ins)
     if ins.deferred and not ins.done:
         wait_for(ins)
-    with _lock:
-        w.inline_done += 1
-    if _waiting:
-        with _cond:
-            _cond.notify_all()
     if forced and ins.error is not None:
         _raise(ins.error)
 
 
 def _throttle(w) -> None:
-    target = MAX_QUEUED // 2
-    wait_until(lambda: w.issued - w.finished - w.inline_done <= target)
+    # the queue is FIFO: once the instruction MAX_QUEUED // 2 from its end has run, at most
+    # that many remain
+    k = min(MAX_QUEUED // 2, len(w.tail))
+    if k:
+        wait_for(w.tail[-k])
 
 
 # ---- waiting ----------------------------------------------------------------------------------
 
 def wait_for(ins: Instruction) -> None:
-    """Block until ``ins`` is done (no error check)."""
-    global _waiting
-    with _cond:
-        _waiting += 1
-        try:
-            while not ins.done:
-                _cond.wait()
-        finally:
-            _waiting -= 1
-
-
-def wait_until(pred) -> None:
-    """Block until ``pred()`` is true; re-checked each time an instruction completes."""
-    global _waiting
-    with _cond:
-        _waiting += 1
-        try:
-            while not pred():
-                _cond.wait()
-        finally:
-            _waiting -= 1
+    """Block until ``ins`` is done (no error check). The completer wakes exactly the threads
+    waiting for it, so a waiting caller costs the worker nothing per other instruction."""
+    if ins.done:
+        return
+    lk = _allocate_lock()
+    lk.acquire()
+    with _reg:
+        ws = ins.waiters
+        if ws is None:
+            ins.waiters = [lk]
+        else:
+            ws.append(lk)
+    if ins.done:
+        return
+    lk.acquire()
 
 
 def _raise(err: KernelError):
@@ -307,12 +318,14 @@ def synchronize() -> None:
 
 
 def _drain() -> None:
-    workers = _pool.workers()
-    targets = [(w, w.issued) for w in workers]
-    with _cond:
-        pending = set(_deferred)
-    wait_until(lambda: all(w.finished + w.inline_done >= n for w, n in targets)
-               and not any(not d.done for d in pending))
+    """Wait for every queued instruction (FIFO: the last one of each worker) and every
+    deferred launch issued so far."""
+    for w in _pool.workers():
+        tail = w.tail
+        if tail:
+            wait_for(tail[-1])
+    for d in list(_deferred):
+        wait_for(d)
 
 
 # ---- modes and worker selection ---------------------------------------------------------------
@@ -354,6 +367,21 @@ def pool() -> WorkerPool:
 def unreported_errors() -> list:
     """A copy of the kernel errors not yet raised to the user."""
     return list(_errors)
+
+
+def _before_fork() -> None:
+    if not _tls.on_worker:
+        _drain()  # nothing may be in flight across a fork: the child has no worker threads
+
+
+def _after_fork_in_child() -> None:
+    global _lock, _reg
+    _lock, _reg = threading.Lock(), threading.Lock()  # another thread may have held them
+    _pool.reset_after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
 
 
 @atexit.register

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import deque
 from queue import SimpleQueue
 
 LIMIT_VAR = "ACTORFLOW_VM_WORKER_THREAD_LIMIT"
 DEFAULT_LIMIT = 16
 STREAM_KINDS = ("compute", "copy", "launch")
+TAIL = 4096  # queued instructions a worker remembers (>= the scheduler's MAX_QUEUED)
 
 
 class Stream:
@@ -39,9 +41,9 @@ class Worker:
     def __init__(self, wid: int, run):
         self.id = wid
         self.queue: SimpleQueue = SimpleQueue()
-        self.issued = 0       # instructions issued to it (changed under the issue lock)
-        self.finished = 0     # ... that its thread completed (or launched, when deferred)
-        self.inline_done = 0  # ... that ran inline on an issuing thread (under the issue lock)
+        self.issued = 0    # instructions put on its queue (changed under the issue lock)
+        self.finished = 0  # ... that its thread completed (or launched, when deferred)
+        self.tail: deque = deque(maxlen=TAIL)  # the latest queued instructions (for waiting)
         self.thread: threading.Thread | None = None
         self._run = run
         self.streams = {k: Stream(k, self) for k in STREAM_KINDS}
@@ -70,6 +72,13 @@ class Worker:
                 return
             run(ins, self)
 
+    def reset_after_fork(self) -> None:
+        """In a forked child: no thread, an empty queue (the parent drained before forking)."""
+        self.queue = SimpleQueue()
+        self.tail.clear()
+        self.issued = self.finished = 0
+        self.thread = None
+
     def stop(self, timeout: float) -> None:
         """Ask the thread to leave after what is queued, and join it."""
         t = self.thread
@@ -78,7 +87,7 @@ class Worker:
             t.join(timeout)
 
     def __repr__(self) -> str:
-        return f"<Worker {self.id}: {self.issued - self.finished - self.inline_done} pending>"
+        return f"<Worker {self.id}: {self.issued - self.finished} queued>"
 
 
 def worker_limit() -> int:
@@ -130,6 +139,12 @@ class WorkerPool:
             return
         with self._lock:
             self._in_use.discard(wid)
+
+    def reset_after_fork(self) -> None:
+        """In a forked child: fresh lock; every worker without a thread or queued work."""
+        self._lock = threading.Lock()
+        for w in self._workers.values():
+            w.reset_after_fork()
 
     def in_use(self) -> set:
         with self._lock:
