@@ -405,6 +405,26 @@ def test_synchronize_waits_for_deferred_launches():
 
 # ---- threads and shutdown ---------------------------------------------------------------------
 
+@async_only
+@pytest.mark.timeout(20)
+def test_a_launched_callable_waiting_on_later_work_of_its_worker_fails_instead_of_hanging():
+    t = flow.zeros(10_000)
+    gate = threading.Event()
+    box = []
+
+    def reader():
+        gate.wait(5)
+        try:
+            box.append(t.numpy()[0])
+        except RuntimeError as e:
+            box.append(str(e))
+    vm.launch(reader, name="reader")
+    slow_fill(t, 1.0, delay=0.0)   # queued behind the reader on the same worker
+    gate.set()
+    flow.synchronize()
+    assert "queued behind it on the same worker" in box[0]
+
+
 def _async_env():
     return {k: v for k, v in os.environ.items() if k != vm.BLOCKING_VAR}
 

@@ -32,7 +32,10 @@ class Thread:
     def __del__(self):
         w = getattr(self, "_worker", None)
         if w is not None:
-            vm.pool().release(w.id)
+            try:
+                vm.pool().release(w.id)
+            except Exception:  # interpreter shutdown: the pool is going away anyway
+                pass
 
     def __repr__(self) -> str:
         return f"actorflow.asyncs.Thread(worker_id={self._worker.id})"

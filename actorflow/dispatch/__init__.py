@@ -118,7 +118,8 @@ def _issue_kernel(op: Op, inputs: list, attrs: dict, outs: list, fresh: list,
     arrays, reads, writes = [], [], list(out_storages)
     mutates = op.mutates
     n = 0
-    for i, t in enumerate(inputs):
+    i = 0
+    for t in inputs:
         h = t._h
         if type(h) is EagerBlob:
             a = h.raw
@@ -130,11 +131,11 @@ def _issue_kernel(op: Op, inputs: list, attrs: dict, outs: list, fresh: list,
             a = t._array()
         arrays.append(a)
         n += a.size
+        i += 1
     for o in outs:
         n += o.size
-    vm.issue(op.kernel_cpu, (arrays, outs, attrs), reads, writes, op.name, fresh=fresh,
-             where=scope._scope.names, shapes=arrays,
-             small=n <= _scheduler.INLINE_MAX_ELEMENTS)
+    vm.issue(op.kernel_cpu, (arrays, outs, attrs), reads, writes, op.name, fresh,
+             scope._scope.names, arrays, "compute", False, n <= _scheduler.INLINE_MAX_ELEMENTS)
 
 
 def _apply_view(op: Op, inputs: list, attrs: dict, metas: list) -> list:

@@ -54,7 +54,7 @@ class Instruction:
     """
 
     __slots__ = ("fn", "args", "name", "stream", "after", "war", "done", "error", "stack",
-                 "where", "shapes", "deferred", "waiters", "__weakref__")
+                 "where", "shapes", "deferred", "waiters", "started", "__weakref__")
 
     def __init__(self, fn, args, name: str, stream, where=None, shapes=None,
                  deferred: bool = False):
@@ -71,6 +71,7 @@ class Instruction:
         self.shapes = shapes
         self.deferred = deferred
         self.waiters = None  # locks of threads blocked in wait_for(self)
+        self.started = False
 
     def __repr__(self) -> str:
         state = "failed" if self.error is not None else ("done" if self.done else "pending")

@@ -82,7 +82,7 @@ _tls = _ThreadState()
 
 # ---- issue ------------------------------------------------------------------------------------
 
-def issue(fn, args: tuple, reads, writes, name: str, *, fresh=(), where=None, shapes=None,
+def issue(fn, args: tuple, reads, writes, name: str, fresh=(), where=None, shapes=None,
           kind: str = "compute", deferred: bool = False, small: bool = False) -> Instruction:
     """Issue ``fn(*args)`` as an instruction on the current worker's ``kind`` stream.
 
@@ -168,6 +168,7 @@ def issue(fn, args: tuple, reads, writes, name: str, *, fresh=(), where=None, sh
 
 def _execute(ins: Instruction) -> None:
     """Wait for the dependencies, then run (or skip, if a dependency failed)."""
+    ins.started = True
     err = None
     after = ins.after
     if after is not None:
@@ -259,6 +260,11 @@ def wait_for(ins: Instruction) -> None:
     waiting for it, so a waiting caller costs the worker nothing per other instruction."""
     if ins.done:
         return
+    if _tls.on_worker and not ins.started and ins.stream is not None and \
+            ins.stream.worker.thread is threading.current_thread():
+        raise RuntimeError(f"a VM worker thread would wait for {ins.name!r}, which is queued "
+                           f"behind it on the same worker (a launched callable must not read "
+                           f"results of instructions issued after it)")
     lk = _allocate_lock()
     lk.acquire()
     with _reg:
