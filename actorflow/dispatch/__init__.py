@@ -144,9 +144,19 @@ def _apply_view(op: Op, inputs: list, attrs: dict, metas: list) -> list:
     base = inputs[0]
     s, a = _storage_and_array(base)
     arrays = [a] + [_storage_and_array(t)[1] for t in inputs[1:]]
-    views = op.view_fn(arrays, attrs)
-    if a.size and not a.flags.c_contiguous and \
-            not all(v.size == 0 or np.may_share_memory(v, a) for v in views):
+    strided = a.size and not a.flags.c_contiguous
+    views = None
+    if strided and op.name == "reshape":  # the one view op that may copy: ask without copying
+        try:
+            views = [a.reshape(metas[0][0], copy=False)]
+        except ValueError:  # not expressible as a view
+            views = ()
+        except TypeError:   # NumPy < 2.1 has no copy=: run the view function and check below
+            pass
+    if views is None:
+        views = op.view_fn(arrays, attrs)
+    if views == () or (strided and
+                       not all(v.size == 0 or np.may_share_memory(v, a) for v in views)):
         # the "view" had to copy (reshape of a strided array): it read values that may not
         # be there yet, so run the op as a kernel instead
         results = [Tensor._wrap(np.empty(m[0], m[1].np), m[1], base._vc) for m in metas]
