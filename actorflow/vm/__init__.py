@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from actorflow.vm.instruction import Instruction, KernelError, Storage
 from actorflow.vm.scheduler import (
-    BLOCKING_VAR, current_worker, is_blocking, issue, pool, pop_worker, push_worker,
-    set_blocking, sync_read, sync_write, synchronize, unreported_errors, wait_for,
+    BLOCKING_VAR, INLINE_VAR, _raise, current_worker, is_blocking, issue, pool, pop_worker,
+    push_worker, set_blocking, sync_read, sync_write, synchronize, unreported_errors, wait_for,
 )
 from actorflow.vm.worker import DEFAULT_LIMIT, LIMIT_VAR, STREAM_KINDS, Stream, Worker
 
@@ -44,7 +44,11 @@ def launch(fn, reads=(), writes=(), name: str = "launch", *, args: tuple = (),
     """Run ``fn(*args)`` (``fn(finish, *args)`` when ``deferred``) as a VM instruction on the
     current worker's ``stream``, ordered by the storages it ``reads`` and ``writes`` (eager
     tensors, ``EagerBlob``s or ``Storage``s). Returns the ``Instruction``; ``wait(ins)`` blocks
-    until it completes and raises its error."""
+    until it completes and raises its error.
+
+    ``fn`` runs on a worker thread: it must not wait for results of instructions issued after
+    it on the same worker (that raises), and a deferred launch's ``finish`` must not depend on
+    them either (they run only after it is launched, but they may be waiting for it)."""
     r = [_storage_of(x) for x in reads]
     w = [_storage_of(x) for x in writes]
     return issue(fn, tuple(args), r, w, name, kind=stream, deferred=deferred)
@@ -55,11 +59,10 @@ def wait(ins: Instruction) -> None:
     if not ins.done:
         wait_for(ins)
     if ins.error is not None:
-        from actorflow.vm.scheduler import _raise
         _raise(ins.error)
 
 
 __all__ = ["Instruction", "KernelError", "Storage", "Stream", "Worker", "launch", "wait",
            "issue", "synchronize", "sync_read", "sync_write", "is_blocking", "set_blocking",
            "current_worker", "push_worker", "pop_worker", "pool", "unreported_errors",
-           "BLOCKING_VAR", "LIMIT_VAR", "DEFAULT_LIMIT", "STREAM_KINDS"]
+           "BLOCKING_VAR", "INLINE_VAR", "LIMIT_VAR", "DEFAULT_LIMIT", "STREAM_KINDS"]
