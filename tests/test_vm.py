@@ -468,6 +468,19 @@ def test_fork_drains_first_and_the_child_gets_fresh_workers():
     assert t.numpy()[0] == 4.0
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc malloc tuning")
+def test_malloc_tuning_applies_and_can_be_turned_off():
+    code = "import actorflow.vm.memory as m, actorflow; print(m.applied)"
+    on = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                        text=True, timeout=60)
+    off = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         timeout=60, env=dict(os.environ, **{vm.TUNING_VAR: "0"}))
+    assert off.stdout.strip() == "False"
+    import platform
+    if platform.libc_ver()[0] == "glibc":
+        assert on.stdout.strip() == "True"
+
+
 def test_no_instruction_keeps_arrays_alive_after_it_ran():
     t = flow.ones(10)
     y = t * 2

@@ -19,11 +19,14 @@ when ``finish()`` is called, from any thread, e.g. by a sink actor's callback;
 from __future__ import annotations
 
 from actorflow.vm.instruction import Instruction, KernelError, Storage
+from actorflow.vm.memory import TUNING_VAR, tune_malloc
 from actorflow.vm.scheduler import (
     BLOCKING_VAR, INLINE_VAR, _raise, current_worker, is_blocking, issue, pool, pop_worker,
     push_worker, set_blocking, sync_read, sync_write, synchronize, unreported_errors, wait_for,
 )
 from actorflow.vm.worker import DEFAULT_LIMIT, LIMIT_VAR, STREAM_KINDS, Stream, Worker
+
+tune_malloc()  # freed tensor memory stays in the process (see actorflow/vm/memory.py)
 
 
 def _storage_of(x) -> Storage:
@@ -65,4 +68,5 @@ def wait(ins: Instruction) -> None:
 __all__ = ["Instruction", "KernelError", "Storage", "Stream", "Worker", "launch", "wait",
            "issue", "synchronize", "sync_read", "sync_write", "is_blocking", "set_blocking",
            "current_worker", "push_worker", "pop_worker", "pool", "unreported_errors",
-           "BLOCKING_VAR", "INLINE_VAR", "LIMIT_VAR", "DEFAULT_LIMIT", "STREAM_KINDS"]
+           "BLOCKING_VAR", "INLINE_VAR", "LIMIT_VAR", "TUNING_VAR", "tune_malloc",
+           "DEFAULT_LIMIT", "STREAM_KINDS"]
