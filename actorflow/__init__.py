@@ -18,6 +18,9 @@ from actorflow import ops as _ops  # noqa: F401  (registers every op)
 from actorflow.functional import *  # noqa: F401,F403
 from actorflow.functional import __dict__ as _fdict
 from actorflow import autograd  # noqa: F401
+from actorflow import vm  # noqa: F401
+from actorflow import asyncs  # noqa: F401
+from actorflow.vm import synchronize  # noqa: F401
 from actorflow import nn  # noqa: F401
 from actorflow.autograd import (  # noqa: F401
     enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled,

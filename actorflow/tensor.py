@@ -16,18 +16,42 @@ import numpy as np
 
 from actorflow.framework import dtype as dt
 from actorflow.framework.device import CPU, as_device
+from actorflow.vm.instruction import Storage
+from actorflow.vm.scheduler import _errors as _vm_errors
+from actorflow.vm.scheduler import sync_read, sync_write
 
 
 class EagerBlob:
-    """Eager storage handle: the NumPy array that holds a tensor's values."""
+    """Eager storage handle: the NumPy array that holds a tensor's values, and the VM's
+    dependency record (``storage``) of the memory it views (shared by views of one base).
 
-    __slots__ = ("array",)
+    ``array`` waits for every pending VM access to the memory (safe to read and to write);
+    ``raw`` is the array without waiting (for metadata: shape, strides, flags).
+    """
 
-    def __init__(self, array: np.ndarray):
-        self.array = array
+    __slots__ = ("raw", "storage")
+
+    def __init__(self, array: np.ndarray, storage: Storage | None = None):
+        self.raw = array
+        self.storage = storage if storage is not None else Storage()
+
+    @property
+    def array(self) -> np.ndarray:
+        sync_write(self.storage)
+        return self.raw
+
+    @array.setter
+    def array(self, value: np.ndarray) -> None:
+        sync_write(self.storage)
+        self.raw = value
 
     def get(self) -> np.ndarray:
-        return self.array
+        """The array, once its last writer has run (a read sync point)."""
+        s = self.storage
+        w = s.writer
+        if (w is not None and (not w.done or w.error is not None)) or _vm_errors:
+            sync_read(s)
+        return self.raw
 
 
 class Size(tuple):
@@ -71,10 +95,11 @@ class Tensor:
         self.requires_grad = bool(requires_grad)
 
     @classmethod
-    def _wrap(cls, array: np.ndarray, dtype: dt.dtype, vc=None) -> "Tensor":
-        """Fast path: a new eager tensor over ``array`` (no copy)."""
+    def _wrap(cls, array: np.ndarray, dtype: dt.dtype, vc=None, storage=None) -> "Tensor":
+        """Fast path: a new eager tensor over ``array`` (no copy). ``storage``: the VM record
+        of the memory when ``array`` views another tensor's (pass ``base._h.storage``)."""
         t = object.__new__(cls)
-        _init(t, EagerBlob(array), array.shape, dtype, vc)
+        _init(t, EagerBlob(array, storage), array.shape, dtype, vc)
         return t
 
     @classmethod
@@ -203,16 +228,33 @@ class Tensor:
 
     # -- values -----------------------------------------------------------------------------------
     def _array(self) -> np.ndarray:
-        """The NumPy array with this tensor's values (a sync point)."""
+        """The NumPy array with this tensor's values: a VM sync point that waits for the
+        instruction producing them (and raises its error, or an earlier unreported one).
+        Read only; to write the memory outside an op, use ``_array_for_write()``."""
         h = self._h
         if type(h) is EagerBlob:
-            return h.array
+            s = h.storage
+            w = s.writer
+            if (w is not None and (not w.done or w.error is not None)) or _vm_errors:
+                sync_read(s)
+            return h.raw
+        return h.get()
+
+    def _array_for_write(self) -> np.ndarray:
+        """The array, after every pending VM read and write of its memory (a sync point);
+        safe to write in place."""
+        h = self._h
+        if type(h) is EagerBlob:
+            sync_write(h.storage)
+            return h.raw
         return h.get()
 
     def numpy(self) -> np.ndarray:
         """The values as a NumPy array sharing memory with the tensor (CPU). As in OneFlow,
-        this works on tensors that require grad too (the array is outside autograd)."""
-        return self._array()
+        this works on tensors that require grad too (the array is outside autograd). A sync
+        point: waits for every pending access, so the array may be written. Ops issued later
+        change it asynchronously (call ``numpy()`` again, or ``flow.synchronize()``)."""
+        return self._array_for_write()
 
     def __array__(self, dtype=None, copy=None):
         a = self._array()
@@ -346,14 +388,14 @@ class Tensor:
     def is_contiguous(self) -> bool:
         h = self._h
         if type(h) is EagerBlob:
-            return bool(h.array.flags.c_contiguous)
+            return bool(h.raw.flags.c_contiguous)
         return True
 
     def stride(self, dim: int | None = None):
         """Strides in elements, like PyTorch (contiguous strides for non-eager tensors)."""
         h = self._h
-        if type(h) is EagerBlob and h.array.ndim:
-            strides = tuple(s // h.array.itemsize for s in h.array.strides)
+        if type(h) is EagerBlob and h.raw.ndim:
+            strides = tuple(s // h.raw.itemsize for s in h.raw.strides)
         else:
             strides, acc = [], 1
             for s in reversed(self._shape):
@@ -365,7 +407,9 @@ class Tensor:
         return strides[_wrap_dim(dim, len(self._shape), "stride")]
 
     def data_ptr(self) -> int:
-        return self._array().__array_interface__["data"][0]
+        h = self._h
+        a = h.raw if type(h) is EagerBlob else self._array()
+        return a.__array_interface__["data"][0]
 
     # -- python operators: forwarded to methods attached by the functional modules ---------------
     def __add__(self, o):
@@ -516,7 +560,7 @@ def _format(t: Tensor) -> str:
         desc = getattr(h, "describe", None)
         inner = desc() if desc else "..."
         return f"tensor({inner}, shape={tuple(t._shape)}, dtype={t.dtype!r})"
-    a = h.array
+    a = t._array()
     if t.dtype is dt.bfloat16 or t.dtype is dt.float16:
         a = a.astype(np.float32)
     if t.dtype.is_floating_point:

@@ -1,14 +1,26 @@
-"""Shared test setup."""
+"""Shared test setup: one BLAS thread, every test ends with the VM drained (a kernel error that
+no sync point reported fails the test that caused it, not a later one), and graphs left behind
+by a test module are collected before the next module runs."""
+from __future__ import annotations
+
 import gc
 import os
 
-# One BLAS thread per caller: the suite runs actor and data-loader threads next to the main
+# One BLAS thread per caller: the suite runs actor, VM and data-loader threads next to the main
 # thread on a 2-core machine, and BLAS thread pools on top of them make small matmuls take
 # milliseconds. Set before NumPy is first imported (benchmarks measure BLAS at its default).
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import pytest
+import pytest  # noqa: E402
+
+import actorflow as flow  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _vm_drained():
+    yield
+    flow.synchronize()
 
 
 @pytest.fixture(autouse=True, scope="module")

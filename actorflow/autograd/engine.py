@@ -114,7 +114,7 @@ class Node:
 
 def _is_readonly_view(t: Tensor) -> bool:
     h = t._h
-    return isinstance(h, EagerBlob) and not h.array.flags.writeable
+    return isinstance(h, EagerBlob) and not h.raw.flags.writeable
 
 
 def _alias(t: Tensor, node: Node | None = None, idx: int = 0) -> Tensor:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from actorflow import vm
+from actorflow.vm import scheduler as _scheduler
 from actorflow.autograd import grad_mode
 from actorflow.autograd.engine import Node
 from actorflow.dispatch import scope
@@ -73,34 +75,100 @@ def run_kernel(op: Op, arrays: list, outs: list, attrs: dict, inputs=None) -> No
 def apply(op: Op, inputs: list, attrs: dict, out: list | None = None) -> list:
     """Run ``op`` on tensors ``inputs`` with ``attrs``; returns the output tensors.
 
-    ``out`` (in-place ops) names existing tensors to write the outputs into.
+    ``out`` (in-place ops) names existing tensors to write the outputs into. Eager: inference
+    and autograd recording happen here; the kernel is issued to the VM (``actorflow.vm``) and
+    runs on the current worker thread once its inputs are ready. The returned tensors are
+    complete when that instruction finishes (``Tensor._array()`` waits for it).
     """
     if _interpreters:
         return _interpreters[-1].apply(op, inputs, attrs, out)
     metas = infer(op, inputs, attrs)
     if op.random and attrs.get("seed") is None:
         attrs = dict(attrs, seed=default_generator.next_seed())
-    arrays = [t._array() for t in inputs]
     record = grad_mode._state.enabled and op.grad_fn is not None \
         and any(t.requires_grad for t in inputs)
     if out is not None:
-        return _apply_inplace(op, inputs, attrs, out, metas, arrays, record)
+        return _apply_inplace(op, inputs, attrs, out, metas, record)
     if op.view_fn is not None:
-        base = inputs[0]
-        results = []
-        for a, m in zip(op.view_fn(arrays, attrs), metas):
-            t = Tensor._wrap(a, m[1], base._vc)
-            t._base = base if base._base is None else base._base
-            results.append(t)
+        results = _apply_view(op, inputs, attrs, metas)
     else:
-        outs = [np.empty(m[0], m[1].np) for m in metas]
-        run_kernel(op, arrays, outs, attrs)
+        results = [Tensor._wrap(np.empty(m[0], m[1].np), m[1]) for m in metas]
+        _issue_kernel(op, inputs, attrs, [r._h.raw for r in results],
+                      [r._h.storage for r in results])
         for i in op.mutates:  # inputs written in place (optimizer state): a new version
             if i < len(inputs):
                 inputs[i]._vc[0] += 1
-        results = [Tensor._wrap(o, m[1]) for o, m in zip(outs, metas)]
     if record:
         _record(op, inputs, results, attrs)
+    return results
+
+
+def _storage_and_array(t: Tensor):
+    """(VM storage or None, array) of an input; a non-eager handle is read synchronously."""
+    h = t._h
+    if type(h) is EagerBlob:
+        return h.storage, h.raw
+    return None, t._array()
+
+
+def _issue_kernel(op: Op, inputs: list, attrs: dict, outs: list, fresh: list,
+                  out_storages=()) -> None:
+    """Issue ``op``'s kernel writing ``outs`` (new storages ``fresh``, existing storages
+    ``out_storages``) as a VM instruction."""
+    arrays, reads, writes = [], [], list(out_storages)
+    mutates = op.mutates
+    n = 0
+    i = 0
+    for t in inputs:
+        h = t._h
+        if type(h) is EagerBlob:
+            a = h.raw
+            if mutates and i in mutates:
+                writes.append(h.storage)
+            else:
+                reads.append(h.storage)
+        else:
+            a = t._array()
+        arrays.append(a)
+        n += a.size
+        i += 1
+    for o in outs:
+        n += o.size
+    vm.issue(op.kernel_cpu, (arrays, outs, attrs), reads, writes, op.name, fresh,
+             scope._scope.names, arrays, "compute", False, n <= _scheduler.INLINE_MAX_ELEMENTS)
+
+
+def _apply_view(op: Op, inputs: list, attrs: dict, metas: list) -> list:
+    """View ops alias their input: the view is made now, on memory the VM may still be
+    filling; it shares the base's storage record, so it is ordered like the base."""
+    base = inputs[0]
+    s, a = _storage_and_array(base)
+    arrays = [a] + [_storage_and_array(t)[1] for t in inputs[1:]]
+    strided = a.size and not a.flags.c_contiguous
+    views = None
+    if strided and op.name == "reshape":  # the one view op that may copy: ask without copying
+        try:
+            views = [a.reshape(metas[0][0], copy=False)]
+        except ValueError:  # not expressible as a view
+            views = ()
+        except TypeError:   # NumPy < 2.1 has no copy=: run the view function and check below
+            pass
+    if views is None:
+        views = op.view_fn(arrays, attrs)
+    if views == () or (strided and
+                       not all(v.size == 0 or np.may_share_memory(v, a) for v in views)):
+        # the "view" had to copy (reshape of a strided array): it read values that may not
+        # be there yet, so run the op as a kernel instead
+        results = [Tensor._wrap(np.empty(m[0], m[1].np), m[1], base._vc) for m in metas]
+        _issue_kernel(op, inputs, attrs, [r._h.raw for r in results],
+                      [r._h.storage for r in results])
+    else:
+        if s is not None and s.writer is not None and s.writer.error is not None:
+            vm.sync_read(s)  # a view of a failed result: raise its error now
+        results = [Tensor._wrap(v, m[1], base._vc, s) for v, m in zip(views, metas)]
+    root = base if base._base is None else base._base
+    for t in results:
+        t._base = root
     return results
 
 
@@ -113,7 +181,7 @@ def _record(op: Op, inputs: list, results: list, attrs: dict) -> None:
             r._out_idx = i
 
 
-def _apply_inplace(op, inputs, attrs, out, metas, arrays, record):
+def _apply_inplace(op, inputs, attrs, out, metas, record):
     for t, m in zip(out, metas):
         if tuple(m[0]) != tuple(t._shape):
             raise OpError(_where(f"{op.name}_: output of shape {tuple(m[0])} can't be written in "
@@ -121,6 +189,7 @@ def _apply_inplace(op, inputs, attrs, out, metas, arrays, record):
         if m[1] is not t.dtype and m[1]._category > t.dtype._category:
             raise OpError(_where(f"{op.name}_: result type {m[1]} can't be cast to the "
                                  f"in-place output's dtype {t.dtype}", op, inputs))
+    saved = inputs
     if record:
         for t in out:
             if t.grad_fn is None and t.requires_grad:
@@ -128,26 +197,54 @@ def _apply_inplace(op, inputs, attrs, out, metas, arrays, record):
                                    f"in an in-place operation (use it under no_grad(), or "
                                    f"clone it first)")
         # inputs that are also outputs keep their pre-op autograd identity for backward
-        inputs = [_old_identity(t) if any(t is o for o in out) else t for t in inputs]
-    outs = [t._array() for t in out]
+        saved = [_old_identity(t) if any(t is o for o in out) else t for t in inputs]
+    outs, out_storages = [], []
+    for t in out:
+        s, a = _storage_and_array(t)
+        outs.append(a)
+        if s is not None:
+            out_storages.append(s)
     if all(m[1] is t.dtype for t, m in zip(out, metas)):
-        run_kernel(op, arrays, outs, attrs)
+        _issue_kernel(op, inputs, attrs, outs, (), out_storages)
     else:
-        tmp = [np.empty(m[0], m[1].np) for m in metas]
-        run_kernel(op, arrays, tmp, attrs)
-        for o, r in zip(outs, tmp):
-            o[...] = r
+        _issue_kernel(_CastInto(op, metas), inputs, attrs, outs, (), out_storages)
     for t in out:
         t._vc[0] += 1
     if record:
-        _record(op, inputs, out, attrs)
+        _record(op, saved, out, attrs)
     return list(out)
 
 
+class _CastInto:
+    """Stands in for an op whose in-place result must be cast: the kernel writes temporaries
+    of the inferred dtypes, which are then cast into the outputs (on the worker)."""
+
+    __slots__ = ("name", "mutates", "_op", "_metas")
+
+    def __init__(self, op: Op, metas: list):
+        self.name, self.mutates, self._op, self._metas = op.name, op.mutates, op, metas
+
+    def kernel_cpu(self, arrays, outs, attrs):
+        tmp = [np.empty(m[0], m[1].np) for m in self._metas]
+        self._op.kernel_cpu(arrays, tmp, attrs)
+        for o, r in zip(outs, tmp):
+            o[...] = r
+
+
+def _copy_kernel(ins, outs, attrs):
+    np.copyto(outs[0], ins[0])
+
+
 def _old_identity(t: Tensor) -> Tensor:
-    # the pre-op values, copied: the kernel overwrites t and gradient rules (mul_, pow_,
-    # sin_, ...) read the old values
-    a = Tensor._wrap(t._array().copy(), t.dtype)
+    # the pre-op values, copied (by an instruction issued before the in-place kernel): the
+    # kernel overwrites t and gradient rules (mul_, pow_, sin_, ...) read the old values
+    s, a = _storage_and_array(t)
+    a = Tensor._wrap(np.empty(a.shape, a.dtype), t.dtype)
+    if s is None:
+        np.copyto(a._h.raw, t._array())
+    else:
+        vm.issue(_copy_kernel, ([t._h.raw], [a._h.raw], None), [s], (), "copy",
+                 fresh=[a._h.storage], where=scope._scope.names, shapes=[t._h.raw])
     a.requires_grad = t.requires_grad
     a.grad_fn = t.grad_fn
     a._out_idx = t._out_idx

@@ -70,9 +70,10 @@ class ContiguousParams:
                 n = p.numel()
                 view = flat[off:off + n].reshape(tuple(p._shape))
                 np.copyto(view, p._array())
-                p.data = Tensor._wrap(view, d, buf._vc)  # shares the buffer's version counter
-                gview = Tensor._wrap(gbuf._array()[off:off + n].reshape(tuple(p._shape)), d,
-                                     gbuf._vc)
+                # shares the buffer's version counter and VM storage record
+                p.data = Tensor._wrap(view, d, buf._vc, buf._h.storage)
+                gview = Tensor._wrap(gbuf._h.raw[off:off + n].reshape(tuple(p._shape)), d,
+                                     gbuf._vc, gbuf._h.storage)
                 layout.append((p, gview))
                 off += n
             self.buffers.append((buf, gbuf, layout))
@@ -217,7 +218,7 @@ class Optimizer:
                     continue
                 if g.grad_fn is not None or g.requires_grad:
                     g = g.detach()
-                if isinstance(g._h, EagerBlob) and not g._array().flags.writeable:
+                if isinstance(g._h, EagerBlob) and not g._h.raw.flags.writeable:
                     g = g.clone()
                 with no_grad():
                     g.copy_(0.0)

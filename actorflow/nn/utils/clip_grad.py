@@ -34,7 +34,7 @@ def _writable_grad(p: Tensor) -> Tensor:
     g = p.grad
     if g.grad_fn is not None or g.requires_grad:
         g = g.detach()
-    if isinstance(g._h, EagerBlob) and not g._array().flags.writeable:
+    if isinstance(g._h, EagerBlob) and not g._h.raw.flags.writeable:
         g = g.clone()
     if g is not p.grad:
         p.grad = g

@@ -1,0 +1,72 @@
+"""The eager virtual machine: eager ops become instructions run by worker threads.
+
+The dispatcher infers shapes and records autograd on the caller's thread, allocates the
+outputs and issues the kernel as an ``Instruction``; a worker thread runs it once the storages
+it reads and writes are ready. ``Tensor._array()`` is the sync point that waits for a
+tensor's producer. See ``docs/architecture.md`` ("The eager VM") for the whole design.
+
+The API a graph launch (or any other asynchronous producer) uses:
+
+    ins = vm.launch(fn, reads=[blob_or_tensor, ...], writes=[...], name="graph")
+
+runs ``fn()`` as an instruction after the last writers of ``reads`` and after every earlier
+access to ``writes``; later readers of ``writes`` wait for it. With ``deferred=True``, ``fn``
+is called as ``fn(finish)`` and the instruction (so every storage it writes) completes only
+when ``finish()`` is called, from any thread, e.g. by a sink actor's callback;
+``finish(exc)`` fails it instead. Output blobs completed that way are plain
+``EagerBlob(np.empty(...))`` handles passed in ``writes``.
+"""
+from __future__ import annotations
+
+from actorflow.vm.instruction import Instruction, KernelError, Storage
+from actorflow.vm.memory import TUNING_VAR, tune_malloc
+from actorflow.vm.scheduler import (
+    BLOCKING_VAR, INLINE_VAR, _raise, current_worker, is_blocking, issue, pool, pop_worker,
+    push_worker, set_blocking, sync_read, sync_write, synchronize, unreported_errors, wait_for,
+)
+from actorflow.vm.worker import DEFAULT_LIMIT, LIMIT_VAR, STREAM_KINDS, Stream, Worker
+
+tune_malloc()  # freed tensor memory stays in the process (see actorflow/vm/memory.py)
+
+
+def _storage_of(x) -> Storage:
+    if isinstance(x, Storage):
+        return x
+    s = getattr(x, "storage", None)  # an EagerBlob
+    if s is None:
+        h = getattr(x, "_h", None)   # a Tensor
+        s = getattr(h, "storage", None)
+    if not isinstance(s, Storage):
+        raise TypeError(f"vm.launch: expected eager tensors, EagerBlobs or Storages in reads / "
+                        f"writes, got {type(x).__name__}")
+    return s
+
+
+def launch(fn, reads=(), writes=(), name: str = "launch", *, args: tuple = (),
+           stream: str = "launch", deferred: bool = False) -> Instruction:
+    """Run ``fn(*args)`` (``fn(finish, *args)`` when ``deferred``) as a VM instruction on the
+    current worker's ``stream``, ordered by the storages it ``reads`` and ``writes`` (eager
+    tensors, ``EagerBlob``s or ``Storage``s). Returns the ``Instruction``; ``wait(ins)`` blocks
+    until it completes and raises its error.
+
+    ``fn`` runs on a worker thread: it must not wait for results of instructions issued after
+    it on the same worker (that raises), and a deferred launch's ``finish`` must not depend on
+    them either (they run only after it is launched, but they may be waiting for it)."""
+    r = [_storage_of(x) for x in reads]
+    w = [_storage_of(x) for x in writes]
+    return issue(fn, tuple(args), r, w, name, kind=stream, deferred=deferred)
+
+
+def wait(ins: Instruction) -> None:
+    """Block until ``ins`` completes; raise its ``KernelError`` if it failed."""
+    if not ins.done:
+        wait_for(ins)
+    if ins.error is not None:
+        _raise(ins.error)
+
+
+__all__ = ["Instruction", "KernelError", "Storage", "Stream", "Worker", "launch", "wait",
+           "issue", "synchronize", "sync_read", "sync_write", "is_blocking", "set_blocking",
+           "current_worker", "push_worker", "pop_worker", "pool", "unreported_errors",
+           "BLOCKING_VAR", "INLINE_VAR", "LIMIT_VAR", "TUNING_VAR", "tune_malloc",
+           "DEFAULT_LIMIT", "STREAM_KINDS"]

@@ -1,0 +1,139 @@
+"""Instructions, the storage records that order them, and the error a failed kernel becomes.
+
+An ``Instruction`` is one unit of work the VM runs on a worker thread: a callable with its
+arguments, the storages it reads and writes, and what is needed to report a failure (the op
+name, the module path and the Python stack of the call that issued it). A ``Storage`` is the
+dependency record of one block of memory: the last instruction that writes it and the
+instructions that read it since. Views share their base's ``Storage``.
+"""
+from __future__ import annotations
+
+import linecache
+import os
+import sys
+
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_STACK_LIMIT = 14   # frames recorded at issue (from the op's caller outwards)
+
+
+class KernelError(RuntimeError):
+    """A kernel (or launched callable) failed on a VM worker thread.
+
+    The message names the op, its module path and input shapes, the original exception, and
+    the Python stack of the call that issued the op; the original exception is the ``__cause__``.
+    """
+
+
+class Storage:
+    """Dependency record of one block of memory (shared by all views of it).
+
+    ``writer`` is the last instruction that writes it (``None``: none since it was created);
+    ``readers`` the instructions that read it since that write. Only the VM's issue lock
+    changes these fields.
+    """
+
+    __slots__ = ("writer", "readers")
+
+    def __init__(self):
+        self.writer = None
+        self.readers = None
+
+    def __repr__(self) -> str:
+        n = len(self.readers) if self.readers else 0
+        return f"<Storage writer={self.writer!r} readers={n}>"
+
+
+class Instruction:
+    """One unit of VM work: ``fn(*args)`` on a stream, after its dependencies.
+
+    ``after`` holds the writers it must follow (read-after-write, write-after-write: a failure
+    there skips this instruction), ``war`` the readers a write must follow (write-after-read).
+    ``done`` becomes True when it has run (or been skipped, or, when deferred, when its
+    ``finish`` is called); ``error`` is then the ``KernelError`` that stops readers of what it
+    writes.
+    """
+
+    __slots__ = ("fn", "args", "name", "stream", "after", "war", "done", "error", "stack",
+                 "where", "shapes", "deferred", "waiters", "started", "__weakref__")
+
+    def __init__(self, fn, args, name: str, stream, where=None, shapes=None,
+                 deferred: bool = False):
+        self.fn = fn
+        self.args = args
+        self.name = name
+        self.stream = stream
+        self.after = None
+        self.war = None
+        self.done = False
+        self.error = None
+        self.stack = None
+        self.where = where
+        self.shapes = shapes
+        self.deferred = deferred
+        self.waiters = None  # locks of threads blocked in wait_for(self)
+        self.started = False
+
+    def __repr__(self) -> str:
+        state = "failed" if self.error is not None else ("done" if self.done else "pending")
+        return f"<Instruction {self.name} on {self.stream!r}: {state}>"
+
+
+def capture_stack(skip: int = 2, limit: int = _STACK_LIMIT) -> list:
+    """The calling Python stack, innermost first, as a flat list ``[code, lasti, code, lasti,
+    ...]`` (cheap: line numbers are looked up only when an error is formatted)."""
+    try:
+        f = sys._getframe(skip)
+    except ValueError:
+        return []
+    out = []
+    for _ in range(limit):
+        if f is None:
+            break
+        out.append(f.f_code)
+        out.append(f.f_lasti)
+        f = f.f_back
+    return out
+
+
+def _line_of(code, lasti: int):
+    for start, end, line in code.co_lines():
+        if start <= lasti < end and line is not None:
+            return line
+    return code.co_firstlineno
+
+
+def format_stack(stack: list | None) -> str:
+    """The issuing call's stack as traceback lines (outermost first), framework frames left out
+    unless nothing else is there."""
+    if not stack:
+        return "  (stack not recorded)\n"
+    pairs = [(stack[i], stack[i + 1]) for i in range(0, len(stack), 2)]
+    frames = [(c, i) for c, i in pairs if not c.co_filename.startswith(_PKG_DIR)]
+    if not frames:
+        frames = pairs
+    lines = []
+    for code, lasti in reversed(frames):
+        lineno = _line_of(code, lasti)
+        lines.append(f'  File "{code.co_filename}", line {lineno}, in {code.co_name}\n')
+        src = linecache.getline(code.co_filename, lineno).strip()
+        if src:
+            lines.append(f"    {src}\n")
+    return "".join(lines)
+
+
+def make_error(ins: Instruction, exc: BaseException) -> KernelError:
+    """The ``KernelError`` reporting that ``ins`` raised ``exc``."""
+    where = ".".join(n for n in ins.where if n) if ins.where else ""
+    msg = f"{ins.name}: kernel failed"
+    if where:
+        msg += f" [in module {where}]"
+    if ins.shapes is not None:
+        msg += " (input shapes: " + ", ".join(str(tuple(a.shape)) for a in ins.shapes) + ")"
+    msg += f": {type(exc).__name__}: {exc}\nThe op was issued at (most recent call last):\n"
+    stack = ins.stack
+    if stack is None:  # ran inline on the issuing thread: that thread's stack is the one
+        stack = capture_stack(2, limit=64)
+    msg += format_stack(stack)
+    err = KernelError(msg.rstrip("\n"))
+    err.__cause__ = exc
+    return err
