@@ -548,6 +548,16 @@ def _wrap_dim(dim: int, ndim: int, op: str = "") -> int:
     return dim % n
 
 
+def unsynced_array(t: "Tensor") -> np.ndarray:
+    """The memory of eager tensor ``t`` without a VM sync point. For code that runs as part of
+    a VM instruction already ordered after every access to ``t`` (a graph call reading its
+    inputs and variables): syncing there would wait for that very instruction."""
+    h = t._h
+    if type(h) is EagerBlob:
+        return h.raw
+    return h.get()
+
+
 def register_tensor_methods(methods: dict) -> None:
     """Attach functions as Tensor methods (used by each functional module)."""
     for name, fn in methods.items():

@@ -28,6 +28,7 @@ import numpy as np
 from actorflow.job.job import Job, split_blob
 from actorflow.ops import registry
 from actorflow.random import default_generator
+from actorflow.tensor import unsynced_array
 
 
 class ExecutionError(RuntimeError):
@@ -97,15 +98,18 @@ class ReferenceExecutor:
                                          f"drawing its own seed")
                 self._seed_src[s.conf.name] = owner_index[src]
 
-    def run(self, inputs: list, bindings: dict) -> list:
+    def run(self, inputs: list, bindings: dict, seeds: dict | None = None) -> list:
         """Run one iteration. ``inputs``: arrays in input-index order; ``bindings``: variable
-        name -> eager Tensor (read live, written in place by update ops). Returns the output
-        arrays in output-index order."""
+        name -> eager Tensor (read live, written in place by update ops); ``seeds``: the random
+        ops' seeds drawn beforehand (op name -> one per micro-batch, or one), as
+        ``actorflow.runtime.launcher.draw_seeds`` draws them; by default drawn here. Returns the
+        output arrays in output-index order."""
         slots: list = [None] * self.n_slots
         for s in self.input_steps:
             slots[s.outs[0]] = inputs[s.conf.attrs["index"]]
         n = self.n_micro
         ctx = _RunContext(slots, bindings, [], self._seed_src, n)
+        ctx.given = seeds
         self._run_stage("pre", ctx)
         for i in range(n):
             ctx.micro = i
@@ -114,7 +118,12 @@ class ReferenceExecutor:
         return [slots[i] for _, i in self.output_slots]
 
     def _run_stage(self, stage: str, ctx: "_RunContext") -> None:
-        ctx.seeds = [default_generator.next_seed() for _ in self._owners[stage]]
+        given = ctx.given
+        if given is None:
+            ctx.seeds = [default_generator.next_seed() for _ in self._owners[stage]]
+        else:
+            k = ctx.micro if stage == "micro" else 0
+            ctx.seeds = [given[s.conf.name][k] for s in self._owners[stage]]
         self._run_steps(self.stages[stage], ctx)
 
     def _run_steps(self, steps: list, ctx: "_RunContext") -> None:
@@ -140,7 +149,7 @@ class ReferenceExecutor:
 
 
 class _RunContext:
-    __slots__ = ("slots", "bindings", "seeds", "seed_src", "n", "micro", "acc")
+    __slots__ = ("slots", "bindings", "seeds", "seed_src", "n", "micro", "acc", "given")
 
     def __init__(self, slots, bindings, seeds, seed_src, n):
         self.slots, self.bindings, self.seeds, self.seed_src = slots, bindings, seeds, seed_src
@@ -155,7 +164,7 @@ def _variable(s, ctx):
     t = ctx.bindings.get(s.conf.attrs["name"])
     if t is None:
         raise ExecutionError(f"variable {s.conf.attrs['name']!r} has no tensor bound to it")
-    ctx.slots[s.outs[0]] = t._array()
+    ctx.slots[s.outs[0]] = unsynced_array(t)  # the graph call's VM instruction is ordered
 
 
 def _literal(s, ctx):

@@ -24,6 +24,7 @@ from actorflow.compiler.task_id import thread_id_of
 from actorflow.runtime.buffer import BufferStatus
 from actorflow.runtime.message import ACK, EORD, REGST, START
 from actorflow.runtime.regst import make_regsts
+from actorflow.tensor import unsynced_array
 
 
 class ActorError(RuntimeError):
@@ -246,7 +247,7 @@ class VariableActor(Actor):
             if ov is not None and self.name in ov:
                 out.arrays[0] = ov[self.name]
                 return
-        out.arrays[0] = self.tensor._array()
+        out.arrays[0] = unsynced_array(self.tensor)  # the graph call's VM instruction is ordered
 
 
 class LiteralActor(Actor):

@@ -71,15 +71,23 @@ class RuntimeExecutor:
             rt = self.runtime = Runtime(self.plan, bindings)
         return rt
 
-    def launch(self, inputs: list, bindings: dict, overrides: dict | None = None):
-        """Start one call; returns a Future of the output arrays. ``overrides``: per-call
-        variable values (see ``Runtime.launch``)."""
-        rt = self._ensure_runtime(bindings)
-        return rt.launch(inputs, draw_seeds(self.job, self._order), overrides)
+    def draw_seeds(self) -> dict:
+        """One call's random seeds, drawn now from the global generator (the caller draws them
+        when it makes the call, in the order eager code would)."""
+        return draw_seeds(self.job, self._order)
 
-    def run(self, inputs: list, bindings: dict, overrides: dict | None = None) -> list:
+    def launch(self, inputs: list, bindings: dict, overrides: dict | None = None,
+               seeds: dict | None = None):
+        """Start one call; returns a Future of the output arrays. ``overrides``: per-call
+        variable values (see ``Runtime.launch``); ``seeds``: from ``draw_seeds`` (drawn here
+        if not given)."""
+        rt = self._ensure_runtime(bindings)
+        return rt.launch(inputs, seeds if seeds is not None else self.draw_seeds(), overrides)
+
+    def run(self, inputs: list, bindings: dict, overrides: dict | None = None,
+            seeds: dict | None = None) -> list:
         """One call, waiting for its outputs (errors name the failing op)."""
-        return self.launch(inputs, bindings, overrides).result()
+        return self.launch(inputs, bindings, overrides, seeds).result()
 
     def close(self, timeout: float = 10.0) -> None:
         """Shut the runtime down (orderly; see ``Runtime.close``)."""

@@ -36,22 +36,46 @@ class RuntimeAborted(RuntimeError):
 class Future:
     """The outcome of one graph call: output arrays, or the error that stopped it."""
 
-    __slots__ = ("_event", "_value", "_error", "piece")
+    __slots__ = ("_event", "_value", "_error", "piece", "_callbacks", "_lock")
 
     def __init__(self, piece: int):
         self._event = threading.Event()
         self._value = None
         self._error = None
         self.piece = piece
+        self._callbacks: list = []
+        self._lock = threading.Lock()
 
     def set_result(self, value) -> None:
         self._value = value
-        self._event.set()
+        self._finish()
 
     def set_error(self, error: BaseException) -> None:
         if not self._event.is_set():
             self._error = error
+            self._finish()
+
+    def _finish(self) -> None:
+        with self._lock:
+            if self._event.is_set():
+                return
             self._event.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for cb in callbacks:
+            cb(self)
+
+    def add_done_callback(self, fn) -> None:
+        """Call ``fn(future)`` when the call finishes (at once if it has); it runs on the thread
+        that completes the future (the sink's actor thread) and must be quick."""
+        with self._lock:
+            if not self._event.is_set():
+                self._callbacks.append(fn)
+                return
+        fn(self)
+
+    def exception(self):
+        """The error the call failed with, or None (once done)."""
+        return self._error
 
     def done(self) -> bool:
         return self._event.is_set()

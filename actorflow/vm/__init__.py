@@ -43,7 +43,7 @@ def _storage_of(x) -> Storage:
 
 
 def launch(fn, reads=(), writes=(), name: str = "launch", *, args: tuple = (),
-           stream: str = "launch", deferred: bool = False) -> Instruction:
+           stream: str = "launch", deferred: bool = False, chain=None) -> Instruction:
     """Run ``fn(*args)`` (``fn(finish, *args)`` when ``deferred``) as a VM instruction on the
     current worker's ``stream``, ordered by the storages it ``reads`` and ``writes`` (eager
     tensors, ``EagerBlob``s or ``Storage``s). Returns the ``Instruction``; ``wait(ins)`` blocks
@@ -51,10 +51,15 @@ def launch(fn, reads=(), writes=(), name: str = "launch", *, args: tuple = (),
 
     ``fn`` runs on a worker thread: it must not wait for results of instructions issued after
     it on the same worker (that raises), and a deferred launch's ``finish`` must not depend on
-    them either (they run only after it is launched, but they may be waiting for it)."""
+    them either (they run only after it is launched, but they may be waiting for it).
+
+    ``chain``: deferred launches with the same (non-None) ``chain`` go to one executor that
+    orders their work itself (a graph's actor runtime: iteration k+1 reads a parameter only
+    after iteration k's update). Such a launch waits for an earlier one of its chain only until
+    that one is launched, not until it completes, so several can be in flight."""
     r = [_storage_of(x) for x in reads]
     w = [_storage_of(x) for x in writes]
-    return issue(fn, tuple(args), r, w, name, kind=stream, deferred=deferred)
+    return issue(fn, tuple(args), r, w, name, kind=stream, deferred=deferred, chain=chain)
 
 
 def wait(ins: Instruction) -> None:

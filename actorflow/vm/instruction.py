@@ -54,7 +54,8 @@ class Instruction:
     """
 
     __slots__ = ("fn", "args", "name", "stream", "after", "war", "done", "error", "stack",
-                 "where", "shapes", "deferred", "waiters", "started", "__weakref__")
+                 "where", "shapes", "deferred", "waiters", "started", "chain", "launched",
+                 "__weakref__")
 
     def __init__(self, fn, args, name: str, stream, where=None, shapes=None,
                  deferred: bool = False):
@@ -72,6 +73,11 @@ class Instruction:
         self.deferred = deferred
         self.waiters = None  # locks of threads blocked in wait_for(self)
         self.started = False
+        # deferred launches into one executor that orders its own work (a graph's runtime):
+        # a later launch with the same ``chain`` need not wait for this one to complete, only
+        # to be launched; ``launched`` turns True when ``fn(finish)`` has returned
+        self.chain = None
+        self.launched = False
 
     def __repr__(self) -> str:
         state = "failed" if self.error is not None else ("done" if self.done else "pending")

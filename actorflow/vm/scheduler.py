@@ -83,7 +83,8 @@ _tls = _ThreadState()
 # ---- issue ------------------------------------------------------------------------------------
 
 def issue(fn, args: tuple, reads, writes, name: str, fresh=(), where=None, shapes=None,
-          kind: str = "compute", deferred: bool = False, small: bool = False) -> Instruction:
+          kind: str = "compute", deferred: bool = False, small: bool = False,
+          chain=None) -> Instruction:
     """Issue ``fn(*args)`` as an instruction on the current worker's ``kind`` stream.
 
     ``reads`` / ``writes`` are the ``Storage`` records it reads and writes; ``fresh`` are
@@ -98,6 +99,7 @@ def issue(fn, args: tuple, reads, writes, name: str, fresh=(), where=None, shape
     w = tls.worker
     stream = w.compute if kind == "compute" else w.stream(kind)
     ins = Instruction(fn, args, name, stream, where, shapes, deferred)
+    ins.chain = chain
     for s in reads:
         x = s.writer
         if x is not None and x.error is not None:
@@ -173,19 +175,20 @@ def _execute(ins: Instruction) -> None:
     after = ins.after
     if after is not None:
         for d in after:
-            if not d.done:
+            if not d.done and not _chained(d, ins):
                 wait_for(d)
             if err is None and d.error is not None:
                 err = d.error
     war = ins.war
     if war is not None:
         for d in war:
-            if not d.done:
+            if not d.done and not _chained(d, ins):
                 wait_for(d)
     if err is None:
         try:
             if ins.deferred:
                 ins.fn(_Finisher(ins), *ins.args)
+                ins.launched = True
                 return  # completes when finish() is called (maybe already)
             ins.fn(*ins.args)
         except Exception as e:  # reported at the next sync point, with the issuing stack
@@ -196,6 +199,12 @@ def _execute(ins: Instruction) -> None:
                 err.__cause__ = e
             _errors.append(err)
     _complete(ins, err)
+
+
+def _chained(d: Instruction, ins: Instruction) -> bool:
+    """``d`` and ``ins`` are deferred launches into one self-ordering executor and ``d`` is
+    launched: the executor runs ``ins``'s work after ``d``'s, so ``ins`` may launch now."""
+    return d.launched and d.chain is not None and d.chain is ins.chain
 
 
 def _complete(ins: Instruction, err) -> None:

@@ -25,7 +25,7 @@ from actorflow.job import builder as job_builder
 from actorflow.job.builder import JobBuilder
 from actorflow.compiler import CompileOptions, compile_job
 from actorflow.job.executor import ReferenceExecutor
-from actorflow.runtime.launcher import RuntimeExecutor
+from actorflow.runtime.launcher import RuntimeExecutor, draw_seeds, random_ops_in_draw_order
 from actorflow.nn.graph import args_tree
 from actorflow.nn.graph.args_tree import GraphArgumentError
 from actorflow.nn.graph.config import GraphConfig
@@ -69,6 +69,8 @@ class CompiledGraph:
         self.named_args = named_args or []
         self.input_paths = input_paths or []
         self.executor = _make_executor(full_job, buffer_size)
+        self.state_access = _state_access(full_job, bindings)
+        self._seed_order = random_ops_in_draw_order(full_job)
         # the actor runtime's output actors copy results out of register memory already
         self.copy_outputs = [] if isinstance(self.executor, RuntimeExecutor) \
             else _outputs_needing_copy(full_job)
@@ -80,6 +82,10 @@ class CompiledGraph:
                                     for d in self.out_descs) for _ in range(buffer_size)]
         self.next_buffer = 0
 
+    def draw_seeds(self) -> dict:
+        """The random seeds of one call (see ``actorflow.runtime.launcher.draw_seeds``)."""
+        return draw_seeds(self.full_job, self._seed_order)
+
     @property
     def plan(self):
         """The Plan the actor runtime runs (compiled now if the graph runs op by op)."""
@@ -87,10 +93,88 @@ class CompiledGraph:
         return plan if plan is not None else compile_job(self.full_job)
 
     def close(self) -> None:
-        """Shut down the executor's runtime (its threads are joined)."""
+        """Wait for the calls in flight, then shut down the executor's runtime (its threads
+        are joined). A call's own error is reported at its outputs' sync point, not here."""
+        last = self.__dict__.get("last_call")
+        if last is not None and not last.done:
+            from actorflow.vm.scheduler import wait_for
+
+            wait_for(last)
         close = getattr(self.executor, "close", None)
         if close is not None:
             close()
+
+
+def _state_access(job, bindings: dict) -> tuple:
+    """``(read, written)``: the bound state tensors a call of ``job`` only reads, and those it
+    writes in place (parameters and optimizer state an update writes, running statistics...)."""
+    from actorflow.job.job import SYSTEM_OPS
+    from actorflow.ops import registry
+
+    var_of_blob = {o.out(0): o.attrs["name"] for o in job.ops if o.op_type == "variable"}
+    # learning rates are passed to every call as values, not read from their tensors
+    per_call = {o.attrs["name"] for o in job.ops
+                if o.op_type == "variable" and o.attrs.get("kind") == "lr"}
+    written: set = set()
+    for o in job.ops:
+        if o.op_type in SYSTEM_OPS:
+            continue
+        for i in registry.get(o.op_type).mutated_inputs(len(o.inputs), o.attrs):
+            if i < len(o.inputs) and o.inputs[i] in var_of_blob:
+                written.add(var_of_blob[o.inputs[i]])
+    read = [t for name, t in bindings.items() if name not in written and name not in per_call]
+    return read, [bindings[n] for n in sorted(written) if n in bindings]
+
+
+def launch_call(compiled: "CompiledGraph", inputs: list, lr: dict, name: str) -> list:
+    """One graph call as a deferred VM instruction: it runs after the last writers of the
+    inputs and of the state it reads, and after every earlier access to the state it writes;
+    it feeds the executor and completes when the executor's sink fires, filling the returned
+    output blobs. Calls of one compiled graph form a chain: the runtime orders them itself, so
+    a call waits for the previous one only to be launched and several can be in flight. Eager
+    code that reads a parameter after a call waits for that call's update. ``lr``: this call's
+    learning rates (variable name -> array), passed per call so calls in flight keep theirs."""
+    from actorflow import vm
+    from actorflow.tensor import EagerBlob, unsynced_array
+
+    blobs = [EagerBlob(np.empty(d.shape, d.dtype.np)) for d in compiled.out_descs]
+    executor = compiled.executor
+    seeds = compiled.draw_seeds()  # now, on the caller's thread: the order eager code draws
+    bindings = compiled.bindings
+    copy_outputs = compiled.copy_outputs
+
+    def deliver(outs, finish) -> None:
+        for i in copy_outputs:
+            outs[i] = outs[i].copy()
+        for b, a in zip(blobs, outs):
+            b.raw = a
+        finish()
+
+    def run(finish) -> None:
+        arrays = []
+        for t in inputs:
+            a = unsynced_array(t)
+            arrays.append(a if a.flags.c_contiguous else np.ascontiguousarray(a).reshape(a.shape))
+        if isinstance(executor, RuntimeExecutor):
+            fut = executor.launch(arrays, bindings, lr, seeds)
+
+            def done(f) -> None:
+                err = f.exception()
+                if err is not None:
+                    finish(err)
+                else:
+                    deliver(list(f.result()), finish)
+
+            fut.add_done_callback(done)
+        else:
+            state = dict(bindings)
+            state.update({k: Tensor._wrap(v, dt.float64) for k, v in lr.items()})
+            deliver(executor.run(arrays, state, seeds), finish)
+
+    read, written = compiled.state_access
+    compiled.last_call = vm.launch(run, reads=[*inputs, *read], writes=[*written, *blobs],
+                                   name=f"{name}-call", deferred=True, chain=compiled)
+    return blobs
 
 
 def _make_executor(job, buffer_size: int = 2):
@@ -397,15 +481,27 @@ class Graph:
         return names
 
     def _name_optimizer_state(self, t: Tensor):
-        """``(name, kind)`` of optimizer state or learning-rate tensor ``t``, else None."""
+        """``(name, kind)`` of optimizer state or learning-rate tensor ``t``, else None.
+
+        Compiling names every state tensor, so the lookup must not cost O(parameters): state
+        seen once is indexed, and the scan goes newest first (fresh state sits in the
+        parameter state dict made last), indexing what it passes."""
+        # id(tensor) -> (weak reference to the tensor, name); weak, so that state an optimizer
+        # dropped (load_state_dict) is not kept alive
+        index = self.__dict__.setdefault("_state_index", {})
+        hit = index.get(id(t))
+        if hit is not None and hit[0]() is t:
+            return hit[1], "optimizer_state"
         for k, entry in enumerate(self._optimizers):
             for j, lr in enumerate(entry.lr_tensors):
                 if lr is t:
                     return f"_optimizer{k}.group{j}.lr", "lr"
-            for p, state in entry.optimizer.state.items():
+            for p, state in reversed(entry.optimizer.state.items()):
                 for key, v in state.items():
+                    if isinstance(v, Tensor):
+                        index[id(v)] = (weakref.ref(v), f"{self._param_name(p)}.{key}")
                     if v is t:
-                        return f"{self._param_name(p)}.{key}", "optimizer_state"
+                        return index[id(v)][1], "optimizer_state"
         return None
 
     def _param_name(self, p: Tensor) -> str:
@@ -438,28 +534,23 @@ class Graph:
     def _lr_snapshot(self) -> dict:
         """The learning-rate variables' values for this call (the runtime reads these instead
         of the shared lr tensors, so a call in flight never sees a later call's lr)."""
-        return {f"_optimizer{k}.group{j}.lr": np.array(t._array(), copy=True)
+        return {f"_optimizer{k}.group{j}.lr":
+                np.array(float(group["lr"]) * float(group.get("lr_scale", 1.0)), np.float64)
                 for k, entry in enumerate(self._optimizers)
-                for j, t in enumerate(entry.lr_tensors)}
+                for j, group in enumerate(entry.optimizer.param_groups)}
 
     def _run(self, compiled: CompiledGraph, inputs: list):
-        for entry in self._optimizers:
-            entry.refresh_lr()
-        arrays = []
-        for t in inputs:
-            a = t._array()
-            arrays.append(a if a.flags.c_contiguous else np.ascontiguousarray(a).reshape(a.shape))
-        if isinstance(compiled.executor, RuntimeExecutor):
-            outs = compiled.executor.run(arrays, compiled.bindings, self._lr_snapshot())
-        else:
-            outs = compiled.executor.run(arrays, compiled.bindings)
-        for i in compiled.copy_outputs:
-            outs[i] = outs[i].copy()
-        slot = compiled.output_buffer[compiled.next_buffer]
+        """Issue the call as a VM instruction (see ``launch_call``) and return its outputs,
+        tensors that become ready when the call completes."""
+        for entry in self._optimizers:  # the lr tensors show the latest values (direct
+            entry.refresh_lr()          # executor use); a call itself gets a snapshot
+        blobs = launch_call(compiled, inputs, self._lr_snapshot(), self._name)
+        tensors = [Tensor._from_handle(b, tuple(d.shape), d.dtype)
+                   for b, d in zip(blobs, compiled.out_descs)]
+        compiled.output_buffer[compiled.next_buffer] = tuple(
+            Tensor._from_handle(b, tuple(d.shape), d.dtype)
+            for b, d in zip(blobs, compiled.out_descs))
         compiled.next_buffer = (compiled.next_buffer + 1) % len(compiled.output_buffer)
-        for t, a in zip(slot, outs):
-            t._h.array = a
-        tensors = [Tensor._wrap(a, d.dtype) for a, d in zip(outs, compiled.out_descs)]
         for entry in self._optimizers:
             if entry.lr_scheduler is not None:
                 entry.lr_scheduler.step()
