@@ -53,8 +53,8 @@ class GradScalerState:
 
     def load_state_dict(self, state: dict) -> None:
         """Restore ``state_dict()``'s values (in place: compiled graphs keep their bindings)."""
-        self.scale._array()[...] = float(state["scale"])
-        self.growth_tracker._array()[...] = int(state["growth_tracker"])
+        self.scale._array_for_write()[...] = float(state["scale"])
+        self.growth_tracker._array_for_write()[...] = int(state["growth_tracker"])
         self.growth_factor = float(state.get("growth_factor", self.growth_factor))
         self.backoff_factor = float(state.get("backoff_factor", self.backoff_factor))
         self.growth_interval = int(state.get("growth_interval", self.growth_interval))

@@ -162,7 +162,21 @@ def issue(fn, args: tuple, reads, writes, name: str, fresh=(), where=None, shape
             w.tail.append(ins)
             w.queue.put(ins)
     if inline:
-        _run_inline(ins, forced)
+        if forced:
+            _run_inline(ins, True)
+        else:  # small, nothing pending: the fast path of _execute + _complete
+            ins.started = True
+            try:
+                fn(*args)
+            except Exception as e:  # kept for the next sync point, as if on the worker
+                _complete(ins, _error_for(ins, e))
+            else:
+                ins.fn = ins.args = ins.shapes = None
+                ins.done = True
+                ws = ins.waiters
+                if ws is not None:
+                    for lk in ws:
+                        lk.release()
     elif w.issued - w.finished > MAX_QUEUED:
         _throttle(w)
     return ins
@@ -192,12 +206,7 @@ def _execute(ins: Instruction) -> None:
                 return  # completes when finish() is called (maybe already)
             ins.fn(*ins.args)
         except Exception as e:  # reported at the next sync point, with the issuing stack
-            try:
-                err = make_error(ins, e)
-            except Exception:  # formatting must not lose the failure
-                err = KernelError(f"{ins.name}: kernel failed: {type(e).__name__}: {e}")
-                err.__cause__ = e
-            _errors.append(err)
+            err = _error_for(ins, e)
     _complete(ins, err)
 
 
@@ -205,6 +214,17 @@ def _chained(d: Instruction, ins: Instruction) -> bool:
     """``d`` and ``ins`` are deferred launches into one self-ordering executor and ``d`` is
     launched: the executor runs ``ins``'s work after ``d``'s, so ``ins`` may launch now."""
     return d.launched and d.chain is not None and d.chain is ins.chain
+
+
+def _error_for(ins: Instruction, exc: BaseException) -> KernelError:
+    """The KernelError for ``exc`` raised by ``ins``, recorded as unreported."""
+    try:
+        err = make_error(ins, exc)
+    except Exception:  # formatting must not lose the failure
+        err = KernelError(f"{ins.name}: kernel failed: {type(exc).__name__}: {exc}")
+        err.__cause__ = exc
+    _errors.append(err)
+    return err
 
 
 def _complete(ins: Instruction, err) -> None:
@@ -236,11 +256,7 @@ class _Finisher:
         ins, self._ins = self._ins, None
         if ins is None:
             raise RuntimeError("finish() was already called for this instruction")
-        err = None
-        if exc is not None:
-            err = make_error(ins, exc)
-            _errors.append(err)
-        _complete(ins, err)
+        _complete(ins, _error_for(ins, exc) if exc is not None else None)
 
 
 def _run_inline(ins: Instruction, forced: bool) -> None:

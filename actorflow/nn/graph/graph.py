@@ -50,7 +50,7 @@ class _OptimizerEntry:
 
     def refresh_lr(self) -> None:
         for t, group in zip(self.lr_tensors, self.optimizer.param_groups):
-            t._array()[...] = float(group["lr"]) * float(group.get("lr_scale", 1.0))
+            t._array_for_write()[...] = float(group["lr"]) * float(group.get("lr_scale", 1.0))
 
 
 class CompiledGraph:
