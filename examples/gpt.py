@@ -4,9 +4,13 @@ By default it trains on the text of Python's own documentation topics (``pydoc_d
 shipped with every Python), shows a progress bar with loss and tokens/s, prints a generated
 sample and saves a checkpoint that ``--resume`` continues from.
 
-    python examples/gpt.py                      # a short default run
-    python examples/gpt.py --mode graph         # the same training step as an nn.Graph
+    python examples/gpt.py                      # a short default run (nn.Graph, actor runtime)
+    python examples/gpt.py --mode eager         # the same training step run eagerly
     python examples/gpt.py --steps 2000 --data my.txt --out runs/gpt
+
+In graph mode the run also writes the compiled Plan (``plan.dot``, and ``plan.svg`` where
+Graphviz is installed) and a Chrome trace of a few training steps on the actor runtime
+(``trace.json``; open it in https://ui.perfetto.dev) next to the checkpoint.
 """
 from __future__ import annotations
 
@@ -197,9 +201,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--schedule-steps", type=int, default=None,
                    help="length of the cosine learning-rate schedule (default: --steps)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--mode", choices=("eager", "graph"), default="eager",
-                   help="run each training step eagerly, or as an nn.Graph (traced once, "
-                        "then run as a static graph; same numbers as eager)")
+    p.add_argument("--mode", choices=("eager", "graph"), default="graph",
+                   help="run each training step as an nn.Graph on the actor runtime (traced "
+                        "once; the default) or eagerly; both give the same numbers")
+    p.add_argument("--trace-steps", type=int, default=3,
+                   help="graph mode: record this many steps (after the first) as a Chrome "
+                        "trace in --out (0: none)")
     p.add_argument("--out", default="runs/gpt", help="folder for the checkpoint")
     p.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
     p.add_argument("--sample-len", type=int, default=200)
@@ -239,7 +246,11 @@ def train(args) -> dict:
                desc=f"gpt ({args.mode})")
     t0 = time.perf_counter()
     tokens = 0
-    for _ in bar:
+    prof = None
+    artifacts = {}
+    for i, _ in enumerate(bar):
+        if graph is not None and i == 1 and args.trace_steps > 0:
+            prof = flow.profiler.profile().__enter__()
         x, y = get_batch(data, args.batch_size, args.block_size)
         if graph is not None:
             loss = graph(x, y)  # updates model, optimizer state and schedule in place
@@ -252,8 +263,19 @@ def train(args) -> dict:
             sched.step()
         losses.append(loss.item())
         tokens += x.numel()
+        if prof is not None and i == args.trace_steps:
+            prof.__exit__(None, None, None)
+            artifacts.update(write_graph_artifacts(graph, prof, args.out))
+            prof = None
         bar.set_postfix(loss=f"{losses[-1]:.3f}",
                         tok_s=f"{tokens / (time.perf_counter() - t0):.0f}")
+    if prof is not None:  # fewer steps than --trace-steps
+        prof.__exit__(None, None, None)
+        artifacts.update(write_graph_artifacts(graph, prof, args.out))
+    if graph is not None and not artifacts:
+        artifacts.update(write_graph_artifacts(graph, None, args.out))
+    if graph is not None:
+        graph.close()
     os.makedirs(args.out, exist_ok=True)
     flow.save({"model": model.state_dict(), "optimizer": opt.state_dict(),
                "scheduler": sched.state_dict(), "step": start + args.steps,
@@ -262,7 +284,32 @@ def train(args) -> dict:
     prompt = flow.from_numpy(codec.encode("\n")[None, :])
     sample = codec.decode(model.generate(prompt, args.sample_len)[0].numpy())
     return {"losses": losses, "entropy": entropy, "sample": sample, "checkpoint": ckpt,
-            "tokens_per_s": tokens / max(time.perf_counter() - t0, 1e-9)}
+            "tokens_per_s": tokens / max(time.perf_counter() - t0, 1e-9),
+            "artifacts": artifacts}
+
+
+def write_graph_artifacts(graph, prof, out: str) -> dict:
+    """Write the graph's Plan as DOT (and SVG with Graphviz's ``dot``) and, given a profile,
+    its Chrome trace; returns {what: path}."""
+    import shutil
+    import subprocess
+
+    os.makedirs(out, exist_ok=True)
+    paths = {}
+    dot = os.path.join(out, "plan.dot")
+    with open(dot, "w") as f:
+        f.write(graph.plan.to_dot())
+    paths["plan"] = dot
+    if shutil.which("dot"):
+        svg = os.path.join(out, "plan.svg")
+        done = subprocess.run(["dot", "-Tsvg", dot, "-o", svg], capture_output=True, timeout=120)
+        if done.returncode == 0:
+            paths["plan_svg"] = svg
+    if prof is not None and prof.events:
+        trace = os.path.join(out, "trace.json")
+        prof.export_chrome_trace(trace)
+        paths["trace"] = trace
+    return paths
 
 
 def main(argv=None) -> None:
@@ -273,6 +320,10 @@ def main(argv=None) -> None:
           f"final loss (mean of last {len(tail)} steps): {sum(tail) / len(tail):.3f}; "
           f"{res['tokens_per_s']:.0f} tokens/s")
     print(f"checkpoint: {res['checkpoint']} (continue with --resume)")
+    for what, path in res["artifacts"].items():
+        label = {"plan": "compiled Plan (Graphviz DOT)", "plan_svg": "compiled Plan (SVG)",
+                 "trace": "Chrome trace of the actor runtime (open in ui.perfetto.dev)"}[what]
+        print(f"{label}: {path}")
     print("sample:\n" + res["sample"])
     if not all(math.isfinite(v) for v in res["losses"]):
         raise SystemExit("training diverged (non-finite loss)")

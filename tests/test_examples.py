@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 
 import numpy as np
 import pytest
@@ -27,6 +28,10 @@ def test_gpt_loss_falls_below_unigram_entropy(tmp_path):
     assert len(res["sample"]) == 41
 
 
+def test_gpt_default_mode_is_graph():
+    assert gpt.build_parser().parse_args([]).mode == "graph"
+
+
 def test_gpt_checkpoint_resumes(tmp_path):
     small = dict(batch_size=4, block_size=16, n_embd=16, n_layer=1, n_head=2, schedule_steps=5)
     first = gpt.train(_args(tmp_path, steps=3, **small))
@@ -41,12 +46,21 @@ def test_gpt_graph_mode_gives_the_eager_losses(tmp_path):
     # graph-mode checkpoint resumes (in graph mode) where the straight eager run goes on
     small = dict(batch_size=4, block_size=16, n_embd=16, n_layer=1, n_head=2, dropout=0.1,
                  schedule_steps=5)
-    eager = gpt.train(_args(tmp_path / "e", steps=5, **small))
-    graph = gpt.train(_args(tmp_path / "g", steps=3, mode="graph", **small))
+    eager = gpt.train(_args(tmp_path / "e", steps=5, mode="eager", **small))
+    graph = gpt.train(_args(tmp_path / "g", steps=3, mode="graph", trace_steps=2, **small))
+    # graph mode writes the Plan as DOT and a Chrome trace of steps 2-3 on the actor runtime
+    with open(graph["artifacts"]["plan"]) as f:
+        assert f.read().startswith("digraph")
+    with open(graph["artifacts"]["trace"]) as f:
+        events = json.load(f)["traceEvents"]
     resumed = gpt.train(_args(tmp_path / "g", steps=2, mode="graph", resume=True, **small))
     assert graph["losses"] == eager["losses"][:3]
     assert resumed["losses"] == eager["losses"][3:]
     assert resumed["sample"] == eager["sample"]
+    assert eager["artifacts"] == {}
+    acts = [e for e in events if e["ph"] == "X"]
+    assert {e["args"]["iteration"] for e in acts} == {1, 2}
+    assert any(e["ph"] == "s" for e in events)
 
 
 def test_mlp_digits_accuracy():
