@@ -1,24 +1,31 @@
-"""nn.Graph benchmarks: compile time against graph size, and step time on the reference executor.
+"""nn.Graph benchmarks: compile time against graph size, and training-step time.
 
     python benchmarks/bench_graph.py [--quick]
 
-(1) compile time (trace ``build`` + passes + executor construction), measured as the first
+(1) Compile time (trace ``build`` + passes + executor construction), measured as the first
 call's time minus a later call's (which only runs), for a chain of N adds (N = 100, 1,000,
 10,000) and for a training graph of the GPT example (forward, backward, AdamW) with growing
-depth; printed with the op counts, microseconds per op and the fitted exponent k of
-``time ~ ops^k`` (k = 1: linear). (2) milliseconds per training step of an MLP 784-1024-1024-10
-(batch 256, SGD) and of the GPT example (AdamW) as an nn.Graph against actorflow eager, PyTorch
-eager and (MLP) a hand-written NumPy step, all in the same run. Step times are the fastest
-of several timed rounds, compile times the smallest of a few fresh compiles.
+depth; printed with the op counts, CPU microseconds and Python function calls (counted with
+cProfile: work that other load on the machine can't disturb) per traced op, and the fitted
+exponent k of ``time ~ ops^k`` (k = 1: linear). Compile times are the smallest of a few fresh
+compiles.
 
-Graphs run on the reference executor (``ACTORFLOW_RUN_GRAPH_BY_VM=1``); where the actor runtime
-exists (``actorflow.runtime``), (1) also gives its compile time (which adds Job -> Plan
-compilation, the memory plan and starting the runtime's threads) and (2) its step time.
+(2) Milliseconds per training step of an MLP 784-1024-1024-10 (batch 256, SGD) and of the GPT
+example (AdamW) as an nn.Graph, against actorflow eager, PyTorch eager and (MLP) a hand-written
+NumPy step, all in the same run. The runners of one model take turns round by round and each
+gets its fastest round, so that load from elsewhere on a shared machine falls on all alike.
+
+Every timed call ends with ``flow.synchronize()`` (eager ops and graph calls may run
+asynchronously on the eager VM), as a training loop that reads its loss every step does. Graphs
+run on the reference executor (``ACTORFLOW_RUN_GRAPH_BY_VM=1``) and, where it exists
+(``actorflow.runtime``), on the actor runtime, whose compile time adds Job -> Plan compilation,
+the memory plan and starting the runtime.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import gc
 import importlib.util
 import os
@@ -36,30 +43,10 @@ from benchmarks.common import table, torch  # noqa: E402
 nn = flow.nn
 F = flow.nn.functional
 HAS_RUNTIME = importlib.util.find_spec("actorflow.runtime") is not None
+# eager ops and graph calls may run asynchronously (the eager VM); every timed call ends with a
+# sync point, as a training loop that reads its loss each step does
+sync = getattr(flow, "synchronize", lambda: None)
 EXECUTORS = ("reference", "runtime") if HAS_RUNTIME else ("reference",)
-
-
-def time_per_call(fn, *, min_time: float = 0.5, warmup: int = 2, repeat: int = 7) -> float:
-    """Seconds per call of ``fn``: the fastest of ``repeat`` rounds of at least
-    ``min_time / repeat`` s each (the fastest round is the one other load on a shared machine
-    disturbed least)."""
-    for _ in range(warmup):
-        fn()
-    n = 1
-    while True:  # calibrate how many calls fill one round
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        if time.perf_counter() - t0 >= min_time / repeat or n >= 1 << 20:
-            break
-        n *= 2
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        best = min(best, (time.perf_counter() - t0) / n)
-    return best
 
 
 @contextlib.contextmanager
@@ -79,34 +66,51 @@ def executor(kind: str):
 # ---- (1) compile time ----------------------------------------------------------------------------
 
 def compile_seconds(make_graph, args, repeat: int) -> tuple:
-    """``(ops traced, ops after passes, wall seconds, CPU seconds)`` of compiling: the smallest
-    over ``repeat`` fresh graphs of (first call) - (fastest of three later calls), i.e. trace +
-    passes + executor construction. CPU seconds are this process's (other load on a shared
-    machine does not inflate them). The garbage collector is paused while timing, as ``timeit``
-    does."""
-    best_wall = best_cpu = float("inf")
+    """``(ops traced, ops after passes, wall seconds, CPU seconds)`` of compiling (trace +
+    passes + executor construction): the fastest first call of ``repeat`` fresh graphs minus
+    the fastest of their later calls (each fastest time is the one other load on a shared
+    machine disturbed least). CPU seconds are this process's. The garbage collector is paused
+    while timing, as ``timeit`` does."""
+    first = first_cpu = run = run_cpu = float("inf")
     for _ in range(repeat):
         g = make_graph()
         gc.collect()
         gc.disable()
         try:
-            t0, c0 = time.perf_counter(), time.process_time()
-            g(*args)
-            first, first_cpu = time.perf_counter() - t0, time.process_time() - c0
-            run = run_cpu = float("inf")
-            for _ in range(3):
+            for i in range(4):
                 t0, c0 = time.perf_counter(), time.process_time()
                 g(*args)
-                run = min(run, time.perf_counter() - t0)
-                run_cpu = min(run_cpu, time.process_time() - c0)
+                sync()
+                wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+                if i == 0:
+                    first, first_cpu = min(first, wall), min(first_cpu, cpu)
+                else:
+                    run, run_cpu = min(run, wall), min(run_cpu, cpu)
         finally:
             gc.enable()
-        best_wall = min(best_wall, first - run)
-        best_cpu = min(best_cpu, first_cpu - run_cpu)
         counts = len(g.forward_job.ops), len(g.full_job.ops)
+        close_graphs([g])  # a graph on the actor runtime stops its threads
         g = None
-        gc.collect()  # a graph on the actor runtime stops its threads when collected
-    return (*counts, best_wall, best_cpu)
+    return (*counts, first - run, first_cpu - run_cpu)
+
+
+def compile_calls(make_graph, args) -> int:
+    """Python function calls made by compiling (first call - a later call), counted with
+    cProfile: a measure of the work that no other load on the machine can disturb."""
+    import cProfile
+    import pstats
+
+    g = make_graph()
+    counts = []
+    for _ in range(2):
+        prof = cProfile.Profile()
+        prof.enable()
+        g(*args)
+        sync()
+        prof.disable()
+        counts.append(pstats.Stats(prof).total_calls)
+    close_graphs([g])
+    return counts[0] - counts[1]
 
 
 def add_chain_graph(n: int):
@@ -140,14 +144,16 @@ def gpt_train_graph(n_layer: int, vocab: int = 96, block: int = 64, embd: int = 
 
 
 def exponent(rows, col: int = 3) -> float:
-    """Least-squares slope of log(seconds in column ``col``) against log(ops traced)."""
+    """Least-squares slope of log(column ``col``: CPU seconds, or 5: Python calls) against
+    log(ops traced)."""
     ops = np.log([r[0] for r in rows])
     sec = np.log([r[col] for r in rows])
     return float(np.polyfit(ops, sec, 1)[0])
 
 
 def compile_times(quick: bool, kind: str):
-    """Rows ``(ops traced, ops after passes, wall s, CPU s, name)`` for executor ``kind``."""
+    """Rows ``(ops traced, ops after passes, wall s, CPU s, name, Python calls)`` for executor
+    ``kind``."""
     x, y = flow.randn(4), flow.randn(4)
     rng = np.random.default_rng(0)
     idx = flow.from_numpy(rng.integers(0, 96, (2, 16)))
@@ -159,14 +165,16 @@ def compile_times(quick: bool, kind: str):
         chain = []
         for n in (100, 1000, 10000):
             repeat = 1 if n >= 10000 else (2 if quick else 3)
-            chain.append((*compile_seconds(lambda n=n: add_chain_graph(n), (x, y), repeat),
-                          f"chain of {n:,} adds"))
+            make = functools.partial(add_chain_graph, n)
+            chain.append((*compile_seconds(make, (x, y), repeat), f"chain of {n:,} adds",
+                          compile_calls(make, (x, y))))
         gpt = []
         for layers in (1, 2, 4, 8, 16):
             flow.manual_seed(0)
-            gpt.append((*compile_seconds(lambda k=layers: gpt_train_graph(k), (idx, tgt),
-                                         1 if quick else 2),
-                        f"GPT train step, {layers} layer{'s' if layers > 1 else ''}"))
+            make = functools.partial(gpt_train_graph, layers)
+            gpt.append((*compile_seconds(make, (idx, tgt), 1 if quick else 3),
+                        f"GPT train step, {layers} layer{'s' if layers > 1 else ''}",
+                        compile_calls(make, (idx, tgt))))
     return chain, gpt
 
 
@@ -175,15 +183,17 @@ def compile_table(results: dict) -> str:
     kinds = list(results)
     first = results[kinds[0]]
     rows = []
-    for i, (traced, full, _, _, name) in enumerate(first):
+    for i, (traced, full, _, _, name, _) in enumerate(first):
         row = [name, f"{traced:,}", f"{full:,}"]
         for k in kinds:
-            _, _, wall, cpu, _ = results[k][i]
-            row += [f"{wall * 1e3:.1f}", f"{cpu * 1e3:.1f}", f"{cpu / traced * 1e6:.0f}"]
+            _, _, wall, cpu, _, calls = results[k][i]
+            row += [f"{wall * 1e3:.1f}", f"{cpu * 1e3:.1f}", f"{cpu / traced * 1e6:.0f}",
+                    f"{calls / traced:.0f}"]
         rows.append(row)
     headers = ["graph", "ops traced", "ops after passes"]
     for k in kinds:
-        headers += [f"{k}: ms (wall)", f"{k}: ms (CPU)", f"{k}: CPU µs/op"]
+        headers += [f"{k}: ms (wall)", f"{k}: ms (CPU)", f"{k}: CPU µs/op",
+                    f"{k}: Python calls/op"]
     return table(rows, headers)
 
 
@@ -212,7 +222,70 @@ def eager_step(model, opt, loss_fn, x, y):
     return step
 
 
-def mlp_steps(min_time: float) -> dict:
+def race(runners: dict, min_time: float, rounds: int = 15) -> dict:
+    """Seconds per call of each runner (name -> zero-argument function): the fastest of
+    ``rounds`` rounds, the runners taking turns round by round, so that load from elsewhere on
+    a shared machine falls on all of them alike."""
+    runners = {name: _synced(fn) for name, fn in runners.items()}
+    per_round = {}
+    for name, fn in runners.items():
+        fn()
+        fn()  # warm up
+        n, t = 1, 0.0
+        while n < 1 << 20:  # calibrate: calls per round of about min_time / rounds
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            t = time.perf_counter() - t0
+            if t >= min_time / rounds:
+                break
+            n *= 2
+        per_round[name] = n
+    best = {name: float("inf") for name in runners}
+    for _ in range(rounds):
+        for name, fn in runners.items():
+            n = per_round[name]
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            best[name] = min(best[name], (time.perf_counter() - t0) / n)
+    return best
+
+
+def _synced(fn):
+    def call():
+        fn()
+        sync()
+    return call
+
+
+_RUNNER = {"reference": "actorflow nn.Graph, reference executor",
+           "runtime": "actorflow nn.Graph, actor runtime"}
+
+
+def add_graph_runners(runners: dict, make_graph, args) -> list:
+    """Add a training graph per executor to ``runners`` (compiled here, outside the timing);
+    returns the graphs (close them after timing)."""
+    graphs = []
+    for kind in EXECUTORS:
+        with executor(kind):
+            g = make_graph()
+            g(*args)
+        runners[_RUNNER[kind]] = lambda g=g: g(*args)
+        graphs.append(g)
+    return graphs
+
+
+def close_graphs(graphs: list) -> None:
+    for g in graphs:
+        close = getattr(g, "close", None)
+        if close is not None:
+            close()
+    graphs.clear()
+    gc.collect()
+
+
+def mlp_steps(min_time: float) -> tuple:
     rng = np.random.default_rng(0)
     x = rng.standard_normal((256, 784)).astype(np.float32)
     y = rng.integers(0, 10, 256)
@@ -221,8 +294,6 @@ def mlp_steps(min_time: float) -> dict:
     for o, i in dims:
         params_np += [(rng.standard_normal((o, i)) * 0.02).astype(np.float32),
                       np.zeros(o, np.float32)]
-    res = {"NumPy (hand-written)": time_per_call(lambda: mlp_numpy_step(params_np, x, y, 0.01),
-                                                 min_time=min_time)}
     fx, fy = flow.from_numpy(x), flow.from_numpy(y)
 
     def loss_fn(m, a, b):
@@ -232,8 +303,10 @@ def mlp_steps(min_time: float) -> dict:
         m = nn.Sequential(nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(),
                           nn.Linear(1024, 10))
         return m, flow.optim.SGD(m.parameters(), lr=0.01)
-    res["actorflow eager"] = time_per_call(eager_step(*make(), loss_fn, fx, fy), min_time=min_time)
-    ops = graph_steps(res, lambda: train_graph(*make(), loss_fn), (fx, fy), min_time)
+    runners = {"NumPy (hand-written)": lambda: mlp_numpy_step(params_np, x, y, 0.01),
+               "actorflow eager": eager_step(*make(), loss_fn, fx, fy)}
+    graphs = add_graph_runners(runners, lambda: train_graph(*make(), loss_fn), (fx, fy))
+    ops = len(graphs[0].full_job.ops)
     if torch is not None:
         tm = torch.nn.Sequential(torch.nn.Linear(784, 1024), torch.nn.ReLU(),
                                  torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
@@ -246,11 +319,13 @@ def mlp_steps(min_time: float) -> dict:
             topt.zero_grad()
             loss.backward()
             topt.step()
-        res["PyTorch eager"] = time_per_call(t_step, min_time=min_time)
+        runners["PyTorch eager"] = t_step
+    res = race(runners, min_time * len(runners))
+    close_graphs(graphs)
     return res, ops
 
 
-def gpt_steps(min_time: float, cfg: dict) -> dict:
+def gpt_steps(min_time: float, cfg: dict) -> tuple:
     from examples.gpt import GPT
 
     rng = np.random.default_rng(0)
@@ -266,9 +341,9 @@ def gpt_steps(min_time: float, cfg: dict) -> dict:
         flow.manual_seed(0)
         m = GPT(V, cfg["block"], cfg["layers"], cfg["heads"], cfg["embd"])
         return m, flow.optim.AdamW(m.parameters(), lr=1e-3)
-    res = {"actorflow eager": time_per_call(eager_step(*make(), loss_fn, fx, fy),
-                                            min_time=min_time)}
-    ops = graph_steps(res, lambda: train_graph(*make(), loss_fn), (fx, fy), min_time)
+    runners = {"actorflow eager": eager_step(*make(), loss_fn, fx, fy)}
+    graphs = add_graph_runners(runners, lambda: train_graph(*make(), loss_fn), (fx, fy))
+    ops = len(graphs[0].full_job.ops)
     if torch is not None:
         tm = torch_gpt(V, cfg)
         topt = torch.optim.AdamW(tm.parameters(), lr=1e-3)
@@ -280,25 +355,10 @@ def gpt_steps(min_time: float, cfg: dict) -> dict:
             topt.zero_grad()
             loss.backward()
             topt.step()
-        res["PyTorch eager"] = time_per_call(t_step, min_time=min_time)
+        runners["PyTorch eager"] = t_step
+    res = race(runners, min_time * len(runners))
+    close_graphs(graphs)
     return res, ops
-
-
-_RUNNER = {"reference": "actorflow nn.Graph, reference executor",
-           "runtime": "actorflow nn.Graph, actor runtime"}
-
-
-def graph_steps(res: dict, make_graph, args, min_time: float) -> int:
-    """Time a training graph on each executor into ``res``; returns its op count."""
-    for kind in EXECUTORS:
-        with executor(kind):
-            g = make_graph()
-            g(*args)  # compile outside the timing
-        res[_RUNNER[kind]] = time_per_call(lambda g=g: g(*args), min_time=min_time)
-        ops = len(g.full_job.ops)
-        g = None
-        gc.collect()
-    return ops
 
 
 def step_rows(model: str, res: dict) -> list:
@@ -325,10 +385,11 @@ def main(argv=None):
     for kind in EXECUTORS:
         chain, gpt = compile_times(args.quick, kind)
         results[kind] = chain + gpt
-        fits.append(f"{kind}: chain of adds {exponent(chain):.2f}, GPT by depth "
-                    f"{exponent(gpt):.2f}")
+        fits.append(f"{kind}: chain of adds {exponent(chain):.2f} ({exponent(chain, 5):.2f}), "
+                    f"GPT by depth {exponent(gpt):.2f} ({exponent(gpt, 5):.2f})")
     print(compile_table(results))
-    print("\nfitted exponent k of CPU time ~ (ops traced)^k: " + "; ".join(fits))
+    print("\nfitted exponent k of CPU time ~ (ops traced)^k (of Python calls in brackets): "
+          + "; ".join(fits))
     print("\n## (2) training step time\n")
     rows = []
     mlp, mlp_ops = mlp_steps(min_time)
