@@ -10,6 +10,9 @@ register, per-micro-batch tasks, inputs, variables, literals, aliases) get memor
 """
 from __future__ import annotations
 
+import bisect
+import heapq
+
 from actorflow.compiler.plan import _aligned
 
 _SHAREABLE_KINDS = ("normal", "acc", "pack")
@@ -17,13 +20,21 @@ _SHAREABLE_KINDS = ("normal", "acc", "pack")
 
 def plan_memory(tasks: list, regsts: dict, share: bool = True) -> dict:
     """Assign ``regst.mem`` for every register that needs memory; returns the report
-    ``{"blocks": [bytes...], "bytes_without_sharing", "bytes_with_sharing"}``."""
+    ``{"blocks": [bytes...], "bytes_without_sharing", "bytes_with_sharing"}``.
+
+    Registers are placed in producer order. A block becomes a candidate once the position of
+    the last task touching its occupant (producer and readers; tasks are numbered in a
+    topological order) is before the new producer - necessary for those tasks to be its
+    ancestors - and candidates are kept sorted by size, so finding the best fit costs a few
+    reachability checks instead of a scan of every block."""
     order = {t.task_id: i for i, t in enumerate(tasks)}
     by_id = {t.task_id: t for t in tasks}
     ancestors = _ancestors(tasks, regsts, order) if share else None
     readers = _readers(tasks, regsts) if share else None
     blocks: list = []        # sizes
     occupant: list = []      # per block: the regst last placed there
+    pending: list = []       # heap of (last position touching the occupant, block)
+    released: list = []      # sorted (size, block) of blocks whose occupant is done by position
     without = 0
     for r in sorted(regsts.values(), key=lambda r: order[r.producer]):
         producer = by_id[r.producer]
@@ -34,9 +45,13 @@ def plan_memory(tasks: list, regsts: dict, share: bool = True) -> dict:
         without += size * r.regst_num
         shareable = (share and r.regst_num == 1 and producer.kind in _SHAREABLE_KINDS
                      and producer.time_shape == 1 and size > 0)
+        pos = order[r.producer]
+        while pending and pending[0][0] < pos:
+            _, b = heapq.heappop(pending)
+            bisect.insort(released, (blocks[b], b))
         r.mem = []
         for _ in range(r.regst_num):
-            block = _free_block(r, size, blocks, occupant, regsts, ancestors, order,
+            block = _take_block(r, size, released, occupant, regsts, ancestors, order,
                                 readers, by_id) if shareable else None
             if block is None:
                 block = len(blocks)
@@ -45,6 +60,9 @@ def plan_memory(tasks: list, regsts: dict, share: bool = True) -> dict:
             else:
                 blocks[block] = max(blocks[block], size)
                 occupant[block] = r.regst_desc_id
+            if shareable:
+                last = max([pos] + [order[c] for c in readers[r.regst_desc_id]])
+                heapq.heappush(pending, (last, block))
             offsets, off = [], 0
             for _, d in r.blobs:
                 offsets.append((block, off))
@@ -54,27 +72,36 @@ def plan_memory(tasks: list, regsts: dict, share: bool = True) -> dict:
             "bytes_with_sharing": sum(blocks)}
 
 
-def _free_block(r, size, blocks, occupant, regsts, ancestors, order, readers, by_id):
-    """The best-fitting block whose last occupant was written, and read by every task that
-    reads it, before ``r``'s producer acts. An acc/pack task writes its register at its first
-    micro-batch act, so it only takes a block no per-micro-batch task reads."""
+def _take_block(r, size, released, occupant, regsts, ancestors, order, readers, by_id):
+    """Remove from ``released`` and return the block closest in size whose last occupant was
+    written, and read by every task that reads it, before ``r``'s producer acts (known from
+    reachability). An acc/pack task writes its register at its first micro-batch act, so it
+    only takes a block no per-micro-batch task reads. None if no block qualifies."""
     mine = ancestors[order[r.producer]]
     first_act_writes = by_id[r.producer].kind in ("acc", "pack")
-    best = None
-    for b, last in enumerate(occupant):
-        if last is None:
-            continue
-        prev = regsts[last]
+
+    def fits(b: int) -> bool:
+        prev = regsts[occupant[b]]
         if prev.producer == r.producer or not (mine >> order[prev.producer]) & 1:
-            continue
-        if not all((mine >> order[c]) & 1 for c in readers[last]):
-            continue
-        if first_act_writes and any(by_id[c].time_shape > 1 for c in readers[last]):
-            continue
-        waste = abs(blocks[b] - size)
-        if best is None or waste < best[0]:
-            best = (waste, b)
-    return None if best is None else best[1]
+            return False
+        if not all((mine >> order[c]) & 1 for c in readers[prev.regst_desc_id]):
+            return False
+        return not (first_act_writes
+                    and any(by_id[c].time_shape > 1 for c in readers[prev.regst_desc_id]))
+
+    up = bisect.bisect_left(released, (size, -1))
+    down = up - 1
+    while up < len(released) or down >= 0:  # nearest sizes first, from both sides
+        take_up = down < 0 or (up < len(released)
+                               and released[up][0] - size <= size - released[down][0])
+        k = up if take_up else down
+        if fits(released[k][1]):
+            return released.pop(k)[1]
+        if take_up:
+            up += 1
+        else:
+            down -= 1
+    return None
 
 
 def _readers(tasks: list, regsts: dict) -> dict:
