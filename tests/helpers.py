@@ -75,3 +75,29 @@ def to_torch(a, requires_grad: bool = False):
     if requires_grad:
         t.requires_grad_(True)
     return t
+
+
+def fail_if_negative_op():
+    """A test op: identity whose kernel raises ``ValueError("negative input")`` when any input
+    element is negative (registered once per process), for runtime error-path tests."""
+    from actorflow.ops import registry
+    from actorflow.ops.registry import Meta
+
+    name = "_test_fail_if_negative"
+    try:
+        return registry.get(name)
+    except KeyError:
+        pass
+    op = registry.register(name, doc="test op: identity, fails on x < 0")
+
+    @op.infer
+    def _(inputs, attrs):
+        return [Meta(inputs[0]._shape, inputs[0].dtype)]
+
+    @op.kernel("cpu")
+    def _(ins, outs, attrs):
+        if (ins[0] < 0).any():
+            raise ValueError("negative input")
+        outs[0][...] = ins[0]
+
+    return op

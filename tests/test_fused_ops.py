@@ -9,7 +9,7 @@ import actorflow as flow
 import actorflow.functional as F
 from actorflow.job.builder import JobBuilder
 from actorflow.job.job import BlobDesc
-from actorflow.job.verify import _MetaTensor
+from actorflow.job.verify import _meta_tensor
 from actorflow.ops import registry
 from actorflow.ops.fused import ACTIVATIONS, ALIAS_SAFE, ELEMENTWISE, buffer_plan, program_attrs
 from actorflow.ops.registry import OpError
@@ -120,7 +120,7 @@ def test_program_op_runs_parts_in_order_and_in_place():
 
 
 def _meta(a):
-    return _MetaTensor(BlobDesc(a.shape, flow.framework.dtype.from_numpy_dtype(a.dtype)))
+    return _meta_tensor(BlobDesc(a.shape, flow.framework.dtype.from_numpy_dtype(a.dtype)))
 
 
 def test_program_op_errors_name_the_step():

@@ -28,11 +28,10 @@ from actorflow import profiler
 from actorflow.compiler import Plan, decode_task_id
 from actorflow.dispatch import apply
 from actorflow.job.executor import ReferenceExecutor
-from actorflow.ops import registry
-from actorflow.ops.registry import Meta
 from actorflow.runtime import actors as actor_mod
 from actorflow.runtime.launcher import RuntimeExecutor
 from examples.gpt import GPT
+from tests.helpers import fail_if_negative_op
 
 BY_VM = "ACTORFLOW_RUN_GRAPH_BY_VM"
 STEPS = 5
@@ -332,31 +331,9 @@ def test_close_joins_the_threads_and_a_closed_graph_runs_again(monkeypatch):
 
 # ---- 4. a failing kernel -------------------------------------------------------------------------
 
-def _checked_op():
-    """A test op: identity whose kernel fails on negative input (registered once)."""
-    name = "_test_graph_fail_if_negative"
-    try:
-        return registry.get(name)
-    except KeyError:
-        pass
-    op = registry.register(name, doc="test op: identity, fails on x<0")
-
-    @op.infer
-    def _(inputs, attrs):
-        return [Meta(inputs[0]._shape, inputs[0].dtype)]
-
-    @op.kernel("cpu")
-    def _(ins, outs, attrs):
-        if (ins[0] < 0).any():
-            raise ValueError("negative input")
-        outs[0][...] = ins[0]
-
-    return op
-
-
 class Checked(nn.Module):
     def forward(self, x):  # the op as a module's forward calls it: it gets the module path
-        return apply(_checked_op(), [x], {})[0]
+        return apply(fail_if_negative_op(), [x], {})[0]
 
 
 class CheckedNet(nn.Module):
@@ -384,7 +361,7 @@ def test_failing_kernel_names_op_and_module_and_the_graph_recovers(monkeypatch):
     t0 = time.perf_counter()
     # the call is asynchronous: its error comes at the outputs' sync point (in blocking mode,
     # at the call)
-    with pytest.raises(RuntimeError, match=r"_test_graph_fail_if_negative.*"
+    with pytest.raises(RuntimeError, match=r"_test_fail_if_negative.*"
                                            r"module m\.check\b.*ValueError: negative input"):
         g(bad).numpy()
     assert time.perf_counter() - t0 < 5

@@ -8,35 +8,14 @@ import pytest
 
 import actorflow as flow
 import actorflow.nn.functional as F
+from tests.helpers import fail_if_negative_op
 from actorflow import profiler
 from actorflow.compiler import CompileOptions, compile_job, decode_task_id
 from actorflow.job.builder import JobBuilder
 from actorflow.job.executor import ReferenceExecutor
-from actorflow.ops import registry
-from actorflow.ops.registry import Meta
 from actorflow.runtime import Buffer, BufferStatus, Runtime, RuntimeAborted
 from actorflow.runtime import actors as actor_mod
 from actorflow.runtime.launcher import RuntimeExecutor
-
-
-def _fail_op():
-    try:
-        return registry.get("_test_fail_if_negative")
-    except KeyError:
-        pass
-    op = registry.register("_test_fail_if_negative", doc="test op: identity, fails on x<0")
-
-    @op.infer
-    def _(inputs, attrs):
-        return [Meta(inputs[0]._shape, inputs[0].dtype)]
-
-    @op.kernel("cpu")
-    def _(ins, outs, attrs):
-        if (ins[0] < 0).any():
-            raise ValueError("negative input")
-        outs[0][...] = ins[0]
-
-    return op
 
 
 def chain_job(n: int = 5, fail_op: bool = False):
@@ -49,7 +28,7 @@ def chain_job(n: int = 5, fail_op: bool = False):
         if fail_op:
             from actorflow.dispatch import apply, scope
             with scope.module_scope("model.block"):
-                h = apply(_fail_op(), [h], {})[0]
+                h = apply(fail_if_negative_op(), [h], {})[0]
         b.add_output(0, "y", h)
     return b.job
 

@@ -52,7 +52,7 @@ def _check_inference(job, op, o, seen) -> None:
 
     metas = [seen[split_blob(b)[0]].outputs[split_blob(b)[1]] for b in o.inputs]
     try:
-        inferred = op.infer_fn([_MetaTensor(m) for m in metas], o.attrs)
+        inferred = op.infer_fn([_meta_tensor(m) for m in metas], o.attrs)
     except Exception as e:
         raise JobError(f"job {job.name}: op {o.name} ({o.op_type}) fails inference on its "
                        f"inputs {[tuple(m.shape) for m in metas]}: {e}") from None
@@ -66,7 +66,7 @@ def _fmt(descs) -> str:
     return "[" + ", ".join(f"{tuple(b.shape)}:{b.dtype.name}" for b in descs) + "]"
 
 
-def _MetaTensor(desc):
+def _meta_tensor(desc):
     """A value-less tensor with the blob's shape and dtype, for inference functions."""
     from actorflow.job.builder import LazyBlob
     from actorflow.tensor import Tensor

@@ -118,25 +118,26 @@ def unflatten(structure, leaves: list):
     raise ValueError(f"bad structure {structure!r}")
 
 
+def iter_leaves(structure, root: str = ""):
+    """Yield ``(path, leaf)`` for every leaf of ``structure`` in order: a leaf is
+    ``("T", index)`` for a tensor or ``("value", v)`` for a plain value."""
+    kind = structure[0]
+    if kind in ("T", "value"):
+        yield root, structure
+    elif kind in ("tuple", "list"):
+        for i, c in enumerate(structure[1]):
+            yield from iter_leaves(c, f"{root}[{i}]")
+    elif kind in ("dict", "odict"):
+        for k, c in structure[1]:
+            yield from iter_leaves(c, f"{root}[{k!r}]")
+    elif kind == "namedtuple":
+        for f, c in zip(structure[1]._fields, structure[2]):
+            yield from iter_leaves(c, f"{root}.{f}")
+
+
 def leaf_paths(structure, root: str = "") -> list:
     """The path of each tensor of ``structure`` in order (``x``, ``y[1]['k']``...)."""
-    paths: dict = {}
-
-    def walk(s, p):
-        kind = s[0]
-        if kind == "T":
-            paths[s[1]] = p
-        elif kind in ("tuple", "list"):
-            for i, c in enumerate(s[1]):
-                walk(c, f"{p}[{i}]")
-        elif kind in ("dict", "odict"):
-            for k, c in s[1]:
-                walk(c, f"{p}[{k!r}]")
-        elif kind == "namedtuple":
-            for f, c in zip(s[1]._fields, s[2]):
-                walk(c, f"{p}.{f}")
-
-    walk(structure, root)
+    paths = {leaf[1]: p for p, leaf in iter_leaves(structure, root) if leaf[0] == "T"}
     return [paths[i] for i in sorted(paths)]
 
 

@@ -45,19 +45,11 @@ def current_graph_modules() -> list:
     return list(_graph_calls.modules)
 
 
-class GraphModule:
-    """Graph-only options and facts of one module in a Graph (``proxy.to(GraphModule)``)."""
+class _Named:
+    """The name of a module or tensor in a Graph and its dotted prefix."""
 
-    def __init__(self, name: str, prefix: str, module: Module):
-        self._name = name
-        self._prefix = prefix
-        self._type = type(module).__name__
-        self._ckpt = False
-        self.stage_id = None
-        self.stage_placement = None
-        self.ins: list = []   # (shape, dtype) of the inputs of the last traced call
-        self.outs: list = []
-        self.calls = 0        # calls in the last trace
+    _name: str
+    _prefix: str
 
     @property
     def name(self) -> str:
@@ -70,6 +62,21 @@ class GraphModule:
     @property
     def path(self) -> str:
         return self._prefix + self._name
+
+
+class GraphModule(_Named):
+    """Graph-only options and facts of one module in a Graph (``proxy.to(GraphModule)``)."""
+
+    def __init__(self, name: str, prefix: str, module: Module):
+        self._name = name
+        self._prefix = prefix
+        self._type = type(module).__name__
+        self._ckpt = False
+        self.stage_id = None
+        self.stage_placement = None
+        self.ins: list = []   # (shape, dtype) of the inputs of the last traced call
+        self.outs: list = []
+        self.calls = 0        # calls in the last trace
 
     def set_stage(self, stage_id: int, placement=None) -> None:
         """Record the pipeline stage of this module (used by pipeline parallelism, which runs
@@ -93,25 +100,13 @@ class GraphModule:
                 f"activation_checkpointing={self._ckpt}, stage_id={self.stage_id})")
 
 
-class GraphTensor:
+class GraphTensor(_Named):
     """Graph-only facts of one parameter or buffer (``tensor_proxy.to(GraphTensor)``)."""
 
     def __init__(self, name: str, prefix: str, kind: str):
         self._name = name
         self._prefix = prefix
         self._type = kind  # "PARAMETER" or "BUFFER"
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def name_prefix(self) -> str:
-        return self._prefix
-
-    @property
-    def path(self) -> str:
-        return self._prefix + self._name
 
     @property
     def type(self) -> str:

@@ -3,6 +3,7 @@ module's input/output shapes, parameters, buffers and ops, in the layout OneFlow
 and the ``graph.debug(v)`` compile messages."""
 from __future__ import annotations
 
+from actorflow.nn.graph import args_tree
 from actorflow.nn.module import Module
 
 _MAX_NAMES = 6
@@ -128,25 +129,8 @@ def describe_inputs(compiled) -> str:
 
 
 def _constants(named) -> list:
-    out = []
-
-    def walk(s, p):
-        kind = s[0]
-        if kind == "value":
-            out.append(f"{p}={s[1]!r}")
-        elif kind in ("tuple", "list"):
-            for i, c in enumerate(s[1]):
-                walk(c, f"{p}[{i}]")
-        elif kind in ("dict", "odict"):
-            for k, c in s[1]:
-                walk(c, f"{p}[{k!r}]")
-        elif kind == "namedtuple":
-            for f, c in zip(s[1]._fields, s[2]):
-                walk(c, f"{p}.{f}")
-
-    for name, s in named:
-        walk(s, name)
-    return out
+    return [f"{p}={leaf[1]!r}" for name, s in named
+            for p, leaf in args_tree.iter_leaves(s, name) if leaf[0] == "value"]
 
 
 def debug_compile(graph, compiled, reason: str, trace_s: float, passes_s: float,
