@@ -27,6 +27,7 @@ import sys
 import threading
 from _thread import allocate_lock as _allocate_lock
 
+from actorflow.vm.blas import blas_threads
 from actorflow.vm.instruction import Instruction, KernelError, Storage, capture_stack, make_error
 from actorflow.vm.worker import WorkerPool
 
@@ -39,6 +40,7 @@ _lock = threading.Lock()                         # the issue lock
 _reg = threading.Lock()  # guards Instruction.waiters registration
 _errors: list = []       # KernelErrors not yet raised to the user, oldest first
 _deferred: set = set()   # launched deferred instructions whose finish() has not come yet
+_waiting = [0]           # user (non-worker) threads blocked in wait_for, guarded by _reg
 _blocking = os.environ.get(BLOCKING_VAR, "").strip().lower() in ("1", "true", "yes", "on")
 
 
@@ -55,6 +57,8 @@ INLINE_MAX_ELEMENTS = _inline_max()
 
 
 def _run_on_worker(ins: Instruction, worker) -> None:
+    # BLAS leaves a core to the caller while the caller runs Python (see vm/blas.py)
+    blas_threads.use(narrow=not _waiting[0])
     try:
         _execute(ins)
     except BaseException as e:  # a bug in the VM itself: fail the instruction, keep the thread
@@ -65,6 +69,8 @@ def _run_on_worker(ins: Instruction, worker) -> None:
             _errors.append(err)
             _complete(ins, err)
     worker.finished += 1
+    if worker.issued == worker.finished:  # idle: BLAS gets every thread back
+        blas_threads.use(narrow=False)
 
 
 _pool = WorkerPool(_run_on_worker)
@@ -292,15 +298,25 @@ def wait_for(ins: Instruction) -> None:
                            f"results of instructions issued after it)")
     lk = _allocate_lock()
     lk.acquire()
+    user = not _tls.on_worker
     with _reg:
         ws = ins.waiters
         if ws is None:
             ins.waiters = [lk]
         else:
             ws.append(lk)
-    if ins.done:
-        return
-    lk.acquire()
+        if user:
+            _waiting[0] += 1
+    try:
+        if ins.done:
+            return
+        if user:  # the caller's core is free while it waits: BLAS may use it
+            blas_threads.use(narrow=False)
+        lk.acquire()
+    finally:
+        if user:
+            with _reg:
+                _waiting[0] -= 1
 
 
 def _raise(err: KernelError):
