@@ -25,6 +25,8 @@ _DROPOUT_GRAD = registry.get("dropout_grad")
 _EMBEDDING = registry.get("embedding")
 _EMBEDDING_GRAD = registry.get("embedding_grad")
 _EMBEDDING_RENORM = registry.get("embedding_renorm")
+_SDPA = registry.get("scaled_dot_product_attention")
+_SDPA_GRAD = registry.get("scaled_dot_product_attention_grad")
 _NO_ATTRS: dict = {}
 
 
@@ -153,8 +155,8 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
 
     ``attn_mask``: boolean (True = may attend) or float (added to the scores), broadcasting
     to (..., L, S). ``is_causal`` masks keys after each query (top-left aligned). Rows with no
-    allowed key give zeros. ``dropout_p`` drops attention weights (always, like PyTorch)."""
-    import actorflow.functional as F
+    allowed key give zeros. ``dropout_p`` drops attention weights (always, like PyTorch).
+    Without dropout this is one fused op (and one fused gradient op)."""
     if is_causal and attn_mask is not None:
         raise ValueError("scaled_dot_product_attention: pass either attn_mask or is_causal, "
                          "not both")
@@ -172,8 +174,23 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
                              f"{ks[-3]} key / {vs[-3]} value heads")
         key = _repeat_heads(key, qs[-3] // ks[-3])
         value = _repeat_heads(value, qs[-3] // vs[-3])
-    L, S = qs[-2], ks[-2]
     scale = 1.0 / math.sqrt(qs[-1]) if scale is None else float(scale)
+    dropout_p = float(dropout_p)
+    if not 0.0 <= dropout_p <= 1.0:
+        raise ValueError(f"scaled_dot_product_attention: dropout probability has to be between "
+                         f"0 and 1, but got {dropout_p}")
+    if dropout_p > 0.0:
+        return _sdpa_composite(query, key, value, attn_mask, dropout_p, is_causal, scale)
+    ins = [query, key, value] if attn_mask is None else [query, key, value, attn_mask]
+    return apply(_SDPA, ins, {"scale": scale, "is_causal": bool(is_causal)})[0]
+
+
+def _sdpa_composite(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None,
+                    dropout_p: float, is_causal: bool, scale: float) -> Tensor:
+    """Attention from separate ops (matmul, mask, softmax, dropout, matmul): the path for
+    ``dropout_p > 0``, which the fused op does not take."""
+    import actorflow.functional as F
+    L, S = query._shape[-2], key._shape[-2]
     scores = F.mul(apply(_MATMUL, [query, key], {"transpose_a": False, "transpose_b": True})[0],
                    scale)
     if is_causal:
@@ -190,6 +207,59 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
     return apply(_MATMUL, [attn, value], {"transpose_a": False, "transpose_b": False})[0]
 
 
+def scaled_dot_product_attention_grad(dout: Tensor | None, query: Tensor, key: Tensor,
+                                      value: Tensor, probs: Tensor, out: Tensor, scale: float,
+                                      mask: Tensor | None = None, dprobs: Tensor | None = None,
+                                      needs_input_grad: tuple = (True, True, True, True)
+                                      ) -> tuple:
+    """(dquery, dkey, dvalue, dmask) of scaled_dot_product_attention from its saved ``probs``
+    and ``out``.
+
+    ``dout`` / ``dprobs`` are the gradients arriving at the output and at ``probs`` (either
+    may be None). ``dmask`` is None unless ``mask`` is an additive (non-boolean) mask and
+    ``needs_input_grad[3]``; other entries are None where ``needs_input_grad`` says so. When
+    grad mode is on and an argument requires grad (``create_graph=True``), the result is built
+    from differentiable ops, so it can be differentiated again; otherwise it is one fused op."""
+    need = tuple(bool(n) for n in needs_input_grad) + (False,) * (4 - len(needs_input_grad))
+    want_mask = mask is not None and mask.dtype is not dt.bool_ and need[3]
+    if dout is None and dprobs is None:
+        return None, None, None, None
+    args = [t for t in (dout, query, key, value, probs, dprobs) if t is not None]
+    if grad_mode.is_grad_enabled() and any(t.requires_grad for t in args):
+        return _sdpa_grad_composite(dout, query, key, value, probs, float(scale),
+                                    mask if want_mask else None, dprobs, need)
+    if dout is None:
+        from actorflow.functional.creation import zeros
+        dout = zeros(tuple(out._shape), dtype=out.dtype)
+    attrs = {"scale": float(scale), "needs": need[:3], "has_dprobs": dprobs is not None,
+             "mask_shape": tuple(mask._shape) if want_mask else None}
+    ins = [dout, query, key, value, probs, out] + ([dprobs] if dprobs is not None else [])
+    grads = apply(_SDPA_GRAD, ins, attrs)
+    return tuple(g if n else None for g, n in zip(grads[:3], need)) + \
+        (grads[3] if want_mask else None,)
+
+
+def _sdpa_grad_composite(dout, query, key, value, probs, scale, mask, dprobs, need) -> tuple:
+    """The gradient of attention from differentiable functional ops (double backward)."""
+    import actorflow.functional as F
+    dq = dk = dv = dmask = None
+    ds = None
+    if dout is not None:
+        if need[2]:
+            dv = F.sum_to(F.matmul(probs, dout, transpose_a=True), value._shape)
+        ds = F.sum_to(F.matmul(dout, value, transpose_b=True), probs._shape)
+    if dprobs is not None:
+        ds = dprobs if ds is None else F.add(ds, dprobs)
+    ds = softmax_grad(ds, probs, -1)
+    if need[0]:
+        dq = F.mul(F.sum_to(F.matmul(ds, key), query._shape), scale)
+    if need[1]:
+        dk = F.mul(F.sum_to(F.matmul(ds, query, transpose_a=True), key._shape), scale)
+    if mask is not None:
+        dmask = F.sum_to(ds, mask._shape)
+    return dq, dk, dv, dmask
+
+
 def _tensor_softmax(self: Tensor, dim: int | None = None, dtype=None) -> Tensor:
     return softmax(self, dim, dtype=dtype)
 
@@ -203,4 +273,4 @@ register_tensor_methods({"softmax": _tensor_softmax, "log_softmax": _tensor_log_
 
 __all__ = ["linear", "bmm", "softmax", "log_softmax", "softmax_grad", "log_softmax_grad",
            "dropout", "dropout_grad", "embedding", "embedding_grad",
-           "scaled_dot_product_attention"]
+           "scaled_dot_product_attention", "scaled_dot_product_attention_grad"]

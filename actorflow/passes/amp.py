@@ -5,9 +5,9 @@ gives each a precision, in Job order:
 
 * white-list ops (matmul, linear, convolutions and their input/weight gradients) run in the AMP
   dtype (float16 or bfloat16): their float32 inputs are cast to it;
-* black-list ops (losses and their gradients, softmax / log_softmax, norms, reductions such as
-  sum / mean, exp / log / pow..., every optimizer-phase op and every op that writes an input in
-  place) run in float32: their half-precision inputs are cast to float32;
+* black-list ops (losses and their gradients, softmax / log_softmax, fused attention, norms,
+  reductions such as sum / mean, exp / log / pow..., every optimizer-phase op and every op that
+  writes an input in place) run in float32: their half-precision inputs are cast to float32;
 * every other op follows its inputs (the op's registered type promotion); if its inference
   rejects mixed precisions, its half-precision inputs are cast to float32.
 
@@ -34,6 +34,7 @@ _LOSSES = ("cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss",
            "kl_div", "binary_cross_entropy", "binary_cross_entropy_with_logits")
 BLACK_LIST = frozenset(
     _LOSSES + tuple(f"{n}_backward" for n in _LOSSES)
+    + ("scaled_dot_product_attention", "scaled_dot_product_attention_grad")
     + ("softmax", "softmax_grad", "log_softmax", "log_softmax_grad", "logsumexp",
        "layer_norm", "layer_norm_grad", "batch_norm", "batch_norm_grad",
        "batch_norm_batch_stats", "group_norm", "group_norm_grad", "norm", "norm_grad_factor",
