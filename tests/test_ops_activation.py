@@ -289,6 +289,44 @@ def test_unary_vs_torch(name):
     np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=2e-5, atol=1e-6)
 
 
+@pytest.mark.skipif(torch is None, reason="PyTorch not installed")
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_float32_kernels_vs_torch(approximate):
+    # the float32 kernels work in blocks: use more than one, a transposed (strided) input and
+    # the edges: signed zeros, tiny and huge |x|, infinities, nan
+    edges = [0.0, -0.0, 1e-30, -1e-30, 1e-6, -1e-6, 5.5, -5.5, 13.0, -13.0, 1e4, -1e4,
+             np.inf, -np.inf, np.nan]
+    a = np.concatenate([RNG.standard_normal(150_000) * 3, np.linspace(-20, 20, 4001),
+                        edges, np.zeros(4)]).astype(np.float32).reshape(-1, 4).T
+    g = RNG.standard_normal(a.shape).astype(np.float32)
+    x = flow.tensor(a, requires_grad=True)
+    tx = torch.tensor(a.astype(np.float64), requires_grad=True)  # PyTorch in float64: the truth
+    out = flow.gelu(x.t(), approximate=approximate)
+    tout = torch.nn.functional.gelu(tx.t(), approximate=approximate)
+    out.backward(flow.tensor(g.T))
+    tout.backward(torch.tensor(g.T.astype(np.float64)))
+    assert out.dtype is flow.float32 and x.grad.dtype is flow.float32
+    np.testing.assert_allclose(out.numpy(), tout.detach().numpy(), rtol=3e-7, atol=2e-7)
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_kernels_may_write_over_their_inputs(approximate):
+    """Fused programs run elementwise kernels in place; the blocked float32 kernels too."""
+    gelu, gelu_grad = (flow.ops.registry.get(n).kernel_cpu for n in ("gelu", "gelu_grad"))
+    attrs = {"approximate": approximate}
+    x = (RNG.standard_normal(300_001) * 3).astype(np.float32)
+    g = RNG.standard_normal(x.shape).astype(np.float32)
+    y, d = np.empty_like(x), np.empty_like(x)
+    gelu([x], [y], attrs)
+    gelu_grad([g, x], [d], attrs)
+    for ins, which, want in (([x.copy()], 0, y), ([g, x.copy()], 1, d),
+                             ([g.copy(), x], 0, d)):
+        kernel = gelu if len(ins) == 1 else gelu_grad
+        kernel(ins, [ins[which]], attrs)
+        np.testing.assert_array_equal(ins[which], want)
+
+
 # ---- in-place forms --------------------------------------------------------------------------
 
 def test_inplace_unary_methods():

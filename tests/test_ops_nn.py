@@ -226,6 +226,34 @@ def test_embedding_vs_torch(kw):
               [_rand(6, 3)], 1e-12)
 
 
+@pytest.mark.parametrize("n,num,padding_idx,dtype", [
+    (2048, 96, None, np.float32),   # GPT's token embedding: many repeats
+    (64, 64, None, np.float32),     # its position embedding: every index once
+    (500, 7, 3, np.float64),
+    (300, 70_000, 5, np.float32),   # more rows than a 16-bit sort key holds
+    (0, 5, 1, np.float32),
+])
+def test_embedding_grad_sums_repeated_rows(n, num, padding_idx, dtype):
+    idx = RNG.integers(0, num, (n,))
+    if n >= 300:
+        idx[:50] = idx[0]  # one index many times, and the padding index too
+        idx[50:60] = 5
+    g = RNG.standard_normal((n, 8)).astype(dtype)
+    kernel = flow.ops.registry.get("embedding_grad").kernel_cpu
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for scale in (False, True):
+        out = np.full((num, 8), np.nan, dtype)
+        kernel([g.reshape(-1, 2, 8) if n else g, idx.reshape(-1, 2) if n else idx], [out],
+               {"num_weights": num, "padding_idx": padding_idx, "scale_grad_by_freq": scale})
+        want = np.zeros((num, 8))
+        np.add.at(want, idx, g.astype(np.float64))
+        if scale:
+            want /= np.maximum(np.bincount(idx, minlength=num), 1)[:, None]
+        if padding_idx is not None:
+            want[padding_idx] = 0
+        np.testing.assert_allclose(out, want, rtol=tol, atol=tol)
+
+
 @pytest.mark.skipif(torch is None, reason="needs PyTorch")
 def test_embedding_max_norm_vs_torch():
     w = _rand(6, 3) * 2

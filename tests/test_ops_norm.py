@@ -126,6 +126,32 @@ def test_layer_norm_vs_torch(norm_shape, affine, dtype, tol):
 
 
 @pytest.mark.skipif(torch is None, reason="needs PyTorch")
+def test_layer_norm_float32_rows_vs_torch_float64():
+    """The float32 kernels on GPT-like rows, some of them constant or with a large offset
+    (where the row mean's rounding matters), fed a transposed (strided) input."""
+    x = (_rand(64, 300, 4) + 0.3).astype(np.float32)
+    x[:, :10, 1] = np.float32(-3.7)  # constant rows: the output is the bias
+    x[:, 10:20, 2] = np.float32(0.1)
+    x[:, 20:30, 3] += np.float32(100.0)
+    w, b = (1 + 0.1 * _rand(64)).astype(np.float32), _rand(64).astype(np.float32)
+    gy = _rand(300, 4, 64).astype(np.float32)
+    fx, fw, fb = _t(x, True), _t(w, True), _t(b, True)
+    y = flow.layer_norm(fx.permute(1, 2, 0), (64,), fw, fb)
+    y.backward(flow.tensor(gy))
+    tx, tw, tb = (to_torch(a.astype(np.float64), True) for a in (x, w, b))
+    ty = torch.nn.functional.layer_norm(tx.permute(1, 2, 0), (64,), tw, tb)
+    ty.backward(to_torch(gy.astype(np.float64)))
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=1e-6, atol=1e-6)
+    out = y.detach().numpy()
+    for const_rows in (out[:10, 1], out[10:20, 2]):
+        np.testing.assert_array_equal(const_rows, np.broadcast_to(b, (10, 64)))
+    # the gradients through the offset rows are limited by their mean stored in float32
+    for a, t in ((fx, tx), (fw, tw), (fb, tb)):
+        assert a.grad.dtype is flow.float32
+        np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy(), rtol=1e-5, atol=2e-5)
+
+
+@pytest.mark.skipif(torch is None, reason="needs PyTorch")
 @pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-10), (np.float32, 1e-4)])
 @pytest.mark.parametrize("shape,groups", [((2, 6, 4, 3), 3), ((3, 4, 5), 1), ((2, 4), 4)])
 def test_group_norm_vs_torch(shape, groups, dtype, tol):

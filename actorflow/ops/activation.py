@@ -16,6 +16,7 @@ import numpy as np
 from actorflow.framework import dtype as dt
 from actorflow.ops._common import F, broadcast_shapes, promote
 from actorflow.ops.elementwise import _integral_only, _needs, _ufunc, bf16_safe, unary
+from actorflow.ops.gelu_f32 import AS_A, AS_P, GELU_C, gelu_f32, gelu_grad_f32
 from actorflow.ops.registry import Meta, register
 
 _LN2 = math.log(2.0)
@@ -23,7 +24,6 @@ _LN10 = math.log(10.0)
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
-_GELU_C = 0.044715
 SELU_ALPHA = 1.6732632423543772848170429916717
 SELU_SCALE = 1.0507009873554804934193349852946
 
@@ -74,19 +74,14 @@ def math_array_fn(name: str):
     return lambda a: ufunc(a).astype(a.dtype)
 
 
-# Abramowitz & Stegun 7.1.26: erf(x) = 1 - poly(t) exp(-x^2), t = 1 / (1 + p x), |error| < 1.5e-7
-_AS_P = 0.3275911
-_AS_A = (1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592)
-
-
 def _erf_float32(a: np.ndarray, relative: bool = True) -> np.ndarray:
     """erf in float32 with vectorised NumPy: A&S 7.1.26 (absolute error < 1.5e-7) and, when
     ``relative`` accuracy is asked for, a Taylor series below |x| = 0.5 (where erf is small)."""
     a = a.astype(np.float32, copy=False)
     ax = np.abs(a)
-    t = 1.0 / (1.0 + np.float32(_AS_P) * ax)
-    poly = np.float32(_AS_A[0]) * t
-    for c in _AS_A[1:]:
+    t = 1.0 / (1.0 + np.float32(AS_P) * ax)
+    poly = np.float32(AS_A[0]) * t
+    for c in AS_A[1:]:
         poly += np.float32(c)
         poly *= t
     np.multiply(ax, ax, out=ax)
@@ -318,22 +313,27 @@ def _(ctx, g):
 
 # ---- activations --------------------------------------------------------------------------------
 
+def _gelu_kernel(x, out, attrs):
+    if out.dtype != np.float64:  # float32 and narrower: the blocked float32 kernels
+        gelu_f32(x, out, attrs["approximate"])
+        return
+    a = x.astype(np.float64, copy=False)
+    with np.errstate(all="ignore"):
+        if attrs["approximate"] == "tanh":
+            res = 0.5 * a * (1.0 + np.tanh(_SQRT_2_OVER_PI * (a + GELU_C * a * a * a)))
+        else:
+            res = 0.5 * a * (1.0 + erf_array(a * math.sqrt(0.5)))
+        np.copyto(out, res, casting="unsafe")
 
-def _gelu_kernel(a, attrs):
-    if attrs["approximate"] == "tanh":
-        return 0.5 * a * (1.0 + np.tanh(_SQRT_2_OVER_PI * (a + _GELU_C * a * a * a)))
-    # gelu needs erf only to absolute accuracy: 0.5 x (1 + erf) has relative error ~1e-7
-    return 0.5 * a * (1.0 + erf_array(a * np.asarray(math.sqrt(0.5), a.dtype), relative=False))
 
-
-def _gelu_derivative(x: np.ndarray, approximate: str) -> np.ndarray:
-    """d gelu / dx as an array."""
+def _gelu_derivative64(x: np.ndarray, approximate: str) -> np.ndarray:
+    """d gelu / dx in float64."""
     if approximate == "tanh":
         x2 = x * x
-        t = np.tanh(_SQRT_2_OVER_PI * x * (1.0 + _GELU_C * x2))
-        return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * _SQRT_2_OVER_PI * (1 + 3 * _GELU_C * x2)
-    cdf = 0.5 * (1.0 + erf_array(x * np.asarray(math.sqrt(0.5), x.dtype), relative=False))
-    return cdf + x * np.exp(-0.5 * x * x) * np.asarray(_INV_SQRT_2PI, x.dtype)
+        t = np.tanh(_SQRT_2_OVER_PI * x * (1.0 + GELU_C * x2))
+        return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * _SQRT_2_OVER_PI * (1 + 3 * GELU_C * x2)
+    cdf = 0.5 * (1.0 + erf_array(x * math.sqrt(0.5)))
+    return cdf + x * np.exp(-0.5 * x * x) * _INV_SQRT_2PI
 
 
 gelu_grad = register("gelu_grad", doc="dout * gelu'(x): the gradient of gelu in one kernel.")
@@ -347,10 +347,13 @@ def _(inputs, attrs):
 @gelu_grad.kernel("cpu")
 def _(ins, outs, attrs):
     g, x = ins
+    out = outs[0]
+    if out.dtype != np.float64:
+        gelu_grad_f32(g, x, out, attrs["approximate"])
+        return
     with np.errstate(all="ignore"):
-        xs = _src(x, outs[0])
-        np.multiply(_gelu_derivative(xs, attrs["approximate"]), g, out=outs[0],
-                    casting="unsafe")
+        d = _gelu_derivative64(x.astype(np.float64, copy=False), attrs["approximate"])
+        np.multiply(d, g, out=out, casting="unsafe")
 
 
 @gelu_grad.grad
@@ -388,8 +391,8 @@ def _gelu_first_derivative_composite(x, approximate):
     if approximate == "tanh":
         # d/dx 0.5 x (1 + t), t = tanh(k (x + c x^3)):  0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3c x^2)
         x2 = F.square(x)
-        t = F.tanh(F.mul(F.add(x, F.mul(F.mul(x2, x), _GELU_C)), _SQRT_2_OVER_PI))
-        inner = F.mul(F.add(F.mul(x2, 3 * _GELU_C), 1), 0.5 * _SQRT_2_OVER_PI)
+        t = F.tanh(F.mul(F.add(x, F.mul(F.mul(x2, x), GELU_C)), _SQRT_2_OVER_PI))
+        inner = F.mul(F.add(F.mul(x2, 3 * GELU_C), 1), 0.5 * _SQRT_2_OVER_PI)
         return F.add(F.mul(F.add(t, 1), 0.5), F.mul(F.mul(x, F.rsub(F.square(t), 1)), inner))
     # Phi(x) + x phi(x)
     cdf = F.mul(F.add(F.erf(F.mul(x, math.sqrt(0.5))), 1), 0.5)
@@ -397,7 +400,7 @@ def _gelu_first_derivative_composite(x, approximate):
     return F.add(cdf, F.mul(x, pdf))
 
 
-gelu = unary("gelu", _composite(_gelu_kernel), grad=_gelu_grad)
+gelu = unary("gelu", _gelu_kernel, grad=_gelu_grad)
 
 
 def _silu_grad(ctx, g):  # s (1 + x (1 - s)), s = sigmoid(x)

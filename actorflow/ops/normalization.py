@@ -192,6 +192,33 @@ def _norm_backward(dxhat, xhat, invstd, axes):
                      - xhat * (dxhat * xhat).mean(axis=axes, keepdims=True))
 
 
+# layer_norm works on (rows, d) matrices: row and column sums are matrix-vector products (BLAS),
+# several times faster than NumPy's reductions over short rows, and the elementwise steps run in
+# place, the last ones in the output array.
+
+def _rows_of(a: np.ndarray, d: int) -> np.ndarray:
+    return np.ascontiguousarray(compute_array(a)).reshape(-1, d)
+
+
+def _writable_rows(out: np.ndarray, dtype, d: int) -> tuple[np.ndarray, bool]:
+    """(``out`` as a (rows, d) matrix, True), or a scratch matrix and False when ``out`` has
+    another dtype or layout."""
+    if out.dtype == dtype and out.flags.c_contiguous:
+        return out.reshape(-1, d), True
+    return np.empty((out.size // d, d), dtype), False
+
+
+def _param_row(p: np.ndarray, dtype) -> np.ndarray:
+    return compute_array(p).astype(dtype, copy=False).reshape(-1)
+
+
+def _norm_size(x_shape: tuple, k: int) -> int:
+    d = 1
+    for s in x_shape[len(x_shape) - k:]:
+        d *= s
+    return d
+
+
 layer_norm = register("layer_norm", grad_uses_outputs=True,
                       doc="Layer normalisation over the last ``normalized_ndim`` dims (inputs x, "
                           "[weight], [bias]); outputs y, mean, invstd.")
@@ -216,17 +243,45 @@ def _(inputs, attrs):
 
 @layer_norm.kernel("cpu")
 def _(ins, outs, attrs):
-    x = compute_array(ins[0])
+    k = attrs["normalized_ndim"]
+    d = _norm_size(ins[0].shape, k)
     w, b = _affine(ins, attrs, 1)
-    axes = tuple(range(x.ndim - attrs["normalized_ndim"], x.ndim))
-    xhat, mean, invstd = _normalize_last(x, axes, attrs["eps"])
+    y, mean_out, invstd_out = outs
+    if d == 0 or ins[0].size == 0:  # nothing to normalise: NumPy's reductions give nan / empty
+        x = compute_array(ins[0])
+        with np.errstate(all="ignore"):
+            xhat, mean, invstd = _normalize_last(x, tuple(range(x.ndim - k, x.ndim)),
+                                                 attrs["eps"])
+        y[...], mean_out[...], invstd_out[...] = xhat, mean, invstd
+        return
+    x = _rows_of(ins[0], d)
+    y2, direct = _writable_rows(y, x.dtype, d)
+    by_d = np.full(d, 1.0 / d, x.dtype)
+    mean = x @ by_d
+    np.subtract(x, mean[:, None], out=y2)
+    # What rounding left of the mean in the centred rows: it corrects the variance and the mean
+    # (a constant row then gets variance 0 and, below, the output ``bias`` exactly).
+    shift = y2 @ by_d
+    invstd = np.multiply(y2, y2) @ by_d  # the variance, then 1 / sqrt(var + eps) in place
+    invstd -= shift * shift
+    np.maximum(invstd, 0, out=invstd)
+    invstd += attrs["eps"]
+    np.sqrt(invstd, out=invstd)
+    np.divide(1.0, invstd, out=invstd)
+    mean += shift
+    # leaving it in the centred rows moves the output by |shift| * invstd: mostly a few ulps
+    # (then not worth a pass), more for rows of (nearly) equal values
+    if np.max(np.abs(shift) * invstd) > 8 * np.finfo(x.dtype).eps:
+        y2 -= shift[:, None]
+    y2 *= invstd[:, None]
     if w is not None:
-        xhat *= w
+        y2 *= _param_row(w, x.dtype)
     if b is not None:
-        xhat += b
-    outs[0][...] = xhat
-    outs[1][...] = mean
-    outs[2][...] = invstd
+        y2 += _param_row(b, x.dtype)
+    if not direct:
+        y[...] = y2.reshape(y.shape)
+    mean_out[...] = mean.reshape(mean_out.shape)
+    invstd_out[...] = invstd.reshape(invstd_out.shape)
 
 
 @layer_norm.grad
@@ -254,15 +309,36 @@ def _(inputs, attrs):
 
 @layer_norm_grad.kernel("cpu")
 def _(ins, outs, attrs):
-    dout, x, mean, invstd = (compute_array(a) for a in ins[:4])
+    # dx = invstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)), dxhat = dout * w; the row
+    # means of dxhat and dxhat * xhat are dout @ w / d and (dout * xhat) @ w / d
     k = attrs["normalized_ndim"]
-    axes = tuple(range(x.ndim - k, x.ndim))
-    lead = tuple(range(x.ndim - k))
-    xhat = (x - mean) * invstd
-    outs[1][...] = (dout * xhat).sum(axis=lead)
-    outs[2][...] = dout.sum(axis=lead)
-    dxhat = dout * compute_array(ins[4]) if attrs["has_weight"] else dout
-    outs[0][...] = _norm_backward(dxhat, xhat, invstd, axes)
+    d = _norm_size(ins[1].shape, k)
+    dx_out, dw_out, db_out = outs
+    if d == 0 or ins[1].size == 0:
+        dx_out[...] = 0
+        dw_out[...] = 0
+        db_out[...] = 0
+        return
+    dout, x = _rows_of(ins[0], d), _rows_of(ins[1], d)
+    mean, invstd = (compute_array(a).astype(x.dtype, copy=False).reshape(-1) for a in ins[2:4])
+    w = _param_row(ins[4], x.dtype) if attrs["has_weight"] else None
+    by_d = np.full(d, 1.0 / d, x.dtype) if w is None else w / d
+    xc = np.subtract(x, mean[:, None])
+    prod = np.multiply(dout, xc)  # dout * xhat / invstd
+    dw_out[...] = (invstd @ prod).reshape(dw_out.shape)
+    db_out[...] = (np.ones(x.shape[0], x.dtype) @ dout).reshape(db_out.shape)
+    xc *= ((prod @ by_d) * (invstd * invstd * invstd))[:, None]  # xhat * mean(dxhat xhat)
+    m1 = (dout @ by_d) * invstd
+    dx, direct = _writable_rows(dx_out, x.dtype, d)
+    if w is None:  # the inputs are not read after this first write of dx
+        np.multiply(dout, invstd[:, None], out=dx)
+    else:
+        np.multiply(dout, w, out=dx)
+        dx *= invstd[:, None]
+    dx -= xc
+    dx -= m1[:, None]
+    if not direct:
+        dx_out[...] = dx.reshape(dx_out.shape)
 
 
 layer_norm_grad.grad(_no_double_backward("layer_norm"))

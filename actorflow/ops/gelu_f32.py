@@ -1,0 +1,155 @@
+"""The float32 GELU kernels (exact and tanh forms, forward and gradient): blocks of in-place
+NumPy passes with one exp per element, writing straight into the output.
+
+A NumPy pass over float32 data costs about a tenth of an exp (and a twentieth of a tanh), so
+these kernels count passes. ``activation`` registers the ops and keeps the float64 paths.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+# Abramowitz & Stegun 7.1.26: erf(x) = 1 - poly(t) exp(-x^2), t = 1 / (1 + p x), |error| < 1.5e-7
+AS_P = 0.3275911
+AS_A = (1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+GELU_C = 0.044715
+
+# gelu(x) = x Phi(x) is computed as x / (1 + exp(-L(x))), with
+# L = logit(Phi) ~ x P(x^2): P's degree-6 coefficients were fitted here (weighted least squares
+# with Lawson reweighting on [0, 6], float64) to 2e-7 of |gelu(-|x|)| or 5e-8 absolute, before
+# float32 rounding; beyond |x| = 6, |L| > 23 and the result is x or ~0, as it should be.
+# gelu' comes from A&S 7.1.26 for Q(a) = Phi(-a) = erfc(a/sqrt2)/2 (absolute error < 7.5e-8):
+#   Q(a) = K m(t) exp(-a^2/2),  t = 1 / (1 + p a / sqrt2),  m(t) = t (b5 + t (b4 + ... (b2 + t)))
+#   gelu'(x) = Phi(x) + x phi(x) = 0.5 + sign(x) (0.5 - Q(a) + a phi(a)),  a = |x|
+# where phi(a) = exp(-a^2/2) / sqrt(2 pi) shares Q's exponential. The tanh form is
+# x sigmoid(2u) = x / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3): one exp, no tanh.
+_GELU_BLOCK = 1 << 17  # elements per block, so the scratch arrays stay in cache
+# -P, lowest degree first
+_GELU_NEG_P = tuple(np.float32(-c) for c in (
+    1.5957698829, 7.2666169149e-02, -6.5189952441e-05, -1.1061238684e-04, 7.9294887220e-06,
+    -2.6452666924e-07, 3.5123411679e-09))
+_GELU_T = np.float32(AS_P * math.sqrt(0.5))
+_GELU_B = tuple(np.float32(c / AS_A[0]) for c in AS_A[1:])  # A&S's polynomial made monic
+_GELU_LNK = np.float32(math.log(0.5 * AS_A[0]))  # K = a1 / 2, folded into the exponent
+_GELU_PHI = np.float32(_INV_SQRT_2PI / (0.5 * AS_A[0]))  # phi(a) = this * K exp(-a^2/2)
+_TANH_A = np.float32(-2 * _SQRT_2_OVER_PI)  # -2u = x (_TANH_A + _TANH_B x^2)
+_TANH_B = np.float32(-2 * _SQRT_2_OVER_PI * GELU_C)
+_TANH_G = np.float32(2 * _SQRT_2_OVER_PI)  # 2u' = _TANH_G + _TANH_D x^2
+_TANH_D = np.float32(6 * _SQRT_2_OVER_PI * GELU_C)
+_F32_SIGN = np.int32(-2 ** 31)
+_HALF, _ONE = np.float32(0.5), np.float32(1.0)
+
+
+def _gelu_q(x, a, t, q, e) -> None:
+    """a = |x|, q = m(t), e = K exp(-x^2/2) (so Q(a) = q e); t is left as scratch."""
+    np.abs(x, out=a)
+    np.multiply(a, _GELU_T, out=t)
+    t += _ONE
+    np.reciprocal(t, out=t)
+    np.add(t, _GELU_B[0], out=q)
+    for b in _GELU_B[1:]:
+        q *= t
+        q += b
+    q *= t
+    np.multiply(a, np.float32(-0.5), out=e)
+    e *= a
+    e += _GELU_LNK
+    np.exp(e, out=e)
+
+
+def _gelu_block(o, x, s, q) -> None:
+    np.multiply(x, x, out=s)
+    np.multiply(s, _GELU_NEG_P[-1], out=q)
+    q += _GELU_NEG_P[-2]
+    for c in _GELU_NEG_P[-3::-1]:
+        q *= s
+        q += c
+    q *= x
+    np.exp(q, out=q)
+    q += _ONE
+    np.divide(x, q, out=o)
+
+
+def _gelu_grad_block(o, g, x, a, t, q, e) -> None:
+    _gelu_q(x, a, t, q, e)
+    np.multiply(a, _GELU_PHI, out=t)
+    q -= t
+    q *= e  # Q(a) - a phi(a), at most 0.5
+    np.subtract(_HALF, q, out=q)
+    sign, qi = t.view(np.int32), q.view(np.int32)
+    np.bitwise_and(x.view(np.int32), _F32_SIGN, out=sign)
+    np.bitwise_xor(qi, sign, out=qi)  # copysign for q >= 0, several times faster
+    q += _HALF
+    np.multiply(g, q, out=o)
+
+
+def _gelu_tanh_block(o, x, e) -> None:
+    np.multiply(x, x, out=e)
+    e *= _TANH_B
+    e += _TANH_A
+    e *= x
+    np.exp(e, out=e)
+    e += _ONE
+    np.divide(x, e, out=o)
+
+
+def _gelu_tanh_grad_block(o, g, x, w, e, s) -> None:
+    # gelu' = s (1 + (1 - s) x 2u'), s = sigmoid(2u) = 1 / (1 + e), e = exp(-2u); 1 - s is
+    # taken as 1 / (1 + 1/e): no cancellation where s is near 1, none of inf * 0 where e is inf
+    np.multiply(x, x, out=w)
+    np.multiply(w, _TANH_B, out=e)
+    e += _TANH_A
+    e *= x
+    np.exp(e, out=e)
+    np.add(e, _ONE, out=s)
+    np.reciprocal(s, out=s)
+    np.reciprocal(e, out=e)
+    e += _ONE
+    np.reciprocal(e, out=e)
+    w *= _TANH_D
+    w += _TANH_G
+    w *= x
+    e *= w
+    e += _ONE
+    e *= s
+    np.multiply(g, e, out=o)
+
+
+def _run_blocks(block, n_scratch: int, out: np.ndarray, *arrays: np.ndarray) -> None:
+    """Run ``block(out_part, *array_parts, *scratch)`` over float32 blocks of ``arrays``
+    (broadcast to ``out``'s shape). A block reads only its own part of the inputs and writes
+    its output last, so ``out`` may be one of the inputs (fused programs run ops in place)."""
+    direct = out.dtype == np.float32 and out.flags.c_contiguous
+    res = out if direct else np.empty(out.shape, np.float32)
+    flat = [np.ascontiguousarray(np.broadcast_to(a, out.shape), dtype=np.float32).reshape(-1)
+            for a in arrays]
+    n = res.size
+    step = min(n, _GELU_BLOCK)
+    if step:
+        rf = res.reshape(-1)
+        scratch = [np.empty(step, np.float32) for _ in range(n_scratch)]
+        with np.errstate(all="ignore"):
+            for i in range(0, n, step):
+                j = min(i + step, n)
+                block(rf[i:j], *(a[i:j] for a in flat), *(s[:j - i] for s in scratch))
+    if not direct:
+        np.copyto(out, res, casting="unsafe")
+
+
+def gelu_f32(x: np.ndarray, out: np.ndarray, approximate: str) -> None:
+    """``out = gelu(x)`` computed in float32 (``approximate``: "none" or "tanh")."""
+    if approximate == "tanh":
+        _run_blocks(_gelu_tanh_block, 1, out, x)
+    else:
+        _run_blocks(_gelu_block, 2, out, x)
+
+
+def gelu_grad_f32(g: np.ndarray, x: np.ndarray, out: np.ndarray, approximate: str) -> None:
+    """``out = g * gelu'(x)`` computed in float32."""
+    if approximate == "tanh":
+        _run_blocks(_gelu_tanh_grad_block, 3, out, g, x)
+    else:
+        _run_blocks(_gelu_grad_block, 4, out, g, x)
