@@ -57,3 +57,4 @@ from actorflow.serialization import load, save  # noqa: F401,E402
 from actorflow import optim  # noqa: F401,E402
 from actorflow import profiler  # noqa: F401,E402
 from actorflow import functional as _C  # noqa: F401,E402  (OneFlow's functional namespace)
+import actorflow.linalg as linalg  # noqa: F401,E402  (over the functional.linalg module name)

@@ -452,6 +452,45 @@ register_tensor_methods({
     "masked_scatter_": masked_scatter_, "take": take, "nonzero": nonzero, "argwhere": argwhere,
 })
 
+# ---- one_hot ------------------------------------------------------------------------------------
+
+_one_hot_op = registry.get("one_hot")
+_amax_op = registry.get("amax")
+
+
+def one_hot(input: Tensor, num_classes: int = -1, on_value=1, off_value=0) -> Tensor:
+    """``input.shape + (num_classes,)`` tensor with ``on_value`` at each element's class and
+    ``off_value`` elsewhere (int64; the default float dtype when either value is a float).
+    ``num_classes=-1`` takes the largest class + 1, which reads the input (eager only)."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"one_hot: expected a Tensor, got {type(input).__name__}")
+    shape = tuple(input._shape)
+    if input.dtype._category != 1:
+        raise TypeError(f"one_hot: expected an integer (index) tensor, got {input.dtype} (input "
+                        f"shape {shape})")
+    if isinstance(num_classes, bool) or not isinstance(num_classes, (int, np.integer)) \
+            or num_classes < -1:
+        raise ValueError(f"one_hot: num_classes must be -1 or a non-negative int, got "
+                         f"{num_classes!r} (input shape {shape})")
+    for v in (on_value, off_value):
+        if not is_scalar(v):
+            raise TypeError(f"one_hot: on_value and off_value must be numbers, got {v!r}")
+    num_classes = int(num_classes)
+    if num_classes == -1:
+        if input.is_lazy:
+            raise ValueError(f"one_hot: num_classes=-1 needs the input's values, which a traced "
+                             f"graph does not know; pass num_classes (input shape {shape})")
+        if input.numel() == 0:
+            raise ValueError(f"one_hot: cannot infer num_classes from an empty tensor (input "
+                             f"shape {shape})")
+        top = apply(_amax_op, [input], {"dim": None, "keepdim": False})[0].item()
+        num_classes = max(int(top) + 1, 0)  # a negative class is reported by the kernel
+    floating = any(isinstance(v, (float, np.floating)) for v in (on_value, off_value))
+    dtype = dt.get_default_dtype() if floating else dt.int64
+    return apply(_one_hot_op, [input], {"num_classes": num_classes, "on_value": on_value,
+                                        "off_value": off_value, "dtype": dtype})[0]
+
+
 __all__ = ["gather", "scatter", "scatter_add", "index_select", "index_add", "masked_select",
            "masked_scatter", "take", "gather_nd", "nonzero", "argwhere", "getitem_by_spec",
            "getitem_backward", "setitem_by_spec", "parse_index"]

@@ -152,10 +152,65 @@ def _binary_infer(name: str, kind: str):
     return infer
 
 
-def _scalar_infer(kind: str):
+# ---- integer scalars --------------------------------------------------------------------------
+# A Python int meeting an integer tensor in arithmetic or a comparison acts in the tensor's dtype,
+# wrapped modulo 2**bits as PyTorch casts it (uint8: 300 -> 44, -1 -> 255); NumPy 2 would refuse
+# it. fill/masked_fill values and pow's exponent must instead be representable, as in PyTorch.
+# Float and bool tensors are left alone.
+
+def _is_int_scalar(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def check_int_scalar(op_name: str, value, dtype: dt.dtype, exact: bool = False) -> None:
+    """Inference check of a scalar acting on the integer ``dtype``: an integral one must fit in
+    64 bits (PyTorch's limit). With ``exact`` the value must be representable in ``dtype``
+    (unsigned types also take ints down to -max, which wrap) and floats must be in range."""
+    if dtype._category != 1 or isinstance(value, (bool, np.bool_)):
+        return
+    if _is_int_scalar(value):
+        value = int(value)
+        if not -(1 << 63) <= value < (1 << 64):
+            raise OverflowError(f"{op_name}: the integer scalar {value} does not fit in 64 bits")
+        if not exact:
+            return
+    elif not exact or not isinstance(value, (float, np.floating)):
+        return
+    info = np.iinfo(dtype.np)
+    lo = -int(info.max) if info.min == 0 and isinstance(value, int) else int(info.min)
+    if not lo <= value <= int(info.max):  # False for NaN
+        raise OverflowError(f"{op_name}: the value {value!r} cannot be converted to {dtype} "
+                            f"without overflow")
+
+
+_INT_RANGE = {c: (int(np.iinfo(c).min), int(np.iinfo(c).max))  # by type char: a quick lookup
+              for c in np.typecodes["AllInteger"]}
+
+
+def int_scalar(value, np_dtype: np.dtype):
+    """``value`` as the kernels use it on an array of ``np_dtype``: an integral scalar with an
+    integer dtype is wrapped into that dtype's range (two's complement); anything else is
+    returned unchanged."""
+    if type(value) is not int and not _is_int_scalar(value):
+        return value
+    lim = _INT_RANGE.get(np_dtype.char)
+    if lim is None:
+        return value
+    value = int(value)
+    if lim[0] <= value <= lim[1]:
+        return value
+    bits = np_dtype.itemsize * 8
+    v = value & ((1 << bits) - 1)
+    return v - (1 << bits) if lim[0] < 0 and v > lim[1] else v
+
+
+def _scalar_infer(name: str, kind: str, exact: bool = False):
     def infer(inputs, attrs):
         x = inputs[0]
-        d = dt.result_type([x.dtype], (), (attrs["scalar"],))
+        s = attrs["scalar"]
+        d = dt.result_type([x.dtype], (), (s,))
+        if type(s) is not float and kind != "float":
+            check_int_scalar(name, s, d, exact=exact and not attrs.get("reverse"))
         if kind == "float" and not d.is_floating_point:
             d = dt.get_default_dtype()
         elif kind == "bool":
@@ -183,12 +238,14 @@ def bf16_safe(ufunc):
 
 
 def binary(name: str, ufunc, *, kind: str = "arith", grad=None, scalar_grad=None,
-           grad_uses_outputs: bool = False):
+           grad_uses_outputs: bool = False, exact_scalar: bool = False):
     """Register ``name`` (tensor op tensor) and ``scalar_<name>`` (tensor op scalar).
 
     ``kind``: "arith" (promoted dtype), "float" (integers promote to the default float),
     "bool" (comparisons). ``grad(ctx, dout, x, y)`` returns (dx, dy) before summing to the
-    input shapes; ``scalar_grad(ctx, dout, x, scalar, reverse)`` returns dx.
+    input shapes; ``scalar_grad(ctx, dout, x, scalar, reverse)`` returns dx. Integral scalars
+    wrap to an integer tensor's dtype (``int_scalar``); ``exact_scalar``: instead an
+    unrepresentable right-hand scalar is an error (pow's exponent, as in PyTorch).
     """
     op = register(name, grad_uses_outputs=grad_uses_outputs)
     op.infer(_binary_infer(name, kind))
@@ -209,12 +266,15 @@ def binary(name: str, ufunc, *, kind: str = "arith", grad=None, scalar_grad=None
                     F.sum_to(dy, sy) if dy is not None else None)
 
     sop = register("scalar_" + name, grad_uses_outputs=grad_uses_outputs)
-    sop.infer(_scalar_infer(kind))
+    sop.infer(_scalar_infer(sop.name, kind, exact_scalar))
+    wraps = kind != "float"  # "float" ops compute in floating point: the scalar stays exact
 
     @sop.kernel("cpu")
     def _(ins, outs, attrs):
         out = outs[0]
         s = attrs["scalar"]
+        if wraps and type(s) is not float:  # comparisons compute in the input's dtype
+            s = int_scalar(s, out.dtype if kind == "arith" else ins[0].dtype)
         if attrs.get("reverse"):
             ufunc(s, ins[0], out=out, dtype=out.dtype, casting="unsafe")
         else:
@@ -418,7 +478,8 @@ def _power(a, b, out, dtype, casting):
         np.power(a, b, out=out, dtype=dtype, casting=casting)
 
 
-pow_op, scalar_pow = binary("pow", _quiet(_power), grad=_pow_grad, scalar_grad=_scalar_pow_grad)
+pow_op, scalar_pow = binary("pow", _quiet(_power), grad=_pow_grad, scalar_grad=_scalar_pow_grad,
+                            exact_scalar=True)
 
 
 def _minmax_grads(cmp: str):
@@ -536,13 +597,16 @@ masked_fill = register("masked_fill", doc="x with ``value`` where mask is true (
 @masked_fill.infer
 def _(inputs, attrs):
     x, mask = inputs
+    check_int_scalar("masked_fill", attrs["value"], x.dtype, exact=True)
     return [Meta(broadcast_shapes("masked_fill", x._shape, mask._shape), x.dtype)]
 
 
 @masked_fill.kernel("cpu")
 def _(ins, outs, attrs):
-    np.copyto(outs[0], ins[0])
-    np.copyto(outs[0], np.asarray(attrs["value"]), casting="unsafe", where=_as_bool(ins[1]))
+    out = outs[0]
+    np.copyto(out, ins[0])
+    np.copyto(out, np.asarray(int_scalar(attrs["value"], out.dtype)), casting="unsafe",
+              where=_as_bool(ins[1]))
 
 
 @masked_fill.grad
@@ -556,12 +620,14 @@ fill = register("fill", doc="A tensor like x filled with ``value`` (used in plac
 
 @fill.infer
 def _(inputs, attrs):
+    check_int_scalar("fill", attrs["value"], inputs[0].dtype, exact=True)
     return [Meta(inputs[0]._shape, inputs[0].dtype)]
 
 
 @fill.kernel("cpu")
 def _(ins, outs, attrs):
-    np.copyto(outs[0], np.asarray(attrs["value"]), casting="unsafe")
+    out = outs[0]
+    np.copyto(out, np.asarray(int_scalar(attrs["value"], out.dtype)), casting="unsafe")
 
 
 @fill.grad

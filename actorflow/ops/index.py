@@ -470,3 +470,36 @@ def _(inputs, attrs):
 @nonzero.kernel("cpu")
 def _(ins, outs, attrs):
     outs[0][...] = np.argwhere(ins[0])
+
+
+# ---- one_hot ----------------------------------------------------------------------------------
+
+one_hot = register("one_hot", doc="out[..., c] = on_value where x[...] == c, else off_value "
+                                  "(shape x.shape + (num_classes,)); no gradient.")
+
+
+@one_hot.infer
+def _(inputs, attrs):
+    x, n = inputs[0], attrs["num_classes"]
+    if x.dtype._category != 1:
+        fail("one_hot", f"expected an integer (index) tensor, got {x.dtype}", x._shape)
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        fail("one_hot", f"num_classes must be a non-negative int, got {n!r}", x._shape)
+    return [Meta(tuple(x._shape) + (n,), attrs.get("dtype") or dt.int64)]
+
+
+@one_hot.kernel("cpu")
+def _(ins, outs, attrs):
+    x, out, n = ins[0], outs[0], attrs["num_classes"]
+    if x.size:
+        lo, hi = int(x.min()), int(x.max())
+        if lo < 0:
+            raise ValueError(f"one_hot: class values must be non-negative, got {lo} (input "
+                             f"shape {x.shape})")
+        if hi >= n:
+            raise ValueError(f"one_hot: class values must be smaller than num_classes={n}, "
+                             f"got {hi} (input shape {x.shape})")
+    out.fill(attrs.get("off_value", 0))
+    if x.size:
+        np.put_along_axis(out, x[..., None].astype(np.intp, copy=False), attrs.get("on_value", 1),
+                          axis=-1)
