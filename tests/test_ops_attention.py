@@ -286,3 +286,23 @@ def test_graph_training_matches_eager(executor, causal, monkeypatch):
     assert types.count("scaled_dot_product_attention") == 1
     assert types.count("scaled_dot_product_attention_grad") == 1
     assert "softmax" not in types and "softmax_grad" not in types
+
+
+def test_batch_slices_on_intra_op_threads_match_one_thread():
+    from actorflow.ops import parallel
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal((8, 4, 128, 16)).astype(np.float32) for _ in range(3))
+    dout = rng.standard_normal((8, 4, 128, 16)).astype(np.float32)
+    results = []
+    before = parallel.threads()
+    for n in (1, 2):
+        parallel.set_threads(n)
+        try:
+            tq, tk, tv = (_t(a, grad=True) for a in (q, k, v))
+            y = F.scaled_dot_product_attention(tq, tk, tv, is_causal=True)
+            y.backward(_t(dout))
+            results.append([y.numpy(), tq.grad.numpy(), tk.grad.numpy(), tv.grad.numpy()])
+        finally:
+            parallel.set_threads(before)
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(a, b)

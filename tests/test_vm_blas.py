@@ -6,7 +6,7 @@ import pytest
 
 import actorflow as flow
 from actorflow import vm
-from actorflow.vm.blas import ADAPTIVE_VAR, BlasThreads, blas_threads
+from actorflow.ops.blas import ADAPTIVE_VAR, BlasThreads, blas_threads
 
 pytestmark = [pytest.mark.timeout(30),
               pytest.mark.skipif(not blas_threads.available, reason="no OpenBLAS found")]

@@ -22,6 +22,7 @@ import functools
 import numpy as np
 
 from actorflow.ops._common import F, broadcast_shapes, promote
+from actorflow.ops.parallel import parallel_for, split
 from actorflow.ops.registry import Meta, fail, register
 
 _NAME = "scaled_dot_product_attention"
@@ -122,22 +123,45 @@ def _masked_softmax_(s: np.ndarray, mask, is_causal: bool) -> None:
     s *= np.reciprocal(total, out=total)[..., None]
 
 
+def _chunks(arrays, probs: np.ndarray, mask) -> list | None:
+    """Ranges of the first batch axis to run in parallel, or None when the arrays don't share
+    their batch dims (broadcasting) or the mask has batch dims of its own."""
+    lead = probs.shape[:-2]
+    if not lead or any(a.shape[:-2] != lead for a in arrays) or \
+            (mask is not None and mask.ndim > 2):
+        return None
+    per_row = probs[0].size  # elements of the (L, S) arrays per index of the first axis
+    return split(lead[0], -(-(1 << 16) // max(per_row, 1)))
+
+
+def _forward(q, k, v, s, out, mask, attrs) -> None:
+    # the scale goes on q (the smaller operand); the product lands straight in s
+    np.matmul(q * s.dtype.type(attrs["scale"]), np.swapaxes(k, -1, -2), out=s)
+    _masked_softmax_(s, mask, attrs["is_causal"])
+    np.matmul(s, v, out=out)
+
+
 @sdpa.kernel("cpu")
 def _(ins, outs, attrs):
     out, probs = outs
     ct = _compute_dtype(probs.dtype)
     q, k, v = (_as(a, ct) for a in ins[:3])
+    mask = ins[3] if len(ins) == 4 else None
     if probs.size == 0:  # no keys (or nothing at all): zero outputs
         out[...] = 0
         return
+    ranges = _chunks((q, k, v, out), probs, mask) \
+        if probs.dtype == ct and out.dtype == ct else None
+    if ranges is not None:  # slices of the batch, on the intra-op threads
+        def run(c: int) -> None:
+            i, j = ranges[c]
+            _forward(q[i:j], k[i:j], v[i:j], probs[i:j], out[i:j], mask, attrs)
+        parallel_for(len(ranges), run)
+        return
     s = probs if probs.dtype == ct else np.empty(probs.shape, ct)
-    # the scale goes on q (the smaller operand); the product lands straight in probs' memory
-    np.matmul(q * ct.type(attrs["scale"]), np.swapaxes(k, -1, -2), out=s)
-    _masked_softmax_(s, ins[3] if len(ins) == 4 else None, attrs["is_causal"])
-    if out.dtype == ct:
-        np.matmul(s, v, out=out)
-    else:
-        _store(out, np.matmul(s, v))
+    o = out if out.dtype == ct else np.empty(out.shape, ct)
+    _forward(q, k, v, s, o, mask, attrs)
+    _store(out, o)
     _store(probs, s)
 
 
@@ -191,12 +215,32 @@ def _matmul_into(a: np.ndarray, b: np.ndarray, target: np.ndarray) -> None:
         _store(target, _sum_to(np.matmul(a, b), target.shape))
 
 
+def _backward_direct(dout, q, k, v, p, out, dq, dk, dv, scale) -> None:
+    """The gradient when nothing broadcasts or casts (one slice of the batch)."""
+    np.matmul(np.swapaxes(p, -1, -2), dout, out=dv)
+    ds = np.matmul(dout, np.swapaxes(v, -1, -2))
+    ds -= np.einsum("...ij,...ij->...i", dout, out)[..., None]
+    ds *= p
+    np.matmul(ds, k * scale, out=dq)
+    np.matmul(np.swapaxes(ds, -1, -2), q * scale, out=dk)
+
+
 @sdpa_grad.kernel("cpu")
 def _(ins, outs, attrs):
     ct = _compute_dtype(ins[4].dtype)
     dout, q, k, v, p, out = (_as(a, ct) for a in ins[:6])
     need = attrs["needs"]
     scale = ct.type(attrs["scale"])
+    if len(ins) == 6 and len(outs) == 3 and all(need) and ins[5].dtype == ct and \
+            all(o.dtype == ct for o in outs) and p.size:
+        ranges = _chunks((dout, q, k, v, out) + tuple(outs), p, None)
+        if ranges is not None:  # slices of the batch, on the intra-op threads
+            def run(c: int) -> None:
+                i, j = ranges[c]
+                _backward_direct(dout[i:j], q[i:j], k[i:j], v[i:j], p[i:j], out[i:j],
+                                 outs[0][i:j], outs[1][i:j], outs[2][i:j], scale)
+            parallel_for(len(ranges), run)
+            return
     for o, n in zip(outs[:3], need):
         if not n:  # not wanted by the caller: defined values all the same
             o[...] = 0

@@ -10,6 +10,8 @@ import math
 
 import numpy as np
 
+from actorflow.ops.parallel import parallel_for
+
 # Abramowitz & Stegun 7.1.26: erf(x) = 1 - poly(t) exp(-x^2), t = 1 / (1 + p x), |error| < 1.5e-7
 AS_P = 0.3275911
 AS_A = (1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592)
@@ -26,7 +28,7 @@ GELU_C = 0.044715
 #   gelu'(x) = Phi(x) + x phi(x) = 0.5 + sign(x) (0.5 - Q(a) + a phi(a)),  a = |x|
 # where phi(a) = exp(-a^2/2) / sqrt(2 pi) shares Q's exponential. The tanh form is
 # x sigmoid(2u) = x / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3): one exp, no tanh.
-_GELU_BLOCK = 1 << 17  # elements per block, so the scratch arrays stay in cache
+_GELU_BLOCK = 1 << 17  # elements per block: scratch stays in cache; blocks spread over threads
 # -P, lowest degree first
 _GELU_NEG_P = tuple(np.float32(-c) for c in (
     1.5957698829, 7.2666169149e-02, -6.5189952441e-05, -1.1061238684e-04, 7.9294887220e-06,
@@ -120,8 +122,9 @@ def _gelu_tanh_grad_block(o, g, x, w, e, s) -> None:
 
 def _run_blocks(block, n_scratch: int, out: np.ndarray, *arrays: np.ndarray) -> None:
     """Run ``block(out_part, *array_parts, *scratch)`` over float32 blocks of ``arrays``
-    (broadcast to ``out``'s shape). A block reads only its own part of the inputs and writes
-    its output last, so ``out`` may be one of the inputs (fused programs run ops in place)."""
+    (broadcast to ``out``'s shape), spread over the intra-op threads. A block reads only its
+    own part of the inputs and writes its output last, so ``out`` may be one of the inputs
+    (fused programs run ops in place)."""
     direct = out.dtype == np.float32 and out.flags.c_contiguous
     res = out if direct else np.empty(out.shape, np.float32)
     flat = [np.ascontiguousarray(np.broadcast_to(a, out.shape), dtype=np.float32).reshape(-1)
@@ -130,11 +133,14 @@ def _run_blocks(block, n_scratch: int, out: np.ndarray, *arrays: np.ndarray) -> 
     step = min(n, _GELU_BLOCK)
     if step:
         rf = res.reshape(-1)
-        scratch = [np.empty(step, np.float32) for _ in range(n_scratch)]
-        with np.errstate(all="ignore"):
-            for i in range(0, n, step):
-                j = min(i + step, n)
-                block(rf[i:j], *(a[i:j] for a in flat), *(s[:j - i] for s in scratch))
+
+        def run(k: int) -> None:
+            i = k * step
+            j = min(i + step, n)
+            scratch = [np.empty(j - i, np.float32) for _ in range(n_scratch)]
+            with np.errstate(all="ignore"):
+                block(rf[i:j], *(a[i:j] for a in flat), *scratch)
+        parallel_for(-(-n // step), run)
     if not direct:
         np.copyto(out, res, casting="unsafe")
 

@@ -27,7 +27,8 @@ import sys
 import threading
 from _thread import allocate_lock as _allocate_lock
 
-from actorflow.vm.blas import blas_threads
+from actorflow.ops import parallel as intra_op
+from actorflow.ops.blas import blas_threads
 from actorflow.vm.instruction import Instruction, KernelError, Storage, capture_stack, make_error
 from actorflow.vm.worker import WorkerPool
 
@@ -57,8 +58,8 @@ INLINE_MAX_ELEMENTS = _inline_max()
 
 
 def _run_on_worker(ins: Instruction, worker) -> None:
-    # BLAS leaves a core to the caller while the caller runs Python (see vm/blas.py)
-    blas_threads.use(narrow=not _waiting[0])
+    # kernels leave a core to the caller while the caller runs Python (see ops/blas.py)
+    _lend_caller_core(not _waiting[0])
     try:
         _execute(ins)
     except BaseException as e:  # a bug in the VM itself: fail the instruction, keep the thread
@@ -69,11 +70,18 @@ def _run_on_worker(ins: Instruction, worker) -> None:
             _errors.append(err)
             _complete(ins, err)
     worker.finished += 1
-    if worker.issued == worker.finished:  # idle: BLAS gets every thread back
-        blas_threads.use(narrow=False)
+    if worker.issued == worker.finished:  # idle: kernels get every thread back
+        _lend_caller_core(False)
 
 
 _pool = WorkerPool(_run_on_worker)
+
+
+def _lend_caller_core(busy: bool) -> None:
+    """While a user thread runs Python (``busy``), BLAS and the intra-op threads use one thread
+    fewer; while it waits, or the worker is idle, they use all of them."""
+    blas_threads.use(narrow=busy)
+    intra_op.narrow(busy)
 
 
 class _ThreadState(threading.local):
@@ -310,8 +318,8 @@ def wait_for(ins: Instruction) -> None:
     try:
         if ins.done:
             return
-        if user:  # the caller's core is free while it waits: BLAS may use it
-            blas_threads.use(narrow=False)
+        if user:  # the caller's core is free while it waits: kernels may use it
+            _lend_caller_core(False)
         lk.acquire()
     finally:
         if user:
