@@ -5,15 +5,22 @@ import statistics
 import time
 
 
-def time_per_call(fn, *, min_time: float = 0.5, warmup: int = 3, repeat: int = 5) -> float:
-    """Median seconds per call of ``fn`` over ``repeat`` rounds of at least ``min_time`` s."""
+def time_per_call(fn, *, min_time: float = 0.5, warmup: int = 3, repeat: int = 5,
+                  sync=None) -> float:
+    """Median seconds per call of ``fn`` over ``repeat`` rounds of at least ``min_time`` s.
+
+    ``sync`` (e.g. ``flow.synchronize``) is called at the end of each round, inside the timed
+    region, so asynchronous work issued by the calls is counted."""
+    sync = sync or (lambda: None)
     for _ in range(warmup):
         fn()
+    sync()
     n = 1
     while True:  # calibrate how many calls fill min_time / repeat
         t0 = time.perf_counter()
         for _ in range(n):
             fn()
+        sync()
         dt = time.perf_counter() - t0
         if dt >= min_time / repeat or n >= 1 << 20:
             break
@@ -23,6 +30,7 @@ def time_per_call(fn, *, min_time: float = 0.5, warmup: int = 3, repeat: int = 5
         t0 = time.perf_counter()
         for _ in range(n):
             fn()
+        sync()
         rounds.append((time.perf_counter() - t0) / n)
     return statistics.median(rounds)
 
