@@ -2,11 +2,9 @@
 import threading
 import time
 
-import numpy as np
 import pytest
 
 from actorflow.ops import parallel
-from actorflow.ops.blas import blas_threads
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -115,42 +113,3 @@ def test_split_covers_the_range():
         assert ranges[0][0] == 0 and ranges[-1][1] == total
         assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
     assert parallel.split(0, 4) == []
-
-
-@pytest.mark.parametrize("sa,sb", [((512, 96), (96, 256)),            # rows
-                                   ((16, 96), (96, 4096)),            # columns
-                                   ((8, 64, 96), (8, 96, 128)),       # batch
-                                   ((8, 64, 96), (96, 128)),          # b broadcasts
-                                   ((1, 300, 96), (6, 96, 128)),      # a broadcasts
-                                   ((256, 96), (6, 96, 64))])         # a lower rank
-def test_split_matmul_matches_numpy(two_threads, sa, sb):
-    rng = np.random.default_rng(0)
-    a = rng.standard_normal(sa).astype(np.float32)
-    b = rng.standard_normal(sb).astype(np.float32)
-    want = np.matmul(a, b)
-    out = np.empty_like(want)
-    old = parallel.GEMM_SPLIT_WORK
-    parallel.GEMM_SPLIT_WORK = 1 << 12  # so these small products split
-    try:
-        assert parallel._gemm_ranges(out, a, b) is not None
-        parallel.matmul_into(a, b, out)
-    finally:
-        parallel.GEMM_SPLIT_WORK = old
-    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-4)
-
-
-@pytest.mark.skipif(not blas_threads.available, reason="no OpenBLAS found")
-def test_blas_is_single_threaded_inside_a_split(two_threads):
-    flow_full = blas_threads.full
-    blas_threads.set_full(2)
-    seen = []
-    try:
-        with blas_threads.single_threaded():
-            seen.append(blas_threads.get())
-            with blas_threads.single_threaded():  # nested
-                seen.append(blas_threads.get())
-            seen.append(blas_threads.get())
-        seen.append(blas_threads.get())
-    finally:
-        blas_threads.set_full(flow_full)
-    assert seen == [1, 1, 1, 2]

@@ -1,5 +1,4 @@
-"""How many threads BLAS may use: while VM kernels overlap the caller's Python, and while
-kernels split a GEMM over the intra-op threads themselves.
+"""How many threads BLAS may use while VM kernels overlap the caller's Python.
 
 In asynchronous mode the caller's thread keeps issuing ops (Python: inference, autograd,
 allocation) while a worker thread runs kernels. A BLAS call on the worker splits its work over
@@ -14,17 +13,12 @@ starts waiting (a sync point: the caller's core is free) or the worker runs out 
 Setting the count is a global variable write in OpenBLAS (under a microsecond); a GEMM reads it
 when it starts.
 
-A kernel that splits a large GEMM over the intra-op threads (``ops/parallel.py``) pins BLAS to
-one thread for the duration (``single_threaded()``): the split is the parallelism, and BLAS
-threads on top of it would only oversubscribe the cores. While pinned, the VM's switch waits.
-
 Only OpenBLAS is driven (NumPy's wheels bundle it as ``scipy_openblas``; distributions link the
 system ``libopenblas``), found among the libraries this process has loaded. With another BLAS,
 or with ``ACTORFLOW_VM_ADAPTIVE_BLAS=0``, the thread count is left alone.
 """
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import os
 import threading
@@ -78,7 +72,6 @@ class BlasThreads:
         self.narrow = max(1, self.full - 1)
         self.current = self.full
         self._lock = threading.Lock()
-        self._pins = 0
         self.enabled = self._set is not None and self.full > 1 and \
             os.environ.get(ADAPTIVE_VAR, "1").strip().lower() not in ("0", "false", "no", "off")
 
@@ -96,29 +89,10 @@ class BlasThreads:
         if not self.enabled:
             return
         want = self.narrow if narrow else self.full
-        if want != self.current and not self._pins:
+        if want != self.current:
             with self._lock:
-                if not self._pins:
-                    self._set(want)
-                    self.current = want
-
-    @contextlib.contextmanager
-    def single_threaded(self):
-        """BLAS runs on one thread inside the block (nested and concurrent blocks count)."""
-        if self._set is None:
-            yield
-            return
-        with self._lock:
-            self._pins += 1
-            if self._pins == 1 and self.current != 1:
-                self._set(1)
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._pins -= 1
-                if self._pins == 0 and self.current != 1:
-                    self._set(self.current)
+                self._set(want)
+                self.current = want
 
     def set_full(self, n: int) -> None:
         """Change the full thread count (and apply it); ``n`` >= 1."""
@@ -128,9 +102,8 @@ class BlasThreads:
             raise RuntimeError("no OpenBLAS found in this process; its thread count can't be set")
         with self._lock:
             self.full, self.narrow = n, max(1, n - 1)
+            self._set(n)
             self.current = n
-            if not self._pins:
-                self._set(n)
         self.enabled = n > 1 and \
             os.environ.get(ADAPTIVE_VAR, "1").strip().lower() not in ("0", "false", "no", "off")
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 import numpy as np
 
 from actorflow.ops._common import F, broadcast_shapes, promote
-from actorflow.ops.parallel import matmul_into
 from actorflow.ops.registry import Meta, fail, register
 
 matmul = register("matmul")
@@ -54,8 +53,6 @@ def _(ins, outs, attrs):
         b = b.astype(out.dtype)
     if out.ndim == 0:
         out[...] = np.dot(a, b)
-    elif a.ndim >= 2 and b.ndim >= 2:
-        matmul_into(a, b, out)
     else:
         np.matmul(a, b, out=out)
 

@@ -9,7 +9,6 @@ import numpy as np
 from actorflow.framework.dtype import bool_
 from actorflow.ops._common import F, norm_axis
 from actorflow.ops.conv import compute_array
-from actorflow.ops.parallel import matmul_into
 from actorflow.ops.registry import Meta, fail, register
 from actorflow.random import numpy_rng
 
@@ -46,7 +45,7 @@ def _(ins, outs, attrs):
     x2 = x.reshape(-1, x.shape[-1])
     target = out.reshape(-1, out.shape[-1])
     if target.dtype == x2.dtype:
-        matmul_into(x2, w.T, target)
+        np.matmul(x2, w.T, out=target)
     else:
         target[...] = np.matmul(x2, w.T)
     if len(ins) > 2:

@@ -14,9 +14,9 @@ returns when every block has run; the first exception raised by a block is re-ra
 ``ACTORFLOW_INTRA_OP_THREADS`` sets the thread count (default: the CPUs this process may run
 on); 1 turns helpers off. Helper threads start at the first parallel call and are daemons.
 
-``matmul_into`` splits large GEMMs the same way (by batch, rows or columns) with BLAS pinned
-to one thread meanwhile; the matmul and linear kernels (and so the fused programs built on
-them) use it.
+GEMMs are left to BLAS's own threads: on the 2-core machine, splitting them over this pool
+(with BLAS pinned to one thread) measured no faster than BLAS alone, whose FMA-bound work does
+not scale across the two cores here the way elementwise kernels do.
 """
 from __future__ import annotations
 
@@ -26,10 +26,6 @@ import threading
 from _thread import allocate_lock
 from queue import SimpleQueue
 from typing import Callable
-
-import numpy as np
-
-from actorflow.ops.blas import blas_threads
 
 THREADS_VAR = "ACTORFLOW_INTRA_OP_THREADS"
 
@@ -180,49 +176,3 @@ def split(total: int, min_size: int) -> list:
     step = -(-total // parts)
     return [(i, min(i + step, total)) for i in range(0, total, step)]
 
-
-# ---- GEMMs ------------------------------------------------------------------------------------
-
-GEMM_SPLIT_WORK = 1 << 22  # multiply-adds below which a GEMM runs whole (about 0.1-0.2 ms)
-
-
-def _gemm_ranges(out: np.ndarray, a: np.ndarray, b: np.ndarray):
-    """(axis, ranges) along which to split ``out = a @ b`` (axis: 0 = leading batch axis,
-    -2 = rows, -1 = columns), or None to run it whole."""
-    M, N = out.shape[-2:]
-    K = a.shape[-1]
-    work = out.size * K
-    if work < GEMM_SPLIT_WORK or threads() - _pool.narrow <= 1:
-        return None
-    per = work // max(1, out.shape[0]) if out.ndim >= 3 else 0
-    if out.ndim >= 3 and out.shape[0] >= 2:
-        return 0, split(out.shape[0], -(-GEMM_SPLIT_WORK // 2 // max(per, 1)))
-    if M >= N:
-        return -2, split(M, -(-GEMM_SPLIT_WORK // 2 // max(work // M, 1)))
-    return -1, split(N, -(-GEMM_SPLIT_WORK // 2 // max(work // N, 1)))
-
-
-def matmul_into(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
-    """``np.matmul(a, b, out=out)`` for ``a``, ``b`` with at least 2 dims, split over the
-    intra-op threads when the product is large (BLAS runs single-threaded meanwhile: the split
-    is the parallelism, and its blocks are claimed dynamically, so a thread that loses its core
-    never holds the others up)."""
-    plan = _gemm_ranges(out, a, b) if a.ndim >= 2 and b.ndim >= 2 else None
-    if plan is None or len(plan[1]) < 2:
-        np.matmul(a, b, out=out)
-        return
-    axis, ranges = plan
-    nd = out.ndim
-
-    def run(c: int) -> None:
-        i, j = ranges[c]
-        if axis == 0:  # operands without that axis (or of size 1 there) broadcast whole
-            ac = a[i:j] if a.ndim == nd and a.shape[0] != 1 else a
-            bc = b[i:j] if b.ndim == nd and b.shape[0] != 1 else b
-            np.matmul(ac, bc, out=out[i:j])
-        elif axis == -2:
-            np.matmul(a[..., i:j, :], b, out=out[..., i:j, :])
-        else:
-            np.matmul(a, b[..., i:j], out=out[..., i:j])
-    with blas_threads.single_threaded():
-        parallel_for(len(ranges), run)
