@@ -4,8 +4,10 @@
 
 (1) microseconds per eager op on tiny tensors (add, 8x8 matmul, relu with backward) for
 actorflow and PyTorch; (2) milliseconds per training step of an MLP 784-1024-1024-10 (batch 256,
-SGD) and of the GPT example, for actorflow eager, PyTorch eager and (MLP) a hand-written NumPy
-step. All figures come from the same run; ratios are actorflow / reference.
+SGD) and of the GPT example, for actorflow eager, PyTorch eager and a hand-written NumPy step
+(``benchmarks/numpy_gpt.py`` for the GPT). All figures come from the same run; ratios are
+actorflow / reference. Step times are the fastest of several rounds in which the runners take
+turns, every step ending with ``flow.synchronize()``.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import actorflow as flow  # noqa: E402
-from benchmarks.common import table, time_per_call, torch  # noqa: E402
+from benchmarks.common import race, table, time_per_call, torch  # noqa: E402
 
 
 # ---- (1) tiny ops ----------------------------------------------------------------------------
@@ -85,9 +87,7 @@ def mlp_steps(min_time):
     for o, i in dims:
         params_np += [(rng.standard_normal((o, i)) * 0.02).astype(np.float32),
                       np.zeros(o, np.float32)]
-    res = {}
-    res["NumPy (hand-written)"] = time_per_call(
-        lambda: mlp_numpy_step(params_np, x, y, 0.01), min_time=min_time)
+    runners = {"NumPy (hand-written)": lambda: mlp_numpy_step(params_np, x, y, 0.01)}
 
     nn = flow.nn
     model = nn.Sequential(nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(),
@@ -100,8 +100,7 @@ def mlp_steps(min_time):
         opt.zero_grad()
         loss.backward()
         opt.step()
-    res["actorflow eager"] = time_per_call(af_step, min_time=min_time,
-                                          sync=flow.synchronize)
+    runners["actorflow eager"] = af_step
 
     if torch is not None:
         tm = torch.nn.Sequential(torch.nn.Linear(784, 1024), torch.nn.ReLU(),
@@ -115,8 +114,8 @@ def mlp_steps(min_time):
             topt.zero_grad()
             loss.backward()
             topt.step()
-        res["PyTorch eager"] = time_per_call(t_step, min_time=min_time)
-    return res
+        runners["PyTorch eager"] = t_step
+    return race(runners, min_time * len(runners), sync=flow.synchronize)
 
 
 # ---- GPT step ----------------------------------------------------------------------------------
@@ -133,7 +132,7 @@ def gpt_steps(min_time, cfg):
     # the same AdamW everywhere (PyTorch's default weight decay, OneFlow's is 0)
     hp = {"lr": 1e-3, "weight_decay": 0.01}
     ng = NumpyGPT.from_state_dict(model.state_dict(), cfg["heads"], **hp)
-    res = {"NumPy (hand-written)": time_per_call(lambda: ng.step(x, y), min_time=min_time)}
+    runners = {"NumPy (hand-written)": lambda: ng.step(x, y)}
     opt = flow.optim.AdamW(model.parameters(), **hp)
     fx, fy = flow.from_numpy(x), flow.from_numpy(y)
 
@@ -142,7 +141,7 @@ def gpt_steps(min_time, cfg):
         opt.zero_grad()
         loss.backward()
         opt.step()
-    res["actorflow eager"] = time_per_call(af_step, min_time=min_time, sync=flow.synchronize)
+    runners["actorflow eager"] = af_step
     if torch is not None:
         tm = torch_gpt(V, cfg)
         topt = torch.optim.AdamW(tm.parameters(), **hp)
@@ -154,8 +153,8 @@ def gpt_steps(min_time, cfg):
             topt.zero_grad()
             loss.backward()
             topt.step()
-        res["PyTorch eager"] = time_per_call(t_step, min_time=min_time)
-    return res
+        runners["PyTorch eager"] = t_step
+    return race(runners, min_time * len(runners), sync=flow.synchronize)
 
 
 def torch_gpt(V, cfg):

@@ -38,7 +38,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import actorflow as flow  # noqa: E402
 from benchmarks.bench_eager import mlp_numpy_step, torch_gpt  # noqa: E402
-from benchmarks.common import table, torch  # noqa: E402
+from benchmarks.common import race as _race, table, torch  # noqa: E402
 
 nn = flow.nn
 F = flow.nn.functional
@@ -46,6 +46,11 @@ HAS_RUNTIME = importlib.util.find_spec("actorflow.runtime") is not None
 # eager ops and graph calls may run asynchronously (the eager VM); every timed call ends with a
 # sync point, as a training loop that reads its loss each step does
 sync = getattr(flow, "synchronize", lambda: None)
+
+
+def race(runners: dict, min_time: float, rounds: int = 15) -> dict:
+    """``common.race`` with every call followed by ``flow.synchronize()``."""
+    return _race(runners, min_time, rounds, sync=sync)
 EXECUTORS = ("reference", "runtime") if HAS_RUNTIME else ("reference",)
 
 
@@ -220,43 +225,6 @@ def eager_step(model, opt, loss_fn, x, y):
         loss.backward()
         opt.step()
     return step
-
-
-def race(runners: dict, min_time: float, rounds: int = 15) -> dict:
-    """Seconds per call of each runner (name -> zero-argument function): the fastest of
-    ``rounds`` rounds, the runners taking turns round by round, so that load from elsewhere on
-    a shared machine falls on all of them alike."""
-    runners = {name: _synced(fn) for name, fn in runners.items()}
-    per_round = {}
-    for name, fn in runners.items():
-        fn()
-        fn()  # warm up
-        n, t = 1, 0.0
-        while n < 1 << 20:  # calibrate: calls per round of about min_time / rounds
-            t0 = time.perf_counter()
-            for _ in range(n):
-                fn()
-            t = time.perf_counter() - t0
-            if t >= min_time / rounds:
-                break
-            n *= 2
-        per_round[name] = n
-    best = {name: float("inf") for name in runners}
-    for _ in range(rounds):
-        for name, fn in runners.items():
-            n = per_round[name]
-            t0 = time.perf_counter()
-            for _ in range(n):
-                fn()
-            best[name] = min(best[name], (time.perf_counter() - t0) / n)
-    return best
-
-
-def _synced(fn):
-    def call():
-        fn()
-        sync()
-    return call
 
 
 _RUNNER = {"reference": "actorflow nn.Graph, reference executor",

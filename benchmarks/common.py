@@ -35,6 +35,37 @@ def time_per_call(fn, *, min_time: float = 0.5, warmup: int = 3, repeat: int = 5
     return statistics.median(rounds)
 
 
+def race(runners: dict, min_time: float, rounds: int = 15, sync=None) -> dict:
+    """Seconds per call of each runner (name -> zero-argument function): the fastest of
+    ``rounds`` rounds, the runners taking turns round by round, so that load from elsewhere on
+    a shared machine falls on all of them alike. ``sync`` (e.g. ``flow.synchronize``) runs
+    after every call, inside the timing."""
+    if sync is not None:
+        runners = {name: (lambda f=fn: (f(), sync())) for name, fn in runners.items()}
+    per_round = {}
+    for name, fn in runners.items():
+        fn()
+        fn()  # warm up
+        n = 1
+        while n < 1 << 20:  # calibrate: calls per round of about min_time / rounds
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            if time.perf_counter() - t0 >= min_time / rounds:
+                break
+            n *= 2
+        per_round[name] = n
+    best = {name: float("inf") for name in runners}
+    for _ in range(rounds):
+        for name, fn in runners.items():
+            n = per_round[name]
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            best[name] = min(best[name], (time.perf_counter() - t0) / n)
+    return best
+
+
 def table(rows, headers) -> str:
     """A GitHub-markdown table."""
     out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]

@@ -80,17 +80,6 @@ def test_one_thread_runs_inline_in_order():
         parallel.set_threads(before)
 
 
-def test_narrow_leaves_the_caller_alone_with_two_threads(two_threads):
-    names = set()
-    parallel.narrow(True)
-    try:
-        parallel.parallel_for(20, lambda i: (time.sleep(0.001),
-                                             names.add(threading.current_thread().name)))
-    finally:
-        parallel.narrow(False)
-    assert names == {threading.current_thread().name}
-
-
 def test_helper_threads_are_bounded(two_threads):
     for _ in range(50):
         parallel.parallel_for(4, lambda i: None)

@@ -86,7 +86,6 @@ class _Pool:
 
     def __init__(self):
         self.threads = _default_threads()
-        self.narrow = False  # leave one thread's core to the caller (set by the VM)
         self.queue: SimpleQueue = SimpleQueue()
         self.helpers: list = []
         self._lock = threading.Lock()
@@ -108,7 +107,7 @@ class _Pool:
             task.work()
 
     def run(self, n: int, fn: Callable[[int], None]) -> None:
-        helpers = min(self.threads - 1 - (self.narrow and self.threads > 1), n - 1)
+        helpers = min(self.threads - 1, n - 1)
         if helpers <= 0:
             for i in range(n):
                 fn(i)
@@ -137,12 +136,6 @@ if hasattr(os, "register_at_fork"):
 def threads() -> int:
     """How many threads (the caller and its helpers) a parallel kernel may use."""
     return _pool.threads
-
-
-def narrow(flag: bool) -> None:
-    """With ``flag``, parallel kernels use one thread fewer (the VM sets it while its worker's
-    kernels overlap the caller's Python, whose core they would otherwise compete for)."""
-    _pool.narrow = bool(flag)
 
 
 def set_threads(n: int) -> None:

@@ -27,8 +27,6 @@ import sys
 import threading
 from _thread import allocate_lock as _allocate_lock
 
-from actorflow.ops import parallel as intra_op
-from actorflow.ops.blas import blas_threads
 from actorflow.vm.instruction import Instruction, KernelError, Storage, capture_stack, make_error
 from actorflow.vm.worker import WorkerPool
 
@@ -41,7 +39,6 @@ _lock = threading.Lock()                         # the issue lock
 _reg = threading.Lock()  # guards Instruction.waiters registration
 _errors: list = []       # KernelErrors not yet raised to the user, oldest first
 _deferred: set = set()   # launched deferred instructions whose finish() has not come yet
-_waiting = [0]           # user (non-worker) threads blocked in wait_for, guarded by _reg
 _blocking = os.environ.get(BLOCKING_VAR, "").strip().lower() in ("1", "true", "yes", "on")
 
 
@@ -58,8 +55,6 @@ INLINE_MAX_ELEMENTS = _inline_max()
 
 
 def _run_on_worker(ins: Instruction, worker) -> None:
-    # kernels leave a core to the caller while the caller runs Python (see ops/blas.py)
-    _lend_caller_core(not _waiting[0])
     try:
         _execute(ins)
     except BaseException as e:  # a bug in the VM itself: fail the instruction, keep the thread
@@ -70,18 +65,9 @@ def _run_on_worker(ins: Instruction, worker) -> None:
             _errors.append(err)
             _complete(ins, err)
     worker.finished += 1
-    if worker.issued == worker.finished:  # idle: kernels get every thread back
-        _lend_caller_core(False)
 
 
 _pool = WorkerPool(_run_on_worker)
-
-
-def _lend_caller_core(busy: bool) -> None:
-    """While a user thread runs Python (``busy``), BLAS and the intra-op threads use one thread
-    fewer; while it waits, or the worker is idle, they use all of them."""
-    blas_threads.use(narrow=busy)
-    intra_op.narrow(busy)
 
 
 class _ThreadState(threading.local):
@@ -306,25 +292,15 @@ def wait_for(ins: Instruction) -> None:
                            f"results of instructions issued after it)")
     lk = _allocate_lock()
     lk.acquire()
-    user = not _tls.on_worker
     with _reg:
         ws = ins.waiters
         if ws is None:
             ins.waiters = [lk]
         else:
             ws.append(lk)
-        if user:
-            _waiting[0] += 1
-    try:
-        if ins.done:
-            return
-        if user:  # the caller's core is free while it waits: kernels may use it
-            _lend_caller_core(False)
-        lk.acquire()
-    finally:
-        if user:
-            with _reg:
-                _waiting[0] -= 1
+    if ins.done:
+        return
+    lk.acquire()
 
 
 def _raise(err: KernelError):
