@@ -18,6 +18,7 @@ when ``finish()`` is called, from any thread, e.g. by a sink actor's callback;
 """
 from __future__ import annotations
 
+from actorflow.vm.blas import shorten_blas_spin
 from actorflow.vm.instruction import Instruction, KernelError, Storage
 from actorflow.vm.memory import TUNING_VAR, tune_malloc
 from actorflow.vm.scheduler import (
@@ -27,6 +28,7 @@ from actorflow.vm.scheduler import (
 from actorflow.vm.worker import DEFAULT_LIMIT, LIMIT_VAR, STREAM_KINDS, Stream, Worker
 
 tune_malloc()  # freed tensor memory stays in the process (see actorflow/vm/memory.py)
+shorten_blas_spin()  # idle BLAS threads sleep instead of spinning (see actorflow/vm/blas.py)
 
 
 def _storage_of(x) -> Storage:
@@ -74,4 +76,5 @@ __all__ = ["Instruction", "KernelError", "Storage", "Stream", "Worker", "launch"
            "issue", "synchronize", "sync_read", "sync_write", "is_blocking", "set_blocking",
            "current_worker", "push_worker", "pop_worker", "pool", "unreported_errors",
            "BLOCKING_VAR", "INLINE_VAR", "LIMIT_VAR", "TUNING_VAR", "tune_malloc",
+           "shorten_blas_spin",
            "DEFAULT_LIMIT", "STREAM_KINDS"]
