@@ -469,3 +469,23 @@ def test_out_of_range_exponent_and_huge_ints_raise():
         x + 2**71
     with pytest.raises(OverflowError, match="does not fit in 64 bits"):
         flow.tensor([1]) - (-(2**63) - 1)
+
+
+def test_add_sub_alpha_match_torch():
+    torch = pytest.importorskip("torch")
+    x, tx = flow.tensor([1, 2]), torch.tensor([1, 2])
+    assert x.add(300, alpha=2).tolist() == tx.add(300, alpha=2).tolist()
+    assert x.sub(1, alpha=2).tolist() == tx.sub(1, alpha=2).tolist()
+    assert flow.sub(x, flow.tensor([1, 1]), alpha=3).tolist() == \
+        torch.sub(tx, torch.tensor([1, 1]), alpha=3).tolist()
+    y, ty = flow.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0])
+    y.add_(flow.tensor([1.0, 1.0]), alpha=0.5).sub_(1, alpha=2)
+    ty.add_(torch.tensor([1.0, 1.0]), alpha=0.5).sub_(1, alpha=2)
+    assert y.tolist() == ty.tolist()
+
+
+def test_add_alpha_gradient():
+    a = flow.tensor([1.0, 2.0], requires_grad=True)
+    b = flow.tensor([3.0, 4.0], requires_grad=True)
+    flow.sub(a, b, alpha=3).sum().backward()
+    assert a.grad.tolist() == [1.0, 1.0] and b.grad.tolist() == [-3.0, -3.0]

@@ -67,8 +67,8 @@ def unary_fn(name: str):
     return fn, inplace
 
 
-_add, add_ = binary_fn("add", commutative=True)
-sub, sub_ = binary_fn("sub")
+_add, _add_ = binary_fn("add", commutative=True)
+_sub, _sub_ = binary_fn("sub")
 _mul, mul_ = binary_fn("mul", commutative=True)
 div, div_ = binary_fn("div")
 neg, neg_ = unary_fn("neg")
@@ -76,21 +76,46 @@ exp, exp_ = unary_fn("exp")
 relu, relu_ = unary_fn("relu")
 mul = _mul
 multiply = mul
-subtract = sub
 true_divide = div
 divide = div
 negative = neg
 
 
+def _times_alpha(y, alpha):
+    if alpha == 1:
+        return y
+    return _mul(y, alpha) if isinstance(y, Tensor) else y * alpha
+
+
 def add(x, y, alpha=1, out=None):
     """``x + alpha * y`` (broadcasting; ``y`` may be a number)."""
-    if alpha != 1:
-        y = _mul(y, alpha)
-    r = _add(x, y)
+    r = _add(x, _times_alpha(y, alpha))
     if out is not None:
         out.copy_(r)
         return out
     return r
+
+
+def sub(x, y, alpha=1, out=None):
+    """``x - alpha * y`` (broadcasting; ``y`` may be a number)."""
+    r = _sub(x, _times_alpha(y, alpha))
+    if out is not None:
+        out.copy_(r)
+        return out
+    return r
+
+
+def add_(self: Tensor, y, alpha=1) -> Tensor:
+    """In place: ``self += alpha * y``."""
+    return _add_(self, _times_alpha(y, alpha))
+
+
+def sub_(self: Tensor, y, alpha=1) -> Tensor:
+    """In place: ``self -= alpha * y``."""
+    return _sub_(self, _times_alpha(y, alpha))
+
+
+subtract = sub
 
 
 def threshold_backward(g: Tensor, y: Tensor) -> Tensor:
