@@ -14,11 +14,8 @@ import os
 import sys
 import time
 
-import numpy as np
-
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-import actorflow as flow  # noqa: E402
 import actorflow.dispatch as dispatch  # noqa: E402
 from actorflow import vm  # noqa: E402
 
@@ -28,7 +25,7 @@ def main(argv=None) -> None:
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--top", type=int, default=25)
     args = p.parse_args(argv)
-    from examples.gpt import GPT
+    from benchmarks.bench_vm import _gpt
 
     stats: dict = collections.defaultdict(lambda: [0, 0.0])
     recording = [False]
@@ -50,20 +47,7 @@ def main(argv=None) -> None:
 
     dispatch.vm.issue = timed_issue
     vm.set_blocking(True)
-    rng = np.random.default_rng(0)
-    V = 96
-    x, y = rng.integers(0, V, (32, 64)), rng.integers(0, V, (32, 64))
-    flow.manual_seed(0)
-    model = GPT(V, 64, 2, 4, 64)
-    opt = flow.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
-    fx, fy = flow.from_numpy(x), flow.from_numpy(y)
-
-    def step():
-        _, loss = model(fx, fy)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss
+    step, _ = _gpt({"batch": 32, "block": 64, "layers": 2, "heads": 4, "embd": 64})
 
     for _ in range(5):
         step().item()
