@@ -7,6 +7,7 @@ import numpy as np
 
 from actorflow.framework import dtype as dt
 from actorflow.dispatch import apply
+from actorflow.ops.int_scalars import check_int_scalar, int_scalar
 from actorflow.ops.registry import get
 from actorflow.tensor import Tensor
 
@@ -26,8 +27,14 @@ def is_scalar(x) -> bool:
     return isinstance(x, (numbers.Number, np.bool_, np.number)) and not isinstance(x, Tensor)
 
 
-def as_tensor_like(x, like: Tensor | None = None) -> Tensor:
-    """A tensor for ``x``: tensors pass through, arrays and Python data are wrapped."""
+def as_tensor_like(x, like: Tensor | None = None, op_name: str = "as_tensor_like") -> Tensor:
+    """A tensor for ``x``: tensors pass through, arrays and Python data are wrapped.
+
+    A number takes ``like``'s dtype unless that would lower its category (bool < integer <
+    float). An integral number becoming an integer tensor must be representable there, as in
+    PyTorch (unsigned dtypes also take ints down to -max, which wrap); otherwise an
+    OverflowError names ``op_name``, the value and the dtype.
+    """
     if isinstance(x, Tensor):
         return x
     if isinstance(x, np.ndarray):
@@ -36,6 +43,9 @@ def as_tensor_like(x, like: Tensor | None = None) -> Tensor:
         d = dt.scalar_dtype(x)
         if like is not None and d._category <= like.dtype._category:
             d = like.dtype
+        if d._category == 1:
+            check_int_scalar(op_name, x, d, exact=True)
+            x = int_scalar(x, d.np)
         return Tensor._wrap(np.array(x, dtype=d.np), d)
     from actorflow.functional.creation import tensor
     return tensor(x)

@@ -8,6 +8,7 @@ from actorflow.framework import dtype as dt
 from actorflow.framework.device import as_device
 from actorflow.dispatch import apply
 from actorflow.ops import registry
+from actorflow.ops.int_scalars import check_int_scalar, int_scalar
 from actorflow.tensor import Size, Tensor
 
 _constant = registry.get("constant")
@@ -25,18 +26,53 @@ def _finish(t: Tensor, requires_grad: bool) -> Tensor:
     return t
 
 
-def _infer_data_dtype(data) -> dt.dtype:
+def _infer_data_dtype(data) -> tuple[dt.dtype, np.ndarray | None]:
+    """The dtype ``tensor`` gives ``data``, and the NumPy array made on the way (if any)."""
     if isinstance(data, (np.ndarray, np.generic)):  # NumPy arrays and scalars keep their dtype
-        return dt.from_numpy_dtype(data.dtype)
+        return dt.from_numpy_dtype(data.dtype), None
     arr = np.asarray(data)
     if arr.dtype.kind == "f":
-        return dt.get_default_dtype()
+        return dt.get_default_dtype(), arr
     if arr.dtype.kind == "b":
-        return dt.bool_
-    if arr.dtype.kind in "iu":
-        return dt.int64
+        return dt.bool_, arr
+    if arr.dtype.kind in "iu" or _all_ints(arr):
+        return dt.int64, arr
     raise TypeError(f"tensor: can't build a tensor from {type(data).__name__} data "
                     f"(elements of NumPy type {arr.dtype})")
+
+
+def _all_ints(arr: np.ndarray) -> bool:
+    """True for an object array holding Python ints only (ints beyond 64 bits land there)."""
+    return (arr.dtype == object and arr.size > 0
+            and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+                    for v in arr.flat))
+
+
+def _int_array_from_data(name: str, data, d: dt.dtype, arr: np.ndarray | None) -> np.ndarray:
+    """Python data (numbers, nested lists; not an array) as a new array of the integer dtype
+    ``d``; ``arr``: ``np.asarray(data)`` if already made. As in PyTorch each number must be
+    representable in ``d`` (unsigned dtypes also take ints down to -max, which wrap); floats
+    are truncated toward zero."""
+    if arr is None:
+        arr = np.asarray(data)  # a new array: data is never an ndarray here
+    if arr.dtype == d.np:
+        return arr
+    if arr.dtype.kind == "b" or arr.size == 0:
+        return arr.astype(d.np)
+    if arr.dtype.kind in "iuf":
+        try:  # the extremes decide; a float array is checked by float rules, which are
+            for v in (arr.min(), arr.max()):  # stricter only for negative ints (unsigned d)
+                check_int_scalar(name, v.item(), d, exact=True)
+            return arr.astype(d.np)
+        except OverflowError:
+            if arr.dtype.kind != "f" or d.is_signed:
+                raise
+    # Mixed ints and floats, or ints beyond 64 bits: check each number in its own type.
+    objs = np.array(data, dtype=object)
+    for v in objs.flat:
+        check_int_scalar(name, v.item() if isinstance(v, np.generic) else v, d, exact=True)
+    return np.array([int_scalar(v, d.np) for v in objs.flat], dtype=object).reshape(
+        objs.shape).astype(d.np)
 
 
 def _nested_tensors_to_array(data):
@@ -57,9 +93,12 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False,
     else:
         if isinstance(data, (list, tuple)):
             data = _nested_tensors_to_array(data)
-        d = dt.as_dtype(dtype) if dtype is not None else _infer_data_dtype(data)
+        d, arr = (dt.as_dtype(dtype), None) if dtype is not None else _infer_data_dtype(data)
         src = data
-    arr = np.array(src, dtype=d.np, copy=True)
+    if d._category == 1 and not isinstance(src, np.ndarray):  # arrays and tensors are cast
+        arr = _int_array_from_data("tensor", src, d, arr)
+    else:
+        arr = np.array(src, dtype=d.np, copy=True)
     return _finish(Tensor._wrap(arr, d), requires_grad)
 
 
@@ -81,11 +120,21 @@ def from_numpy(array: np.ndarray) -> Tensor:
 
 
 def full(size, fill_value, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    """A tensor of shape ``size`` filled with ``fill_value``."""
+    """A tensor of shape ``size`` filled with ``fill_value``.
+
+    An integer dtype must be able to hold the value, as in PyTorch (unsigned dtypes also take
+    ints down to -max, which wrap; floats are truncated toward zero); else OverflowError."""
     as_device(device)
+    return _full("full", size, fill_value, dtype, requires_grad)
+
+
+def _full(name: str, size, fill_value, dtype, requires_grad: bool) -> Tensor:
     if isinstance(fill_value, Tensor):
         fill_value = fill_value.item()
     d = dt.as_dtype(dtype) if dtype is not None else dt.scalar_dtype(fill_value)
+    if d._category == 1:
+        check_int_scalar(name, fill_value, d, exact=True)
+        fill_value = int_scalar(fill_value, d.np)
     t = apply(_constant, [], {"shape": tuple(int(s) for s in size), "dtype": d,
                               "value": fill_value})[0]
     return _finish(t, requires_grad)
@@ -124,8 +173,10 @@ def ones_like(x: Tensor, dtype=None, device=None, requires_grad: bool = False) -
 
 def full_like(x: Tensor, fill_value, dtype=None, device=None,
               requires_grad: bool = False) -> Tensor:
+    """A tensor shaped like ``x`` (of its dtype unless ``dtype``) filled with ``fill_value``;
+    the value must fit an integer dtype as in ``full``."""
     shape, d = _like(x, dtype)
-    return full(shape, fill_value, dtype=d, requires_grad=requires_grad)
+    return _full("full_like", shape, fill_value, d, requires_grad)
 
 
 def empty_like(x: Tensor, dtype=None, device=None, requires_grad: bool = False) -> Tensor:

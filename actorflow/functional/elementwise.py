@@ -309,11 +309,11 @@ def where(condition: Tensor, input=None, other=None) -> Tensor:
         raise TypeError("where: expected both input and other, or neither")
     condition = as_tensor_like(condition)
     if isinstance(input, Tensor):
-        other = as_tensor_like(other, input)
+        other = as_tensor_like(other, input, "where")
     elif isinstance(other, Tensor):
-        input = as_tensor_like(input, other)
+        input = as_tensor_like(input, other, "where")
     else:
-        input, other = as_tensor_like(input), as_tensor_like(other)
+        input, other = as_tensor_like(input, None, "where"), as_tensor_like(other, None, "where")
     return apply(_where, [condition, input, other], _NO_ATTRS)[0]
 
 
@@ -323,7 +323,7 @@ def _where_method(self: Tensor, condition: Tensor, other) -> Tensor:
 
 def _clamp_call(x: Tensor, lo, hi, out) -> Tensor:
     if isinstance(lo, Tensor) or isinstance(hi, Tensor):
-        inputs = [x] + [as_tensor_like(b, x) for b in (lo, hi) if b is not None]
+        inputs = [x] + [as_tensor_like(b, x, "clamp") for b in (lo, hi) if b is not None]
         attrs = {"has_min": lo is not None, "has_max": hi is not None}
         return apply(_clamp_tensor, inputs, attrs, out=out)[0]
     return apply(_clamp, [x], {"min": lo, "max": hi}, out=out)[0]

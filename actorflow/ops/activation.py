@@ -17,6 +17,7 @@ from actorflow.framework import dtype as dt
 from actorflow.ops._common import F, broadcast_shapes, promote
 from actorflow.ops.elementwise import _integral_only, _needs, _ufunc, bf16_safe, unary
 from actorflow.ops.gelu_f32 import AS_A, AS_P, GELU_C, gelu_f32, gelu_grad_f32
+from actorflow.ops.int_scalars import check_int_scalar, int_scalar
 from actorflow.ops.registry import Meta, register
 
 _LN2 = math.log(2.0)
@@ -236,7 +237,10 @@ def _(inputs, attrs):
     bounds = [b for b in (attrs["min"], attrs["max"]) if b is not None]
     if not bounds:
         raise ValueError("at least one of min and max must be given")
-    return [Meta(x._shape, dt.result_type([x.dtype], (), bounds))]
+    d = dt.result_type([x.dtype], (), bounds)
+    for b in bounds:  # an integral bound must be representable in an integer result (PyTorch)
+        check_int_scalar("clamp", b, d, exact=True)
+    return [Meta(x._shape, d)]
 
 
 _safe_maximum, _safe_minimum = bf16_safe(np.maximum), bf16_safe(np.minimum)
@@ -254,7 +258,10 @@ def clamp_into(out, x, lo, hi) -> None:
 
 @clamp.kernel("cpu")
 def _(ins, outs, attrs):
-    clamp_into(outs[0], ins[0], attrs["min"], attrs["max"])
+    out, lo, hi = outs[0], attrs["min"], attrs["max"]
+    if out.dtype.kind in "iu":  # bounds were checked at inference; unsigned ones < 0 wrap
+        lo, hi = int_scalar(lo, out.dtype), int_scalar(hi, out.dtype)
+    clamp_into(out, ins[0], lo, hi)
 
 
 @clamp.grad

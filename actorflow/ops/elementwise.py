@@ -13,6 +13,7 @@ import numpy as np
 
 from actorflow.framework import dtype as dt
 from actorflow.ops._common import F, broadcast_shapes, promote
+from actorflow.ops.int_scalars import is_int_scalar, check_int_scalar, int_scalar
 from actorflow.ops.registry import Meta, fail, register
 
 # ---- broadcasting helpers ---------------------------------------------------------------------
@@ -150,58 +151,6 @@ def _binary_infer(name: str, kind: str):
             d = dt.bool_
         return [Meta(shape, d)]
     return infer
-
-
-# ---- integer scalars --------------------------------------------------------------------------
-# A Python int meeting an integer tensor in arithmetic or a comparison acts in the tensor's dtype,
-# wrapped modulo 2**bits as PyTorch casts it (uint8: 300 -> 44, -1 -> 255); NumPy 2 would refuse
-# it. fill/masked_fill values and pow's exponent must instead be representable, as in PyTorch.
-# Float and bool tensors are left alone.
-
-def _is_int_scalar(value) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-
-
-def check_int_scalar(op_name: str, value, dtype: dt.dtype, exact: bool = False) -> None:
-    """Inference check of a scalar acting on the integer ``dtype``: an integral one must fit in
-    64 bits (PyTorch's limit). With ``exact`` the value must be representable in ``dtype``
-    (unsigned types also take ints down to -max, which wrap) and floats must be in range."""
-    if dtype._category != 1 or isinstance(value, (bool, np.bool_)):
-        return
-    if _is_int_scalar(value):
-        value = int(value)
-        if not -(1 << 63) <= value < (1 << 64):
-            raise OverflowError(f"{op_name}: the integer scalar {value} does not fit in 64 bits")
-        if not exact:
-            return
-    elif not exact or not isinstance(value, (float, np.floating)):
-        return
-    info = np.iinfo(dtype.np)
-    lo = -int(info.max) if info.min == 0 and isinstance(value, int) else int(info.min)
-    if not lo <= value <= int(info.max):  # False for NaN
-        raise OverflowError(f"{op_name}: the value {value!r} cannot be converted to {dtype} "
-                            f"without overflow")
-
-
-_INT_RANGE = {c: (int(np.iinfo(c).min), int(np.iinfo(c).max))  # by type char: a quick lookup
-              for c in np.typecodes["AllInteger"]}
-
-
-def int_scalar(value, np_dtype: np.dtype):
-    """``value`` as the kernels use it on an array of ``np_dtype``: an integral scalar with an
-    integer dtype is wrapped into that dtype's range (two's complement); anything else is
-    returned unchanged."""
-    if type(value) is not int and not _is_int_scalar(value):
-        return value
-    lim = _INT_RANGE.get(np_dtype.char)
-    if lim is None:
-        return value
-    value = int(value)
-    if lim[0] <= value <= lim[1]:
-        return value
-    bits = np_dtype.itemsize * 8
-    v = value & ((1 << bits) - 1)
-    return v - (1 << bits) if lim[0] < 0 and v > lim[1] else v
 
 
 def _scalar_infer(name: str, kind: str, exact: bool = False):
@@ -474,12 +423,51 @@ def _scalar_pow_grad(ctx, g, s, rev):
 def _power(a, b, out, dtype, casting):
     if out.dtype == np.bool_:  # NumPy has no bool loop: a ** b is false only for False ** True
         np.logical_or(a, np.logical_not(b), out=out)
+    elif out.dtype.kind in "iu" and isinstance(b, np.ndarray) and b.dtype.kind == "i":
+        _int_power(a, b, out)
     else:
         np.power(a, b, out=out, dtype=dtype, casting=casting)
 
 
+def _int_power(a, b: np.ndarray, out: np.ndarray) -> None:
+    """Integer ``a ** b`` with signed exponents. As in PyTorch, ``x ** -n`` is 1 for x == 1,
+    +-1 for x == -1 (by the parity of n) and 0 for any other x, 0 included. NumPy refuses
+    negative exponents, raising midway through its loop: it is tried first unless ``out``
+    overlaps an input (a partial result would then corrupt the retry)."""
+    if np.may_share_memory(out, a) or np.may_share_memory(out, b):
+        if not (b.size and b.min() < 0):
+            np.power(a, b, out=out, dtype=out.dtype, casting="unsafe")
+            return
+    else:
+        try:
+            np.power(a, b, out=out, dtype=out.dtype, casting="unsafe")
+            return
+        except ValueError:  # a negative exponent
+            pass
+    neg = b < 0
+    base = np.asarray(a).astype(out.dtype, copy=False)  # the base as the op computes it
+    small = np.where(base == 1, 1, np.where(base == -1, np.where(b & 1, -1, 1), 0))
+    np.power(a, np.where(neg, 0, b), out=out, dtype=out.dtype, casting="unsafe")
+    np.copyto(out, small, casting="unsafe", where=neg)
+
+
 pow_op, scalar_pow = binary("pow", _quiet(_power), grad=_pow_grad, scalar_grad=_scalar_pow_grad,
                             exact_scalar=True)
+
+
+def _scalar_pow_infer(inputs, attrs, base=scalar_pow.infer_fn):
+    # A negative integral exponent of an integer or bool tensor is an error (PyTorch's rule);
+    # a tensor exponent instead gives 1, +-1 or 0 per element (see _int_power).
+    s = attrs["scalar"]
+    x = inputs[0]
+    if (not attrs.get("reverse") and is_int_scalar(s) and s < 0
+            and not x.dtype.is_floating_point):
+        raise ValueError(f"Integers to negative integer powers are not allowed ({x.dtype} "
+                         f"tensor, exponent {s})")
+    return base(inputs, attrs)
+
+
+scalar_pow.infer(_scalar_pow_infer)
 
 
 def _minmax_grads(cmp: str):
