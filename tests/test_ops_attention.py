@@ -306,3 +306,31 @@ def test_batch_slices_on_intra_op_threads_match_one_thread():
             parallel.set_threads(before)
     for a, b in zip(*results):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("amp", ["float16", "bfloat16"])
+def test_amp_graph_runs_attention_in_float32(amp):
+    flow.manual_seed(0)
+    model = _Attention(True)
+    opt = flow.optim.SGD(model.parameters(), lr=0.1)
+
+    class Train(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+            self.add_optimizer(opt)
+            self.config.enable_amp(True, dtype=getattr(flow, amp))
+
+        def build(self, x):
+            loss = self.model(x, None).square().mean()
+            loss.backward()
+            return loss
+
+    g = Train()
+    losses = [float(g(flow.tensor(np.random.default_rng(s).standard_normal((2, 5, 8))
+                                  .astype(np.float32))).numpy()) for s in range(3)]
+    assert all(np.isfinite(losses))
+    job = g.full_job
+    for conf in job.ops:
+        if conf.op_type.startswith("scaled_dot_product_attention"):
+            assert {job.blob_desc(b).dtype for b in conf.inputs} == {flow.float32}, conf.op_type
