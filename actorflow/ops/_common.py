@@ -25,6 +25,9 @@ F = _Functional()
 
 def broadcast_shapes(op_name: str, *shapes) -> tuple:
     """NumPy/PyTorch broadcasting of shapes; an error names the op and the shapes."""
+    first = shapes[0]
+    if len(shapes) == 2 and shapes[1] == first:  # the common case, without the loop
+        return tuple(first)
     ndim = max(len(s) for s in shapes)
     out = [1] * ndim
     for s in shapes:
