@@ -17,23 +17,12 @@ import actorflow.linalg as LA
 import actorflow.nn as nn
 import actorflow.nn.functional as F
 from actorflow.ops.registry import OpError
-from tests.helpers import gradcheck, torch
+from tests.helpers import FnGraph, gradcheck, torch
 
 needs_torch = pytest.mark.skipif(torch is None, reason="PyTorch is not installed")
 INF = math.inf
 rng = np.random.default_rng(0)
 A = rng.standard_normal((2, 3, 4))
-
-
-class _Fn(nn.Graph):
-    """A graph calling one function of its inputs."""
-
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def build(self, *args):
-        return self.fn(*args)
 
 
 # ---- one_hot ------------------------------------------------------------------------------------
@@ -330,7 +319,7 @@ def test_normalize_and_one_hot_inside_an_nn_graph():
 
     x = flow.tensor(A.astype(np.float32))
     idx = flow.tensor(rng.integers(0, 4, size=(2, 3)))
-    g = _Fn(fn)
+    g = FnGraph(fn)
     got = g(x, idx)
     want = fn(x, idx)
     for a, b in zip(got, want):
@@ -363,10 +352,10 @@ def test_normalize_trains_inside_an_nn_graph():
 
 
 def test_one_hot_in_a_graph_needs_num_classes_and_checks_values_at_run_time():
-    g = _Fn(lambda idx: F.one_hot(idx))
+    g = FnGraph(lambda idx: F.one_hot(idx))
     with pytest.raises(Exception, match="one_hot: num_classes=-1 needs the input's values"):
         g(flow.tensor([0, 1]))
-    g = _Fn(lambda idx: F.one_hot(idx, 3))
+    g = FnGraph(lambda idx: F.one_hot(idx, 3))
     with pytest.raises(RuntimeError, match="smaller than num_classes=3, got 5"):
         g(flow.tensor([0, 5])).numpy()
     np.testing.assert_array_equal(g(flow.tensor([1, 2])).numpy(), [[0, 1, 0], [0, 0, 1]])
@@ -422,7 +411,7 @@ def test_integer_scalar_wraparound_matches_pytorch(dtype, values, scalars, op):
 def test_integer_scalar_wraparound_zero_dim_and_lazy_graph():
     out = flow.tensor(250, dtype=flow.uint8) + 300
     assert out.dtype is flow.uint8 and int(out.numpy()) == 38
-    g = _Fn(lambda x: (x + 300, x * -1, x == 44))
+    g = FnGraph(lambda x: (x + 300, x * -1, x == 44))
     a, b, c = g(flow.tensor([250, 44], dtype=flow.uint8))
     np.testing.assert_array_equal(a.numpy(), [38, 88])
     np.testing.assert_array_equal(b.numpy(), [6, 212])

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import actorflow as flow
-import actorflow.nn as nn
+from tests.helpers import FnGraph
 
 U8, I8 = flow.uint8, flow.int8
 NEG_POW = "Integers to negative integer powers are not allowed"
@@ -228,33 +228,24 @@ def test_integer_pow_float_paths_unchanged():
 
 # ---- nn.Graph -----------------------------------------------------------------------------------
 
-class _Fn(nn.Graph):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def build(self, *args):
-        return self.fn(*args)
-
-
 def test_errors_surface_while_tracing_and_graph_values_match():
     x = _u8([250, 3])
     with pytest.raises(OverflowError, match="clamp: the value 300 cannot be converted to "
                                             "actorflow.uint8"):
-        _Fn(lambda t: t.clamp(max=300))(x)
+        FnGraph(lambda t: t.clamp(max=300))(x)
     with pytest.raises(RuntimeError, match=f"scalar_pow: {NEG_POW}"):
-        _Fn(lambda t: t ** -1)(flow.tensor([2, 3]))
+        FnGraph(lambda t: t ** -1)(flow.tensor([2, 3]))
     with pytest.raises(OverflowError, match="where: the value 300 cannot be converted"):
-        _Fn(lambda t: flow.where(t > 5, t, 300))(x)
+        FnGraph(lambda t: flow.where(t > 5, t, 300))(x)
     with pytest.raises(OverflowError, match="full: the value 300 cannot be converted"):
-        _Fn(lambda t: t + flow.full((2,), 300, dtype=U8))(x)
+        FnGraph(lambda t: t + flow.full((2,), 300, dtype=U8))(x)
 
     def fn(t, b, e):
         return (t.clamp(min=-252, max=254), flow.where(t > 5, t, -1), flow.pow(b, e),
                 flow.full((2,), -1, dtype=U8) + t)
 
     args = (x, flow.tensor([2, -1, 1, 0]), flow.tensor([-1, -3, -2, -1]))
-    got = _Fn(fn)(*args)
+    got = FnGraph(fn)(*args)
     want = fn(*args)
     for g, w, values in zip(got, want, ([250, 4], [250, 255], [0, -1, 1, 0], [249, 2])):
         _same(g, values, w.dtype)
