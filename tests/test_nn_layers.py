@@ -477,3 +477,33 @@ def test_parameter_list_and_dict():
                                       "b": torch.zeros(2)})
         fpd = nn.ParameterDict({"w": nn.Parameter(flow.ones(2, 2)), "b": flow.zeros(2)})
         assert repr(fpd).replace("actorflow", "torch") == repr(tpd)
+
+
+def test_batchnorm_cumulative_average_in_graph_matches_eager_and_torch():
+    # momentum=None: running stats average every batch seen; the factor 1/n is a tensor op,
+    # so the module also traces into an nn.Graph (it used to read num_batches_tracked.item())
+    nn = flow.nn
+    m, ref = nn.BatchNorm2d(3, momentum=None), nn.BatchNorm2d(3, momentum=None)
+
+    class G(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.m = m
+
+        def build(self, x):
+            return self.m(x)
+
+    g = G()
+    xs = [np.random.default_rng(s).standard_normal((4, 3, 2, 2)).astype(np.float32) * 2 + s
+          for s in range(3)]
+    for x in xs:
+        np.testing.assert_allclose(g(flow.tensor(x)).numpy(), ref(flow.tensor(x)).numpy(),
+                                   rtol=1e-5, atol=1e-6)
+    means = [x.mean(axis=(0, 2, 3)) for x in xs]
+    vars_ = [x.var(axis=(0, 2, 3), ddof=1) for x in xs]
+    for mod in (m, ref):
+        assert int(mod.num_batches_tracked.item()) == 3
+        # batch 1 gets weight 1/1, so the initial (0, 1) stats drop out: a plain average
+        np.testing.assert_allclose(mod.running_mean.numpy(), np.mean(means, axis=0), rtol=1e-5,
+                                   atol=1e-6)
+        np.testing.assert_allclose(mod.running_var.numpy(), np.mean(vars_, axis=0), rtol=1e-5)

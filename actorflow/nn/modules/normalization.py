@@ -77,14 +77,29 @@ class _BatchNorm(Module):
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
             with no_grad():
                 self.num_batches_tracked.add_(1)
-            if self.momentum is None:  # cumulative moving average
-                factor = 1.0 / float(self.num_batches_tracked.item())
+            if self.momentum is None:
+                return self._cumulative_average_forward(input)
         use_batch_stats = self.training or (self.running_mean is None
                                             and self.running_var is None)
         keep_stats = not self.training or self.track_running_stats
         return F.batch_norm(input, self.running_mean if keep_stats else None,
                             self.running_var if keep_stats else None, self.weight, self.bias,
                             use_batch_stats, factor, self.eps)
+
+    def _cumulative_average_forward(self, input: Tensor) -> Tensor:
+        """momentum=None: the running statistics become the plain average over every batch
+        seen. The factor 1 / num_batches_tracked is a tensor op, not a Python number, so this
+        also traces into an nn.Graph (where the count has no value until the graph runs)."""
+        y = F.batch_norm(input, None, None, self.weight, self.bias, True, 0.0, self.eps)
+        with no_grad():
+            axes = (0,) + tuple(range(2, input.dim()))
+            stat_dtype = self.running_mean.dtype
+            f = self.num_batches_tracked.to(stat_dtype).reciprocal()
+            mean = input.mean(dim=axes).to(stat_dtype)
+            var = input.var(dim=axes, unbiased=True).to(stat_dtype)
+            self.running_mean.mul_(1 - f).add_(f * mean)
+            self.running_var.mul_(1 - f).add_(f * var)
+        return y
 
     def extra_repr(self) -> str:
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
