@@ -294,6 +294,7 @@ def mlp_steps(min_time: float) -> tuple:
 
 
 def gpt_steps(min_time: float, cfg: dict) -> tuple:
+    from benchmarks.numpy_gpt import NumpyGPT
     from examples.gpt import GPT
 
     rng = np.random.default_rng(0)
@@ -309,12 +310,14 @@ def gpt_steps(min_time: float, cfg: dict) -> tuple:
         flow.manual_seed(0)
         m = GPT(V, cfg["block"], cfg["layers"], cfg["heads"], cfg["embd"])
         return m, flow.optim.AdamW(m.parameters(), lr=1e-3)
-    runners = {"actorflow eager": eager_step(*make(), loss_fn, fx, fy)}
+    ng = NumpyGPT.from_state_dict(make()[0].state_dict(), cfg["heads"], lr=1e-3)
+    runners = {"NumPy (hand-written)": lambda: ng.step(x, y),
+               "actorflow eager": eager_step(*make(), loss_fn, fx, fy)}
     graphs = add_graph_runners(runners, lambda: train_graph(*make(), loss_fn), (fx, fy))
     ops = len(graphs[0].full_job.ops)
     if torch is not None:
         tm = torch_gpt(V, cfg)
-        topt = torch.optim.AdamW(tm.parameters(), lr=1e-3)
+        topt = torch.optim.AdamW(tm.parameters(), lr=1e-3, weight_decay=0.0)  # as flow's
         tx, ty = torch.from_numpy(x), torch.from_numpy(y)
 
         def t_step():
