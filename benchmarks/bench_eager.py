@@ -78,15 +78,71 @@ def mlp_numpy_step(params, x, y, lr):
     return loss
 
 
-def mlp_steps(min_time):
+GPT_CONFIG = {"batch": 32, "block": 64, "layers": 2, "heads": 4, "embd": 64}
+GPT_VOCAB = 96
+GPT_ADAMW = {"lr": 1e-3, "weight_decay": 0.01}  # one AdamW for every runner (OneFlow's default
+#                                                 weight decay is 0, PyTorch's 0.01)
+
+
+def mlp_data():
+    """(x, y) of the MLP benchmark: a batch of 256 784-vectors and class labels."""
     rng = np.random.default_rng(0)
-    x = rng.standard_normal((256, 784)).astype(np.float32)
-    y = rng.integers(0, 10, 256)
-    dims = [(1024, 784), (1024, 1024), (10, 1024)]
-    params_np = []
-    for o, i in dims:
-        params_np += [(rng.standard_normal((o, i)) * 0.02).astype(np.float32),
-                      np.zeros(o, np.float32)]
+    return rng.standard_normal((256, 784)).astype(np.float32), rng.integers(0, 10, 256)
+
+
+def gpt_data(cfg: dict):
+    """(x, y) token batches of the GPT benchmark."""
+    rng = np.random.default_rng(0)
+    shape = (cfg["batch"], cfg["block"])
+    return rng.integers(0, GPT_VOCAB, shape), rng.integers(0, GPT_VOCAB, shape)
+
+
+def mlp_numpy_params() -> list:
+    """Weights (out, in) and biases of the MLP for ``mlp_numpy_step``."""
+    rng = np.random.default_rng(1)
+    params = []
+    for o, i in [(1024, 784), (1024, 1024), (10, 1024)]:
+        params += [(rng.standard_normal((o, i)) * 0.02).astype(np.float32),
+                   np.zeros(o, np.float32)]
+    return params
+
+
+def torch_mlp_step(x, y):
+    """A PyTorch SGD step of the MLP 784-1024-1024-10 on (x, y); returns the loss."""
+    tm = torch.nn.Sequential(torch.nn.Linear(784, 1024), torch.nn.ReLU(),
+                             torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
+                             torch.nn.Linear(1024, 10))
+    topt = torch.optim.SGD(tm.parameters(), lr=0.01)
+    tx, ty = torch.from_numpy(x), torch.from_numpy(y)
+
+    def step():
+        loss = torch.nn.functional.cross_entropy(tm(tx), ty)
+        topt.zero_grad()
+        loss.backward()
+        topt.step()
+        return loss
+    return step
+
+
+def torch_gpt_step(cfg: dict, x, y):
+    """A PyTorch AdamW step of the GPT example's architecture on (x, y); returns the loss."""
+    tm = torch_gpt(GPT_VOCAB, cfg)
+    topt = torch.optim.AdamW(tm.parameters(), **GPT_ADAMW)
+    tx, ty = torch.from_numpy(x), torch.from_numpy(y)
+
+    def step():
+        logits = tm(tx)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, GPT_VOCAB), ty.reshape(-1))
+        topt.zero_grad()
+        loss.backward()
+        topt.step()
+        return loss
+    return step
+
+
+def mlp_steps(min_time):
+    x, y = mlp_data()
+    params_np = mlp_numpy_params()
     runners = {"NumPy (hand-written)": lambda: mlp_numpy_step(params_np, x, y, 0.01)}
 
     nn = flow.nn
@@ -103,18 +159,7 @@ def mlp_steps(min_time):
     runners["actorflow eager"] = af_step
 
     if torch is not None:
-        tm = torch.nn.Sequential(torch.nn.Linear(784, 1024), torch.nn.ReLU(),
-                                 torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
-                                 torch.nn.Linear(1024, 10))
-        topt = torch.optim.SGD(tm.parameters(), lr=0.01)
-        tx, ty = torch.from_numpy(x), torch.from_numpy(y)
-
-        def t_step():
-            loss = torch.nn.functional.cross_entropy(tm(tx), ty)
-            topt.zero_grad()
-            loss.backward()
-            topt.step()
-        runners["PyTorch eager"] = t_step
+        runners["PyTorch eager"] = torch_mlp_step(x, y)
     return race(runners, min_time * len(runners), sync=flow.synchronize)
 
 
@@ -123,17 +168,12 @@ def mlp_steps(min_time):
 def gpt_steps(min_time, cfg):
     from benchmarks.numpy_gpt import NumpyGPT
     from examples.gpt import GPT
-    rng = np.random.default_rng(0)
-    V = 96
-    x = rng.integers(0, V, (cfg["batch"], cfg["block"]))
-    y = rng.integers(0, V, (cfg["batch"], cfg["block"]))
+    x, y = gpt_data(cfg)
     flow.manual_seed(0)
-    model = GPT(V, cfg["block"], cfg["layers"], cfg["heads"], cfg["embd"])
-    # the same AdamW everywhere (PyTorch's default weight decay, OneFlow's is 0)
-    hp = {"lr": 1e-3, "weight_decay": 0.01}
-    ng = NumpyGPT.from_state_dict(model.state_dict(), cfg["heads"], **hp)
+    model = GPT(GPT_VOCAB, cfg["block"], cfg["layers"], cfg["heads"], cfg["embd"])
+    ng = NumpyGPT.from_state_dict(model.state_dict(), cfg["heads"], **GPT_ADAMW)
     runners = {"NumPy (hand-written)": lambda: ng.step(x, y)}
-    opt = flow.optim.AdamW(model.parameters(), **hp)
+    opt = flow.optim.AdamW(model.parameters(), **GPT_ADAMW)
     fx, fy = flow.from_numpy(x), flow.from_numpy(y)
 
     def af_step():
@@ -143,17 +183,7 @@ def gpt_steps(min_time, cfg):
         opt.step()
     runners["actorflow eager"] = af_step
     if torch is not None:
-        tm = torch_gpt(V, cfg)
-        topt = torch.optim.AdamW(tm.parameters(), **hp)
-        tx, ty = torch.from_numpy(x), torch.from_numpy(y)
-
-        def t_step():
-            logits = tm(tx)
-            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, V), ty.reshape(-1))
-            topt.zero_grad()
-            loss.backward()
-            topt.step()
-        runners["PyTorch eager"] = t_step
+        runners["PyTorch eager"] = torch_gpt_step(cfg, x, y)
     return race(runners, min_time * len(runners), sync=flow.synchronize)
 
 
@@ -210,7 +240,7 @@ def main(argv=None):
     for k, v in mlp.items():
         rows.append(("MLP 784-1024-1024-10, b256, SGD", k, f"{v * 1e3:.2f}",
                      f"{v / ref_t:.2f}x" if ref_t else "-", f"{v / ref_np:.2f}x"))
-    cfg = {"batch": 32, "block": 64, "layers": 2, "heads": 4, "embd": 64}
+    cfg = GPT_CONFIG
     gpt = gpt_steps(min_time, cfg)
     ref_t = gpt.get("PyTorch eager")
     ref_np = gpt["NumPy (hand-written)"]

@@ -37,7 +37,9 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import actorflow as flow  # noqa: E402
-from benchmarks.bench_eager import mlp_numpy_step, torch_gpt  # noqa: E402
+from benchmarks.bench_eager import (GPT_ADAMW, GPT_CONFIG, GPT_VOCAB, gpt_data,  # noqa: E402
+                                    mlp_data, mlp_numpy_params, mlp_numpy_step,
+                                    torch_gpt_step, torch_mlp_step)
 from benchmarks.common import race as _race, table, torch  # noqa: E402
 
 nn = flow.nn
@@ -254,14 +256,8 @@ def close_graphs(graphs: list) -> None:
 
 
 def mlp_steps(min_time: float) -> tuple:
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((256, 784)).astype(np.float32)
-    y = rng.integers(0, 10, 256)
-    dims = [(1024, 784), (1024, 1024), (10, 1024)]
-    params_np = []
-    for o, i in dims:
-        params_np += [(rng.standard_normal((o, i)) * 0.02).astype(np.float32),
-                      np.zeros(o, np.float32)]
+    x, y = mlp_data()
+    params_np = mlp_numpy_params()
     fx, fy = flow.from_numpy(x), flow.from_numpy(y)
 
     def loss_fn(m, a, b):
@@ -276,18 +272,7 @@ def mlp_steps(min_time: float) -> tuple:
     graphs = add_graph_runners(runners, lambda: train_graph(*make(), loss_fn), (fx, fy))
     ops = len(graphs[0].full_job.ops)
     if torch is not None:
-        tm = torch.nn.Sequential(torch.nn.Linear(784, 1024), torch.nn.ReLU(),
-                                 torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
-                                 torch.nn.Linear(1024, 10))
-        topt = torch.optim.SGD(tm.parameters(), lr=0.01)
-        tx, ty = torch.from_numpy(x), torch.from_numpy(y)
-
-        def t_step():
-            loss = torch.nn.functional.cross_entropy(tm(tx), ty)
-            topt.zero_grad()
-            loss.backward()
-            topt.step()
-        runners["PyTorch eager"] = t_step
+        runners["PyTorch eager"] = torch_mlp_step(x, y)
     res = race(runners, min_time * len(runners))
     close_graphs(graphs)
     return res, ops
@@ -297,10 +282,7 @@ def gpt_steps(min_time: float, cfg: dict) -> tuple:
     from benchmarks.numpy_gpt import NumpyGPT
     from examples.gpt import GPT
 
-    rng = np.random.default_rng(0)
-    V = 96
-    x = rng.integers(0, V, (cfg["batch"], cfg["block"]))
-    y = rng.integers(0, V, (cfg["batch"], cfg["block"]))
+    x, y = gpt_data(cfg)
     fx, fy = flow.from_numpy(x), flow.from_numpy(y)
 
     def loss_fn(m, a, b):
@@ -308,25 +290,15 @@ def gpt_steps(min_time: float, cfg: dict) -> tuple:
 
     def make():
         flow.manual_seed(0)
-        m = GPT(V, cfg["block"], cfg["layers"], cfg["heads"], cfg["embd"])
-        return m, flow.optim.AdamW(m.parameters(), lr=1e-3)
-    ng = NumpyGPT.from_state_dict(make()[0].state_dict(), cfg["heads"], lr=1e-3)
+        m = GPT(GPT_VOCAB, cfg["block"], cfg["layers"], cfg["heads"], cfg["embd"])
+        return m, flow.optim.AdamW(m.parameters(), **GPT_ADAMW)
+    ng = NumpyGPT.from_state_dict(make()[0].state_dict(), cfg["heads"], **GPT_ADAMW)
     runners = {"NumPy (hand-written)": lambda: ng.step(x, y),
                "actorflow eager": eager_step(*make(), loss_fn, fx, fy)}
     graphs = add_graph_runners(runners, lambda: train_graph(*make(), loss_fn), (fx, fy))
     ops = len(graphs[0].full_job.ops)
     if torch is not None:
-        tm = torch_gpt(V, cfg)
-        topt = torch.optim.AdamW(tm.parameters(), lr=1e-3, weight_decay=0.0)  # as flow's
-        tx, ty = torch.from_numpy(x), torch.from_numpy(y)
-
-        def t_step():
-            logits = tm(tx)
-            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, V), ty.reshape(-1))
-            topt.zero_grad()
-            loss.backward()
-            topt.step()
-        runners["PyTorch eager"] = t_step
+        runners["PyTorch eager"] = torch_gpt_step(cfg, x, y)
     res = race(runners, min_time * len(runners))
     close_graphs(graphs)
     return res, ops
@@ -365,7 +337,7 @@ def main(argv=None):
     rows = []
     mlp, mlp_ops = mlp_steps(min_time)
     rows += step_rows(f"MLP 784-1024-1024-10, b256, SGD ({mlp_ops} ops)", mlp)
-    cfg = {"batch": 32, "block": 64, "layers": 2, "heads": 4, "embd": 64}
+    cfg = GPT_CONFIG
     gpt_res, gpt_ops = gpt_steps(min_time, cfg)
     rows += step_rows(f"GPT example (b{cfg['batch']}, T{cfg['block']}, {cfg['layers']} layers, "
                       f"d{cfg['embd']}), AdamW ({gpt_ops} ops)", gpt_res)

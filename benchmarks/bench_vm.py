@@ -30,6 +30,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import actorflow as flow  # noqa: E402
 from actorflow import vm  # noqa: E402
+from benchmarks.bench_eager import (GPT_ADAMW, GPT_CONFIG, GPT_VOCAB, gpt_data,  # noqa: E402
+                                    mlp_data, torch_gpt_step, torch_mlp_step)
 from benchmarks.common import table, torch  # noqa: E402
 
 BLAS_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -43,9 +45,7 @@ def _median_time(run, rounds: int) -> float:
 # ---- (1) training steps -----------------------------------------------------------------------
 
 def _mlp():
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((256, 784)).astype(np.float32)
-    y = rng.integers(0, 10, 256)
+    x, y = mlp_data()
     nn = flow.nn
     flow.manual_seed(0)
     model = nn.Sequential(nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(),
@@ -59,34 +59,15 @@ def _mlp():
         loss.backward()
         opt.step()
         return loss
-
-    tstep = None
-    if torch is not None:
-        tm = torch.nn.Sequential(torch.nn.Linear(784, 1024), torch.nn.ReLU(),
-                                 torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
-                                 torch.nn.Linear(1024, 10))
-        topt = torch.optim.SGD(tm.parameters(), lr=0.01)
-        tx, ty = torch.from_numpy(x), torch.from_numpy(y)
-
-        def tstep():
-            loss = torch.nn.functional.cross_entropy(tm(tx), ty)
-            topt.zero_grad()
-            loss.backward()
-            topt.step()
-            return loss
-    return step, tstep
+    return step, (torch_mlp_step(x, y) if torch is not None else None)
 
 
 def _gpt(cfg):
-    from benchmarks.bench_eager import torch_gpt
     from examples.gpt import GPT
-    rng = np.random.default_rng(0)
-    V = 96
-    x = rng.integers(0, V, (cfg["batch"], cfg["block"]))
-    y = rng.integers(0, V, (cfg["batch"], cfg["block"]))
+    x, y = gpt_data(cfg)
     flow.manual_seed(0)
-    model = GPT(V, cfg["block"], cfg["layers"], cfg["heads"], cfg["embd"])
-    opt = flow.optim.AdamW(model.parameters(), lr=1e-3)
+    model = GPT(GPT_VOCAB, cfg["block"], cfg["layers"], cfg["heads"], cfg["embd"])
+    opt = flow.optim.AdamW(model.parameters(), **GPT_ADAMW)
     fx, fy = flow.from_numpy(x), flow.from_numpy(y)
 
     def step():
@@ -95,21 +76,7 @@ def _gpt(cfg):
         loss.backward()
         opt.step()
         return loss
-
-    tstep = None
-    if torch is not None:
-        tm = torch_gpt(V, cfg)
-        topt = torch.optim.AdamW(tm.parameters(), lr=1e-3)
-        tx, ty = torch.from_numpy(x), torch.from_numpy(y)
-
-        def tstep():
-            logits = tm(tx)
-            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, V), ty.reshape(-1))
-            topt.zero_grad()
-            loss.backward()
-            topt.step()
-            return loss
-    return step, tstep
+    return step, (torch_gpt_step(cfg, x, y) if torch is not None else None)
 
 
 def _per_step(step, n: int, sync_each: bool) -> float:
@@ -124,7 +91,7 @@ def _per_step(step, n: int, sync_each: bool) -> float:
 
 def training_steps(quick: bool) -> str:
     n, rounds = (4, 3) if quick else (8, 5)
-    gcfg = {"batch": 32, "block": 64, "layers": 2, "heads": 4, "embd": 64}
+    gcfg = GPT_CONFIG
     rows = []
     for label, (step, tstep) in [("MLP 784-1024-1024-10, b256, SGD", _mlp()),
                                  ("GPT example (b32, T64, 2 layers, d64), AdamW", _gpt(gcfg))]:

@@ -25,6 +25,7 @@ def main(argv=None) -> None:
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--top", type=int, default=25)
     args = p.parse_args(argv)
+    from benchmarks.bench_eager import GPT_CONFIG
     from benchmarks.bench_vm import _gpt
 
     stats: dict = collections.defaultdict(lambda: [0, 0.0])
@@ -47,7 +48,7 @@ def main(argv=None) -> None:
 
     dispatch.vm.issue = timed_issue
     vm.set_blocking(True)
-    step, _ = _gpt({"batch": 32, "block": 64, "layers": 2, "heads": 4, "embd": 64})
+    step, _ = _gpt(GPT_CONFIG)
 
     for _ in range(5):
         step().item()
