@@ -102,3 +102,19 @@ def test_split_covers_the_range():
         assert ranges[0][0] == 0 and ranges[-1][1] == total
         assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
     assert parallel.split(0, 4) == []
+
+
+def test_env_int_names_the_variable(monkeypatch):
+    from actorflow.framework.env import env_flag, env_int
+    monkeypatch.setenv("ACTORFLOW_TEST_N", "3")
+    assert env_int("ACTORFLOW_TEST_N", 7, minimum=1) == 3
+    monkeypatch.setenv("ACTORFLOW_TEST_N", "")
+    assert env_int("ACTORFLOW_TEST_N", 7, minimum=1) == 7
+    for bad in ("x", "0"):
+        monkeypatch.setenv("ACTORFLOW_TEST_N", bad)
+        with pytest.raises(ValueError, match="ACTORFLOW_TEST_N must be an integer >= 1"):
+            env_int("ACTORFLOW_TEST_N", 7, minimum=1)
+    monkeypatch.setenv("ACTORFLOW_TEST_N", "Off")
+    assert env_flag("ACTORFLOW_TEST_N", True) is False
+    monkeypatch.setenv("ACTORFLOW_TEST_N", "yes")
+    assert env_flag("ACTORFLOW_TEST_N", False) is True

@@ -27,23 +27,17 @@ from _thread import allocate_lock
 from queue import SimpleQueue
 from typing import Callable
 
+from actorflow.framework.env import env_int
+
 THREADS_VAR = "ACTORFLOW_INTRA_OP_THREADS"
 
 
 def _default_threads() -> int:
-    raw = os.environ.get(THREADS_VAR, "").strip()
-    if raw:
-        try:
-            n = int(raw)
-        except ValueError:
-            raise ValueError(f"{THREADS_VAR} must be a positive integer, got {raw!r}") from None
-        if n < 1:
-            raise ValueError(f"{THREADS_VAR} must be a positive integer, got {n}")
-        return n
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cpus = max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
+        cpus = max(1, os.cpu_count() or 1)
+    return env_int(THREADS_VAR, cpus, minimum=1)
 
 
 class _Task:

@@ -21,6 +21,8 @@ from __future__ import annotations
 import ctypes
 import os
 
+from actorflow.framework.env import env_flag
+
 TUNING_VAR = "ACTORFLOW_BLAS_TUNING"
 TIMEOUT_VAR = "OPENBLAS_THREAD_TIMEOUT"
 SPIN_LOG2_CYCLES = 14  # about 6 µs of spinning before an idle BLAS thread sleeps
@@ -54,8 +56,7 @@ def shorten_blas_spin() -> bool:
     global applied
     if applied:
         return True
-    if os.environ.get(TUNING_VAR, "1").strip().lower() in ("0", "false", "no", "off") \
-            or TIMEOUT_VAR in os.environ:
+    if not env_flag(TUNING_VAR, True) or TIMEOUT_VAR in os.environ:
         return False
     lib = _loaded_openblas()
     if lib is None:

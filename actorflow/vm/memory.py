@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import os
 import sys
+
+from actorflow.framework.env import env_flag
 
 TUNING_VAR = "ACTORFLOW_MALLOC_TUNING"
 _M_TRIM_THRESHOLD = -1
@@ -39,7 +40,7 @@ def tune_malloc() -> bool:
     global applied
     if applied:
         return True
-    if os.environ.get(TUNING_VAR, "1").strip().lower() in ("0", "false", "no", "off"):
+    if not env_flag(TUNING_VAR, True):
         return False
     if not sys.platform.startswith("linux"):
         return False

@@ -27,6 +27,7 @@ import sys
 import threading
 from _thread import allocate_lock as _allocate_lock
 
+from actorflow.framework.env import env_flag, env_int
 from actorflow.vm.instruction import Instruction, KernelError, Storage, capture_stack, make_error
 from actorflow.vm.worker import WorkerPool
 
@@ -39,19 +40,10 @@ _lock = threading.Lock()                         # the issue lock
 _reg = threading.Lock()  # guards Instruction.waiters registration
 _errors: list = []       # KernelErrors not yet raised to the user, oldest first
 _deferred: set = set()   # launched deferred instructions whose finish() has not come yet
-_blocking = os.environ.get(BLOCKING_VAR, "").strip().lower() in ("1", "true", "yes", "on")
-
-
-def _inline_max() -> int:
-    raw = os.environ.get(INLINE_VAR, "").strip()
-    try:
-        return max(int(raw), 0) if raw else 4096
-    except ValueError:
-        raise ValueError(f"{INLINE_VAR} must be an integer, got {raw!r}") from None
-
+_blocking = env_flag(BLOCKING_VAR, False)
 
 # kernels touching at most this many elements in all (inputs + outputs) count as "small"
-INLINE_MAX_ELEMENTS = _inline_max()
+INLINE_MAX_ELEMENTS = env_int(INLINE_VAR, 4096, minimum=0)
 
 
 def _run_on_worker(ins: Instruction, worker) -> None:

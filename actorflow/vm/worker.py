@@ -11,10 +11,11 @@ queue, so they are ordered by issue. Stream objects are cached per worker and ki
 """
 from __future__ import annotations
 
-import os
 import threading
 from collections import deque
 from queue import SimpleQueue
+
+from actorflow.framework.env import env_int
 
 LIMIT_VAR = "ACTORFLOW_VM_WORKER_THREAD_LIMIT"
 DEFAULT_LIMIT = 16
@@ -92,16 +93,7 @@ class Worker:
 
 def worker_limit() -> int:
     """The pool size from ``ACTORFLOW_VM_WORKER_THREAD_LIMIT`` (read at each request)."""
-    raw = os.environ.get(LIMIT_VAR)
-    if raw is None or raw == "":
-        return DEFAULT_LIMIT
-    try:
-        n = int(raw)
-    except ValueError:
-        raise ValueError(f"{LIMIT_VAR} must be a non-negative integer, got {raw!r}") from None
-    if n < 0:
-        raise ValueError(f"{LIMIT_VAR} must be a non-negative integer, got {n}")
-    return n
+    return env_int(LIMIT_VAR, DEFAULT_LIMIT, minimum=0)
 
 
 class WorkerPool:
