@@ -13,7 +13,7 @@ import threading
 
 from actorflow.autograd import grad_mode
 from actorflow.dispatch import _old_identity, _record, infer, scope
-from actorflow.job.job import SYSTEM_OPS, BlobDesc, Job, OpConf, split_blob
+from actorflow.job.job import SYSTEM_OPS, BlobDesc, Job, OpConf, split_blob, unique_name
 from actorflow.ops.registry import OpError, get
 from actorflow.tensor import Tensor
 
@@ -200,13 +200,7 @@ class JobBuilder:
 
     # -- naming ----------------------------------------------------------------------------------
     def unique_name(self, base: str) -> str:
-        name = base
-        k = 1
-        while name in self._names:
-            name = f"{base}_{k}"
-            k += 1
-        self._names.add(name)
-        return name
+        return unique_name(base, self._names)
 
     def _op_name(self, op_type: str) -> str:
         path = scope.current_path()

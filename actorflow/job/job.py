@@ -95,6 +95,16 @@ class OpConf:
         return OpConf(**fields)
 
 
+def unique_name(base: str, names: set) -> str:
+    """``base``, or ``base_1``, ``base_2``... : the first not in ``names`` (which it joins)."""
+    name, k = base, 1
+    while name in names:
+        name = f"{base}_{k}"
+        k += 1
+    names.add(name)
+    return name
+
+
 def split_blob(blob: str) -> tuple:
     """``"op/1"`` -> ``("op", 1)``."""
     name, _, idx = blob.rpartition("/")

@@ -23,7 +23,7 @@ Loss scaling (float16) is the optimizer pass's GradScaler (``passes/optimizer.py
 from __future__ import annotations
 
 from actorflow.framework import dtype as dt
-from actorflow.job.job import SYSTEM_OPS, BlobDesc, Job, OpConf, split_blob
+from actorflow.job.job import SYSTEM_OPS, BlobDesc, Job, OpConf, split_blob, unique_name
 from actorflow.job.verify import JobError
 from actorflow.ops import registry
 
@@ -85,14 +85,6 @@ def insert_casts(job: Job, low) -> Job:
     fixed: dict = {}   # half gradient blob -> its float32 cast (for non-backward readers)
     out: list = []
 
-    def unique(base: str) -> str:
-        name, k = base, 1
-        while name in names:
-            name = f"{base}_{k}"
-            k += 1
-        names.add(name)
-        return name
-
     def cast(blob: str, to, like: OpConf) -> str:
         key = (blob, to)
         hit = casts.get(key)
@@ -100,7 +92,7 @@ def insert_casts(job: Job, low) -> Job:
             return hit
         d = descs[blob]
         tags = {k: v for k, v in like.tags.items() if k in ("phase", "checkpointing", "stage")}
-        c = OpConf(unique(f"{split_blob(blob)[0]}-amp_cast_{to.name}"), "cast", [blob],
+        c = OpConf(unique_name(f"{split_blob(blob)[0]}-amp_cast_{to.name}", names), "cast", [blob],
                    {"dtype": to}, [BlobDesc(tuple(d.shape), to)], like.scope, tags=tags)
         out.append(c)
         descs[c.out(0)] = c.outputs[0]

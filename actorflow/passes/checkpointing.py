@@ -19,7 +19,7 @@ the numbers are bit-identical to the graph without checkpointing.
 """
 from __future__ import annotations
 
-from actorflow.job.job import SYSTEM_OPS, Job, split_blob
+from actorflow.job.job import SYSTEM_OPS, Job, split_blob, unique_name
 from actorflow.ops import registry
 
 
@@ -92,7 +92,7 @@ def recompute_checkpointed(job: Job) -> Job:
         clones = []
         for name in sorted(need, key=position.__getitem__):
             o = producer[name]
-            c = o.copy(name=_unique(f"{name}-recompute", names),
+            c = o.copy(name=unique_name(f"{name}-recompute", names),
                        inputs=[local.get(b, b) for b in o.inputs])
             c.tags = {k: v for k, v in o.tags.items() if k != "checkpointing"}
             c.tags.update(phase="backward", recompute_of=name)
@@ -116,13 +116,6 @@ def recompute_checkpointed(job: Job) -> Job:
     return job
 
 
-def _unique(base: str, names: set) -> str:
-    name, k = base, 1
-    while name in names:
-        name = f"{base}_{k}"
-        k += 1
-    names.add(name)
-    return name
 
 
 def _order_before_writers(job: Job, new: set) -> None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from actorflow.autograd.grad_mode import no_grad
 from actorflow.job.builder import JobBuilder
-from actorflow.job.job import BlobDesc, Job, OpConf, split_blob
+from actorflow.job.job import BlobDesc, Job, OpConf, split_blob, unique_name
 
 _PRE_TYPES = ("input", "variable", "literal")
 
@@ -83,14 +83,6 @@ def accumulate_gradients(job: Job, n: int, bindings: dict | None = None) -> Job:
     extra_after: dict = {}  # micro op name -> acc/pack ops to place right after it
     names = {o.name for o in job.ops}
 
-    def unique(base: str) -> str:
-        name, k = base, 1
-        while name in names:
-            name = f"{base}_{k}"
-            k += 1
-        names.add(name)
-        return name
-
     for o in job.ops:
         st = stage[o.name]
         if st == "micro":
@@ -98,7 +90,8 @@ def accumulate_gradients(job: Job, n: int, bindings: dict | None = None) -> Job:
                 src = producer[split_blob(b)[0]]
                 if stage[src.name] == "pre" and o.op_type != "micro_unpack":
                     if b not in repeat_of:
-                        r = OpConf(unique(f"{src.name}-repeat"), "micro_repeat", [b], {"n": n},
+                        r = OpConf(unique_name(f"{src.name}-repeat", names),
+                                   "micro_repeat", [b], {"n": n},
                                    [src.outputs[split_blob(b)[1]]], scope=o.scope,
                                    tags={"phase": o.tags.get("phase", "forward"),
                                          "stage": "micro"})
@@ -118,7 +111,8 @@ def accumulate_gradients(job: Job, n: int, bindings: dict | None = None) -> Job:
                 if o.op_type == "output":
                     packed = BlobDesc(_packed_shape(desc, n), desc.dtype)
                     if b not in pack_of:
-                        p = OpConf(unique(f"{src.name}-pack"), "micro_pack", [b], {"n": n},
+                        p = OpConf(unique_name(f"{src.name}-pack", names),
+                                   "micro_pack", [b], {"n": n},
                                    [packed], scope=src.scope,
                                    tags={"phase": "output", "stage": "micro"})
                         extra_after.setdefault(src.name, []).append(p)
@@ -132,7 +126,8 @@ def accumulate_gradients(job: Job, n: int, bindings: dict | None = None) -> Job:
                             f"micro-batches and reads {b} ({desc.dtype}), a per-micro-batch "
                             f"value that can only be accumulated if it is floating point")
                     if b not in acc_of:
-                        a = OpConf(unique(f"{src.name}-acc"), "micro_acc", [b], {"n": n}, [desc],
+                        a = OpConf(unique_name(f"{src.name}-acc", names),
+                                   "micro_acc", [b], {"n": n}, [desc],
                                    scope=src.scope, tags={"phase": "backward", "stage": "micro"})
                         extra_after.setdefault(src.name, []).append(a)
                         acc_of[b] = a.out(0)
