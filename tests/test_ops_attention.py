@@ -248,6 +248,23 @@ class _Attention(nn.Module):
         return y.transpose(1, 2).reshape(2, 5, 8)
 
 
+class _TrainGraph(nn.Graph):
+    """Trains ``model(x, mask).square().mean()`` with ``opt`` (under AMP when ``amp``); the
+    mask, if any, is passed with each call."""
+
+    def __init__(self, model, opt, amp=None):
+        super().__init__()
+        self.model = model
+        self.add_optimizer(opt)
+        if amp is not None:
+            self.config.enable_amp(True, dtype=amp)
+
+    def build(self, x, *mask):
+        loss = self.model(x, *(mask or (None,))).square().mean()
+        loss.backward()
+        return loss
+
+
 @pytest.mark.parametrize("executor", ["reference", "runtime"])
 @pytest.mark.parametrize("causal", [True, False])
 def test_graph_training_matches_eager(executor, causal, monkeypatch):
@@ -260,21 +277,10 @@ def test_graph_training_matches_eager(executor, causal, monkeypatch):
     ref_opt = flow.optim.SGD(ref.parameters(), lr=0.1)
     mask = None if causal else flow.tensor(_rand(5, 5).astype(np.float32))
 
-    class Train(nn.Graph):
-        def __init__(self):
-            super().__init__()
-            self.model = model
-            self.add_optimizer(opt)
-
-        def build(self, x):
-            loss = self.model(x, mask).square().mean()
-            loss.backward()
-            return loss
-
-    g = Train()
+    g = _TrainGraph(model, opt)
     for step in range(3):
         x = flow.tensor(np.random.default_rng(step).standard_normal((2, 5, 8)).astype(np.float32))
-        loss = g(x)
+        loss = g(x, *([] if mask is None else [mask]))
         ref_loss = ref(x, mask).square().mean()
         ref_opt.zero_grad()
         ref_loss.backward()
@@ -314,19 +320,7 @@ def test_amp_graph_runs_attention_in_float32(amp):
     model = _Attention(True)
     opt = flow.optim.SGD(model.parameters(), lr=0.1)
 
-    class Train(nn.Graph):
-        def __init__(self):
-            super().__init__()
-            self.model = model
-            self.add_optimizer(opt)
-            self.config.enable_amp(True, dtype=getattr(flow, amp))
-
-        def build(self, x):
-            loss = self.model(x, None).square().mean()
-            loss.backward()
-            return loss
-
-    g = Train()
+    g = _TrainGraph(model, opt, amp=getattr(flow, amp))
     losses = [float(g(flow.tensor(np.random.default_rng(s).standard_normal((2, 5, 8))
                                   .astype(np.float32))).numpy()) for s in range(3)]
     assert all(np.isfinite(losses))
