@@ -187,15 +187,11 @@ def test_one_fused_op_each_way():
 
 
 def test_dropout_keeps_the_composite_path():
+    # (dropout's values and gradients are tested in test_ops_nn.py)
     q, k, v = (_t(_rand(2, 4, 3), True) for _ in range(3))
-    flow.manual_seed(5)
-    a = flow.scaled_dot_product_attention(q, k, v, dropout_p=0.5)
-    flow.manual_seed(5)
-    b = flow.scaled_dot_product_attention(q, k, v, dropout_p=0.5)
-    np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
-    assert a.grad_fn.op.name == "matmul"
-    assert not np.allclose(a.detach().numpy(),
-                           flow.scaled_dot_product_attention(q, k, v).detach().numpy())
+    sdpa = flow.scaled_dot_product_attention
+    assert sdpa(q, k, v, dropout_p=0.5).grad_fn.op.name == "matmul"
+    assert sdpa(q, k, v).grad_fn.op.name == "scaled_dot_product_attention"
 
 
 def test_grad_of_only_some_inputs_and_no_grad():
