@@ -9,6 +9,7 @@ import actorflow as flow
 import actorflow.nn as nn
 from actorflow import profiler
 from actorflow.runtime import actors as actor_mod
+from tests.helpers import fail_if_negative_op
 
 
 class Train(nn.Graph):
@@ -128,24 +129,7 @@ def test_several_calls_in_flight_overlap_input_and_compute(monkeypatch):
 @pytest.mark.timeout(30)
 def test_graph_error_surfaces_at_the_next_sync_point():
     from actorflow.dispatch import apply
-    from actorflow.ops import registry
-    from actorflow.ops.registry import Meta
-
-    name = "_test_graph_vm_fail"
-    try:
-        op = registry.get(name)
-    except KeyError:
-        op = registry.register(name, doc="test op: fails on its first element < 0")
-
-        @op.infer
-        def _(inputs, attrs):
-            return [Meta(inputs[0]._shape, inputs[0].dtype)]
-
-        @op.kernel("cpu")
-        def _(ins, outs, attrs):
-            if ins[0].flat[0] < 0:
-                raise ValueError("bad input")
-            outs[0][...] = ins[0]
+    op = fail_if_negative_op()
 
     class G(nn.Graph):
         def build(self, x):
@@ -153,7 +137,7 @@ def test_graph_error_surfaces_at_the_next_sync_point():
 
     g = G()
     assert np.array_equal(g(flow.ones(3)).numpy(), np.ones(3))
-    with pytest.raises(RuntimeError, match=f"{name}.*bad input"):
+    with pytest.raises(RuntimeError, match=f"{op.name}.*negative input"):
         out = g(-flow.ones(3))  # returns at once (raises here only in blocking mode)
         out.numpy()
     assert np.array_equal(g(flow.ones(3) * 2).numpy(), np.full(3, 2.0))
