@@ -1,6 +1,8 @@
 """Shared test helpers: finite-difference gradient checks and PyTorch comparisons."""
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 import actorflow as flow
@@ -112,3 +114,20 @@ class FnGraph(flow.nn.Graph):
 
     def build(self, *args):
         return self.fn(*args)
+
+
+def slow_actors(monkeypatch, seconds: float = 0.02) -> None:
+    """Make every input actor and kernel actor sleep ``seconds`` before computing, so that
+    iterations in flight overlap visibly (runtime pipelining tests)."""
+    from actorflow.runtime import actors as actor_mod
+
+    def slowed(compute):
+        def slow(self, ins, out):
+            time.sleep(seconds)
+            return compute(self, ins, out)
+        return slow
+
+    classes = (actor_mod.InputActor, actor_mod.KernelActor, actor_mod.LightKernelActor)
+    originals = [cls.compute for cls in classes]  # before patching: a subclass may inherit it
+    for cls, compute in zip(classes, originals):
+        monkeypatch.setattr(cls, "compute", slowed(compute))

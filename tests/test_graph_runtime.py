@@ -28,10 +28,9 @@ from actorflow import profiler
 from actorflow.compiler import Plan, decode_task_id
 from actorflow.dispatch import apply
 from actorflow.job.executor import ReferenceExecutor
-from actorflow.runtime import actors as actor_mod
 from actorflow.runtime.launcher import RuntimeExecutor
 from examples.gpt import GPT
-from tests.helpers import fail_if_negative_op
+from tests.helpers import fail_if_negative_op, slow_actors
 
 BY_VM = "ACTORFLOW_RUN_GRAPH_BY_VM"
 STEPS = 5
@@ -495,24 +494,11 @@ def test_chrome_trace_of_graph_calls(monkeypatch, tmp_path):
 @pytest.mark.timeout(30)
 def test_trace_shows_the_next_input_overlapping_this_compute(monkeypatch, tmp_path):
     use(monkeypatch, "runtime")
-    real_input = actor_mod.InputActor.compute
-    real_kernel = actor_mod.KernelActor.compute
-
-    def slow_input(self, ins, out):
-        time.sleep(0.02)
-        return real_input(self, ins, out)
-
-    def slow_kernel(self, ins, out):
-        time.sleep(0.02)
-        return real_kernel(self, ins, out)
-
     flow.manual_seed(0)
     g = Infer(nn.Linear(4, 4))
     x = flow.randn(2, 4)
     want = g(x).numpy()  # compiles; the graph call waits for its result
-    monkeypatch.setattr(actor_mod.InputActor, "compute", slow_input)
-    monkeypatch.setattr(actor_mod.KernelActor, "compute", slow_kernel)
-    monkeypatch.setattr(actor_mod.LightKernelActor, "compute", slow_kernel)
+    slow_actors(monkeypatch)
     compiled = g._last
     with profiler.profile() as prof:
         futs = [compiled.executor.launch([x.numpy()], compiled.bindings) for _ in range(4)]

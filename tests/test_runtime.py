@@ -8,7 +8,7 @@ import pytest
 
 import actorflow as flow
 import actorflow.nn.functional as F
-from tests.helpers import fail_if_negative_op
+from tests.helpers import fail_if_negative_op, slow_actors
 from actorflow import profiler
 from actorflow.compiler import CompileOptions, compile_job, decode_task_id
 from actorflow.job.builder import JobBuilder
@@ -148,18 +148,7 @@ def test_registers_come_back_through_acks():
 
 @pytest.mark.timeout(30)
 def test_two_iterations_in_flight_with_a_slow_input_stage(monkeypatch):
-    real_input, real_kernel = actor_mod.InputActor.compute, actor_mod.KernelActor.compute
-
-    def slow_input(self, ins, out):
-        time.sleep(0.02)
-        return real_input(self, ins, out)
-
-    def slow_kernel(self, ins, out):
-        time.sleep(0.02)
-        return real_kernel(self, ins, out)
-
-    monkeypatch.setattr(actor_mod.InputActor, "compute", slow_input)
-    monkeypatch.setattr(actor_mod.KernelActor, "compute", slow_kernel)
+    slow_actors(monkeypatch)
     job = chain_job(1)
     rx = RuntimeExecutor(job, CompileOptions(input_regst_num=2))
     with profiler.profile() as prof:
