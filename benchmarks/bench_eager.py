@@ -233,21 +233,16 @@ def main(argv=None):
     print("## (1) eager op overhead, tiny tensors\n")
     print(tiny_ops(min_time))
     print("\n## (2) training step time\n")
-    rows = []
-    mlp = mlp_steps(min_time)
-    ref_t = mlp.get("PyTorch eager")
-    ref_np = mlp["NumPy (hand-written)"]
-    for k, v in mlp.items():
-        rows.append(("MLP 784-1024-1024-10, b256, SGD", k, f"{v * 1e3:.2f}",
-                     f"{v / ref_t:.2f}x" if ref_t else "-", f"{v / ref_np:.2f}x"))
     cfg = GPT_CONFIG
-    gpt = gpt_steps(min_time, cfg)
-    ref_t = gpt.get("PyTorch eager")
-    ref_np = gpt["NumPy (hand-written)"]
-    for k, v in gpt.items():
-        rows.append((f"GPT example (b{cfg['batch']}, T{cfg['block']}, {cfg['layers']} layers, "
-                     f"d{cfg['embd']}), AdamW", k, f"{v * 1e3:.2f}",
-                     f"{v / ref_t:.2f}x" if ref_t else "-", f"{v / ref_np:.2f}x"))
+    gpt_name = (f"GPT example (b{cfg['batch']}, T{cfg['block']}, {cfg['layers']} layers, "
+                f"d{cfg['embd']}), AdamW")
+    rows = []
+    for model, res in (("MLP 784-1024-1024-10, b256, SGD", mlp_steps(min_time)),
+                       (gpt_name, gpt_steps(min_time, cfg))):
+        ref_t, ref_np = res.get("PyTorch eager"), res["NumPy (hand-written)"]
+        for k, v in res.items():
+            rows.append((model, k, f"{v * 1e3:.2f}", f"{v / ref_t:.2f}x" if ref_t else "-",
+                         f"{v / ref_np:.2f}x"))
     print(table(rows, ["model", "runner", "ms/step", "vs PyTorch", "vs NumPy"]))
 
 
