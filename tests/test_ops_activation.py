@@ -239,18 +239,42 @@ def test_second_derivatives():
         np.testing.assert_allclose(x.grad.numpy(), d2(a), rtol=1e-10, atol=1e-12)
 
 
-def test_gelu_grad_gradcheck_twice():
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_grad_gradcheck_twice(approximate):
     a = _sample(-2, 2, (4,))
 
     def first_grad(x):
         if not x.requires_grad:  # the finite-difference evaluations pass plain tensors
             x = x.detach().requires_grad_()
         with flow.enable_grad():
-            (g,) = flow.autograd.grad(flow.gelu(x, approximate="tanh").sum(), x,
+            (g,) = flow.autograd.grad(flow.gelu(x, approximate=approximate).sum(), x,
                                       create_graph=True)
         return g
 
     gradcheck(first_grad, a)
+
+
+def test_gelu_saves_phi_while_recording_and_only_phi():
+    """Exact float32/64 gelu outputs Phi(x) for its backward while autograd records; the node
+    keeps that output and the input, not y, so y may change in place before backward."""
+    a = _sample(-3, 3, (6,))
+    x = flow.tensor(a, requires_grad=True)
+    y = flow.gelu(x)
+    node = y.grad_fn
+    assert node.attrs["save_cdf"] and node._outputs[0] is None
+    np.testing.assert_allclose(node._outputs[1].numpy(), 0.5 * (1 + _erf(a / np.sqrt(2))),
+                               rtol=1e-14)
+    y.mul_(3.0)  # PyTorch allows this: gelu's backward does not read its output
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 3 * (0.5 * (1 + _erf(a / np.sqrt(2))) + a * np.exp(
+        -a * a / 2) / np.sqrt(2 * np.pi)), rtol=1e-12)
+    assert not flow.gelu(x, approximate="tanh").grad_fn.attrs["save_cdf"]
+    assert not flow.gelu(x.half().detach().requires_grad_()).grad_fn.attrs["save_cdf"]
+    with flow.no_grad():
+        assert flow.gelu(x).grad_fn is None
+    with pytest.raises(Exception, match="gelu: save_cdf is only for the exact form"):
+        flow.dispatch.apply(flow.ops.registry.get("gelu"), [x.detach()],
+                            {"approximate": "tanh", "save_cdf": True})
 
 
 # ---- vs PyTorch ---------------------------------------------------------------------------------
@@ -325,6 +349,18 @@ def test_gelu_kernels_may_write_over_their_inputs(approximate):
         kernel = gelu if len(ins) == 1 else gelu_grad
         kernel(ins, [ins[which]], attrs)
         np.testing.assert_array_equal(ins[which], want)
+    if approximate == "tanh":
+        return
+    # with the saved Phi(x): y is the same bits, the gradient within float32 rounding
+    y2, phi, d2 = np.empty_like(x), np.empty_like(x), np.empty_like(x)
+    gelu([x], [y2, phi], {**attrs, "save_cdf": True})
+    np.testing.assert_array_equal(y2, y)
+    gelu_grad([g, x, phi], [d2], attrs)
+    np.testing.assert_allclose(d2, d, rtol=2e-6, atol=1e-6)
+    for which in range(3):
+        ins = [g.copy(), x.copy(), phi.copy()]
+        gelu_grad(ins, [ins[which]], attrs)
+        np.testing.assert_array_equal(ins[which], d2)
 
 
 # ---- in-place forms --------------------------------------------------------------------------

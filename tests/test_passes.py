@@ -25,9 +25,10 @@ from actorflow.passes.dce import eliminate_dead_ops, is_root
 from actorflow.passes.fuse_elementwise import fuse_elementwise
 from actorflow.passes.fuse_matmul import fuse_add_to_output, fuse_matmul_bias_act
 from actorflow.passes.fuse_update import fuse_model_update
+from actorflow.passes.simplify import drop_unread_outputs
 
-MINE = ("constant_folding", "fuse_matmul_bias_act", "fuse_add_to_output", "fuse_elementwise",
-        "fuse_model_update", "dead_op_elimination")
+MINE = ("constant_folding", "unread_outputs", "fuse_matmul_bias_act", "fuse_add_to_output",
+        "fuse_elementwise", "fuse_model_update", "dead_op_elimination")
 
 
 def types(job) -> list:
@@ -186,6 +187,7 @@ def test_fuse_matmul_bias_act_before_after():
 
     x = flow.randn(3, 4)
     _, job = traced_job(build, (x,), mods)
+    job, _ = apply(job, "unread_outputs", drop_unread_outputs)  # gelu without its saved Phi
     after, entry = apply(job, "fuse_matmul_bias_act", fuse_matmul_bias_act)
     fused = after.ops_of_type("fused_matmul_bias_act")
     assert [f.attrs["ops"] for f in fused] == [["linear", "relu"], ["matmul", "add", "gelu"]]
@@ -196,7 +198,7 @@ def test_fuse_matmul_bias_act_before_after():
 
 
 def test_fuse_matmul_bias_act_exposes_the_pre_activation_backward_reads():
-    model = nn.Sequential(nn.Linear(4, 8), nn.GELU(), nn.Linear(8, 2))
+    model = nn.Sequential(nn.Linear(4, 8), nn.SiLU(), nn.Linear(8, 2))
     opt = flow.optim.SGD(model.parameters(), lr=0.1)
 
     def build(self, x):
@@ -207,9 +209,39 @@ def test_fuse_matmul_bias_act_exposes_the_pre_activation_backward_reads():
     g, job = traced_job(build, (flow.randn(3, 4),), {"model": model}, opt)
     after, _ = apply(job, "fuse_matmul_bias_act", fuse_matmul_bias_act)
     (f,) = after.ops_of_type("fused_matmul_bias_act")
-    assert f.attrs["ops"] == ["linear", "gelu"] and len(f.outputs) == 2
-    (gg,) = after.ops_of_type("gelu_grad")
-    assert f.out(1) in gg.inputs  # gelu's backward reads the pre-activation, now output 1
+    assert f.attrs["ops"] == ["linear", "silu"] and len(f.outputs) == 2
+    # silu's backward reads the pre-activation, now output 1
+    assert any(f.out(1) in o.inputs for o in after.ops if o.tags.get("phase") == "backward")
+
+
+def test_gelu_saves_phi_for_backward_only_in_training_jobs():
+    """A training Job's gelu also outputs Phi(x), which gelu_grad reads (so it is not fused
+    after the linear); in a forward-only Job unread_outputs switches that output off and gelu
+    fuses."""
+    model = nn.Sequential(nn.Linear(4, 8), nn.GELU(), nn.Linear(8, 2))
+    opt = flow.optim.SGD(model.parameters(), lr=0.1)
+
+    def train(self, x):
+        loss = self.model(x).sum()
+        loss.backward()
+        return loss
+
+    def infer(self, x):
+        return self.model(x)
+
+    x = flow.randn(3, 4)
+    _, job = traced_job(train, (x,), {"model": model}, opt)
+    (ge,) = job.ops_of_type("gelu")
+    (gg,) = job.ops_of_type("gelu_grad")
+    assert ge.attrs["save_cdf"] and len(ge.outputs) == 2 and gg.inputs[2] == ge.out(1)
+    _, job = traced_job(infer, (x,), {"model": model})
+    (ge,) = job.ops_of_type("gelu")
+    assert ge.attrs["save_cdf"]  # traced with parameters that require grad
+    after, _ = apply(job, "unread_outputs", drop_unread_outputs)
+    (ge,) = after.ops_of_type("gelu")
+    assert not ge.attrs["save_cdf"] and len(ge.outputs) == 1
+    full = _same_outputs(infer, (x,), {"model": model})
+    assert "gelu" not in types(full) and "fused_matmul_bias_act" in types(full)
 
 
 def test_fuse_matmul_bias_act_leaves_a_product_read_in_between():

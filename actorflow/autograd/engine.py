@@ -45,11 +45,12 @@ class Node:
         self.needs_input_grad = tuple(needs)
         self._inputs = inputs
         self._outputs = None
-        if op is not None and op.grad_uses_outputs:
-            self._outputs = [_alias(t) for t in outputs]
         self._versions = [t._vc[0] for t in inputs]
-        if self._outputs is not None:
-            self._versions += [t._vc[0] for t in outputs]
+        keep = op.grad_uses_outputs if op is not None else False
+        if keep:  # True: every output; a tuple: those outputs (the others are not checked)
+            self._outputs = [_alias(t) if keep is True or i in keep else None
+                             for i, t in enumerate(outputs)]
+            self._versions += [None if t is None else t._vc[0] for t in self._outputs]
         self.freed = False
         self.pre_hooks = None
 
@@ -72,7 +73,8 @@ class Node:
             raise RuntimeError(f"{self.op.name}: the gradient rule reads outputs, but the op is "
                                f"not registered with grad_uses_outputs=True")
         if grad_mode._state.enabled:  # create_graph: saved outputs rejoin the graph via self
-            return [_alias(t, self, i) for i, t in enumerate(self._outputs)]
+            return [None if t is None else _alias(t, self, i)
+                    for i, t in enumerate(self._outputs)]
         return self._outputs
 
     def _check_saved(self) -> None:
@@ -84,8 +86,8 @@ class Node:
         saved = self._inputs + (self._outputs or [])
         mutated = self.op.mutates if self.op is not None else ()
         for i, (t, v) in enumerate(zip(saved, self._versions)):
-            if i in mutated:  # state the op itself updates (running stats), not read by grads
-                continue
+            if i in mutated or t is None:  # state the op itself updates (running stats), not
+                continue                      # read by grads; an output the grad does not read
             if t._vc[0] != v:
                 raise RuntimeError(
                     f"{self.name()}: one of the tensors needed for gradient computation has been "

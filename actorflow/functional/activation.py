@@ -2,7 +2,9 @@
 (``flow.gelu``, ``flow.silu``, ``flow.leaky_relu``, ...), with their Tensor methods."""
 from __future__ import annotations
 
+from actorflow.autograd.grad_mode import is_grad_enabled
 from actorflow.dispatch import apply
+from actorflow.framework.dtype import float32, float64
 from actorflow.functional.elementwise import unary_fn
 from actorflow.ops import registry
 from actorflow.ops.activation import SELU_ALPHA, SELU_SCALE
@@ -97,12 +99,18 @@ def gelu(x: Tensor, approximate: str = "none") -> Tensor:
     """Gaussian error linear unit: ``x * Phi(x)``; ``approximate="tanh"`` uses the tanh form."""
     if approximate not in ("none", "tanh"):
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-    return _call(_gelu, x, {"approximate": approximate}, False)
+    # while autograd records, exact float32/64 gelu also outputs Phi(x) for its gradient
+    save = (approximate == "none" and x.requires_grad and x.dtype in (float32, float64)
+            and is_grad_enabled())
+    return _call(_gelu, x, {"approximate": approximate, "save_cdf": save}, False)
 
 
-def gelu_grad(dout: Tensor, x: Tensor, approximate: str = "none") -> Tensor:
-    """``dout * gelu'(x)`` (the gradient of gelu, as one op)."""
-    return apply(registry.get("gelu_grad"), [dout, x], {"approximate": approximate})[0]
+def gelu_grad(dout: Tensor, x: Tensor, cdf: Tensor | None = None,
+              approximate: str = "none") -> Tensor:
+    """``dout * gelu'(x)`` (the gradient of gelu, as one op), from gelu's saved ``cdf`` =
+    Phi(x) (exact form) when given."""
+    ins = [dout, x] if cdf is None else [dout, x, cdf]
+    return apply(registry.get("gelu_grad"), ins, {"approximate": approximate})[0]
 
 
 def leaky_relu(x: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:

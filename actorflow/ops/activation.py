@@ -18,7 +18,7 @@ from actorflow.ops._common import F, broadcast_shapes, promote
 from actorflow.ops.elementwise import _integral_only, _needs, _ufunc, bf16_safe, unary
 from actorflow.ops.gelu_f32 import AS_A, AS_P, GELU_C, gelu_f32, gelu_grad_f32
 from actorflow.ops.int_scalars import check_int_scalar, int_scalar
-from actorflow.ops.registry import Meta, register
+from actorflow.ops.registry import Meta, fail, register
 
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
@@ -318,30 +318,40 @@ def _(ctx, g):
 
 # ---- activations --------------------------------------------------------------------------------
 
-def _gelu_kernel(x, out, attrs):
+def _gelu_kernel(ins, outs, attrs):
+    x, out = ins[0], outs[0]
+    cdf = outs[1] if len(outs) > 1 else None
     if out.dtype != np.float64:  # float32 and narrower: the blocked float32 kernels
-        gelu_f32(x, out, attrs["approximate"])
+        gelu_f32(x, out, attrs["approximate"], cdf)
         return
     a = x.astype(np.float64, copy=False)
     with np.errstate(all="ignore"):
-        if attrs["approximate"] == "tanh":
-            res = 0.5 * a * (1.0 + np.tanh(_SQRT_2_OVER_PI * (a + GELU_C * a * a * a)))
-        else:
-            res = 0.5 * a * (1.0 + erf_array(a * math.sqrt(0.5)))
-        np.copyto(out, res, casting="unsafe")
+        c = _gelu_factor64(a, attrs["approximate"])
+        np.multiply(a, c, out=out, casting="unsafe")
+        if cdf is not None:
+            np.copyto(cdf, c, casting="unsafe")
 
 
-def _gelu_derivative64(x: np.ndarray, approximate: str) -> np.ndarray:
-    """d gelu / dx in float64."""
+def _gelu_factor64(x: np.ndarray, approximate: str) -> np.ndarray:
+    """c(x) of gelu(x) = x c(x) in float64: Phi(x), or (1 + tanh u) / 2 for the tanh form."""
+    if approximate == "tanh":
+        return 0.5 * (1.0 + np.tanh(_SQRT_2_OVER_PI * (x + GELU_C * x * x * x)))
+    return 0.5 * (1.0 + erf_array(x * math.sqrt(0.5)))
+
+
+def _gelu_derivative64(x: np.ndarray, approximate: str, cdf: np.ndarray | None) -> np.ndarray:
+    """d gelu / dx in float64 (exact form: from the saved ``cdf`` = Phi(x) when given)."""
     if approximate == "tanh":
         x2 = x * x
         t = np.tanh(_SQRT_2_OVER_PI * x * (1.0 + GELU_C * x2))
         return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * _SQRT_2_OVER_PI * (1 + 3 * GELU_C * x2)
-    cdf = 0.5 * (1.0 + erf_array(x * math.sqrt(0.5)))
+    if cdf is None:
+        cdf = _gelu_factor64(x, approximate)
     return cdf + x * np.exp(-0.5 * x * x) * _INV_SQRT_2PI
 
 
-gelu_grad = register("gelu_grad", doc="dout * gelu'(x): the gradient of gelu in one kernel.")
+gelu_grad = register("gelu_grad", doc="dout * gelu'(x): the gradient of gelu in one kernel "
+                                        "(inputs dout, x, [Phi(x), if gelu saved it]).")
 
 
 @gelu_grad.infer
@@ -351,28 +361,36 @@ def _(inputs, attrs):
 
 @gelu_grad.kernel("cpu")
 def _(ins, outs, attrs):
-    g, x = ins
+    g, x = ins[0], ins[1]
+    c = ins[2] if len(ins) > 2 else None
     out = outs[0]
     if out.dtype != np.float64:
-        gelu_grad_f32(g, x, out, attrs["approximate"])
+        gelu_grad_f32(g, x, out, attrs["approximate"], c)
         return
     with np.errstate(all="ignore"):
-        d = _gelu_derivative64(x.astype(np.float64, copy=False), attrs["approximate"])
+        d = _gelu_derivative64(x.astype(np.float64, copy=False), attrs["approximate"],
+                               None if c is None else c.astype(np.float64, copy=False))
         np.multiply(d, g, out=out, casting="unsafe")
 
 
 @gelu_grad.grad
 def _(ctx, dout):
-    g, x = ctx.inputs
-    dg = F.gelu_grad(dout, x, approximate=ctx.attrs["approximate"]) \
-        if ctx.needs_input_grad[0] else None
+    g, x = ctx.inputs[0], ctx.inputs[1]
+    need = ctx.needs_input_grad
+    dg = F.gelu_grad(dout, *ctx.inputs[1:], approximate=ctx.attrs["approximate"]) \
+        if need[0] else None
     dx = None
-    if ctx.needs_input_grad[1]:
+    # Phi(x) is a function of x: its part of the derivative is in dx, and Phi gets none
+    if any(need[1:]):
         dx = F.mul(F.mul(dout, g), _gelu_second_derivative(x, ctx.attrs["approximate"]))
-    return dg, dx
+    return (dg, dx) if len(need) == 2 else (dg, dx, None)
 
 
-def _gelu_grad(ctx, g):
+def _gelu_grad(ctx, g, _dc=None):
+    if g is None:
+        return None
+    if ctx.attrs.get("save_cdf"):
+        return F.gelu_grad(g, ctx.inputs[0], ctx.outputs[1], approximate=ctx.attrs["approximate"])
     return F.gelu_grad(g, _x(ctx), approximate=ctx.attrs["approximate"])
 
 
@@ -405,7 +423,26 @@ def _gelu_first_derivative_composite(x, approximate):
     return F.add(cdf, F.mul(x, pdf))
 
 
-gelu = unary("gelu", _gelu_kernel, grad=_gelu_grad)
+gelu = register("gelu", grad_uses_outputs=(1,), optional_outputs={"save_cdf": 1},
+                doc="gelu(x) = x Phi(x), or its tanh form; with attr save_cdf (exact form) it "
+                    "also outputs Phi(x), which its gradient reads instead of recomputing it "
+                    "(only that output is saved, so y may still change in place).")
+
+
+@gelu.infer
+def _(inputs, attrs):
+    x = inputs[0]
+    d = x.dtype if x.dtype.is_floating_point else dt.get_default_dtype()
+    y = Meta(x._shape, d)
+    if not attrs.get("save_cdf"):
+        return [y]
+    if attrs["approximate"] != "none":
+        fail("gelu", "save_cdf is only for the exact form (approximate='none')", x._shape)
+    return [y, Meta(x._shape, d)]
+
+
+gelu.kernel("cpu")(_gelu_kernel)
+gelu.grad(_gelu_grad)
 
 
 def _silu_grad(ctx, g):  # s (1 + x (1 - s)), s = sigmoid(x)

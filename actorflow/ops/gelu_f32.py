@@ -26,7 +26,9 @@ GELU_C = 0.044715
 # gelu' comes from A&S 7.1.26 for Q(a) = Phi(-a) = erfc(a/sqrt2)/2 (absolute error < 7.5e-8):
 #   Q(a) = K m(t) exp(-a^2/2),  t = 1 / (1 + p a / sqrt2),  m(t) = t (b5 + t (b4 + ... (b2 + t)))
 #   gelu'(x) = Phi(x) + x phi(x) = 0.5 + sign(x) (0.5 - Q(a) + a phi(a)),  a = |x|
-# where phi(a) = exp(-a^2/2) / sqrt(2 pi) shares Q's exponential. The tanh form is
+# where phi(a) = exp(-a^2/2) / sqrt(2 pi) shares Q's exponential. While autograd records, the
+# forward also writes Phi(x) = 1 / (1 + exp(-L)) (one more pass), and the gradient is then
+# Phi + x phi: one exp and a few passes instead of A&S's dozen. The tanh form is
 # x sigmoid(2u) = x / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3): one exp, no tanh.
 _GELU_BLOCK = 1 << 17  # elements per block: scratch stays in cache; blocks spread over threads
 # -P, lowest degree first
@@ -42,6 +44,7 @@ _TANH_B = np.float32(-2 * _SQRT_2_OVER_PI * GELU_C)
 _TANH_G = np.float32(2 * _SQRT_2_OVER_PI)  # 2u' = _TANH_G + _TANH_D x^2
 _TANH_D = np.float32(6 * _SQRT_2_OVER_PI * GELU_C)
 _F32_SIGN = np.int32(-2 ** 31)
+_LN_INV_SQRT_2PI = np.float32(math.log(_INV_SQRT_2PI))
 _HALF, _ONE = np.float32(0.5), np.float32(1.0)
 
 
@@ -63,6 +66,18 @@ def _gelu_q(x, a, t, q, e) -> None:
 
 
 def _gelu_block(o, x, s, q) -> None:
+    _gelu_logistic(x, s, q)
+    np.divide(x, q, out=o)
+
+
+def _gelu_cdf_block(o, c, x, s, q) -> None:
+    _gelu_logistic(x, s, q)
+    np.divide(x, q, out=o)  # as _gelu_block: the same bits whether Phi is saved or not
+    np.reciprocal(q, out=c)
+
+
+def _gelu_logistic(x, s, q) -> None:
+    """q = 1 + exp(-L(x)), so Phi(x) = 1 / q (s is scratch)."""
     np.multiply(x, x, out=s)
     np.multiply(s, _GELU_NEG_P[-1], out=q)
     q += _GELU_NEG_P[-2]
@@ -72,7 +87,6 @@ def _gelu_block(o, x, s, q) -> None:
     q *= x
     np.exp(q, out=q)
     q += _ONE
-    np.divide(x, q, out=o)
 
 
 def _gelu_grad_block(o, g, x, a, t, q, e) -> None:
@@ -98,6 +112,17 @@ def _gelu_tanh_block(o, x, e) -> None:
     np.divide(x, e, out=o)
 
 
+def _gelu_grad_cdf_block(o, g, x, c, e) -> None:
+    # gelu' = Phi + x phi, Phi saved by the forward: phi's exponential is all that is left
+    np.multiply(x, np.float32(-0.5), out=e)
+    e *= x
+    e += _LN_INV_SQRT_2PI
+    np.exp(e, out=e)
+    e *= x
+    e += c
+    np.multiply(g, e, out=o)
+
+
 def _gelu_tanh_grad_block(o, g, x, w, e, s) -> None:
     # gelu' = s (1 + (1 - s) x 2u'), s = sigmoid(2u) = 1 / (1 + e), e = exp(-2u); 1 - s is
     # taken as 1 / (1 + 1/e): no cancellation where s is near 1, none of inf * 0 where e is inf
@@ -120,42 +145,57 @@ def _gelu_tanh_grad_block(o, g, x, w, e, s) -> None:
     np.multiply(g, e, out=o)
 
 
-def _run_blocks(block, n_scratch: int, out: np.ndarray, *arrays: np.ndarray) -> None:
-    """Run ``block(out_part, *array_parts, *scratch)`` over float32 blocks of ``arrays``
-    (broadcast to ``out``'s shape), spread over the intra-op threads. A block reads only its
-    own part of the inputs and writes its output last, so ``out`` may be one of the inputs
+def _run_blocks(block, n_scratch: int, outs: list, *arrays: np.ndarray) -> None:
+    """Run ``block(*out_parts, *array_parts, *scratch)`` over float32 blocks of ``arrays``
+    (broadcast to the outputs' shape), spread over the intra-op threads. A block reads only its
+    own part of the inputs and writes its outputs last, so an output may be one of the inputs
     (fused programs run ops in place)."""
-    direct = out.dtype == np.float32 and out.flags.c_contiguous
-    res = out if direct else np.empty(out.shape, np.float32)
-    flat = [np.ascontiguousarray(np.broadcast_to(a, out.shape), dtype=np.float32).reshape(-1)
+    shape = outs[0].shape
+    res = [o if o.dtype == np.float32 and o.flags.c_contiguous else np.empty(shape, np.float32)
+           for o in outs]
+    flat = [np.ascontiguousarray(np.broadcast_to(a, shape), dtype=np.float32).reshape(-1)
             for a in arrays]
-    n = res.size
+    n = res[0].size
     step = min(n, _GELU_BLOCK)
     if step:
-        rf = res.reshape(-1)
+        rf = [r.reshape(-1) for r in res]
 
         def run(k: int) -> None:
             i = k * step
             j = min(i + step, n)
             scratch = [np.empty(j - i, np.float32) for _ in range(n_scratch)]
             with np.errstate(all="ignore"):
-                block(rf[i:j], *(a[i:j] for a in flat), *scratch)
+                block(*(r[i:j] for r in rf), *(a[i:j] for a in flat), *scratch)
         parallel_for(-(-n // step), run)
-    if not direct:
-        np.copyto(out, res, casting="unsafe")
+    for o, r in zip(outs, res):
+        if r is not o:
+            np.copyto(o, r, casting="unsafe")
 
 
-def gelu_f32(x: np.ndarray, out: np.ndarray, approximate: str) -> None:
-    """``out = gelu(x)`` computed in float32 (``approximate``: "none" or "tanh")."""
+def gelu_f32(x: np.ndarray, out: np.ndarray, approximate: str,
+             cdf: np.ndarray | None = None) -> None:
+    """``out = gelu(x)`` computed in float32 (``approximate``: "none" or "tanh"); with ``cdf``
+    (exact form only), also Phi(x), which ``gelu_grad_f32`` can then read instead of
+    recomputing it."""
     if approximate == "tanh":
-        _run_blocks(_gelu_tanh_block, 1, out, x)
+        if cdf is not None:
+            raise ValueError("gelu: only the exact form saves Phi(x)")
+        _run_blocks(_gelu_tanh_block, 1, [out], x)
+    elif cdf is None:
+        _run_blocks(_gelu_block, 2, [out], x)
     else:
-        _run_blocks(_gelu_block, 2, out, x)
+        _run_blocks(_gelu_cdf_block, 2, [out, cdf], x)
 
 
-def gelu_grad_f32(g: np.ndarray, x: np.ndarray, out: np.ndarray, approximate: str) -> None:
-    """``out = g * gelu'(x)`` computed in float32."""
+def gelu_grad_f32(g: np.ndarray, x: np.ndarray, out: np.ndarray, approximate: str,
+                  cdf: np.ndarray | None = None) -> None:
+    """``out = g * gelu'(x)`` computed in float32, from ``cdf`` (Phi(x), saved by the exact
+    form's forward) when given."""
     if approximate == "tanh":
-        _run_blocks(_gelu_tanh_grad_block, 3, out, g, x)
+        if cdf is not None:
+            raise ValueError("gelu_grad: only the exact form reads a saved Phi(x)")
+        _run_blocks(_gelu_tanh_grad_block, 3, [out], g, x)
+    elif cdf is None:
+        _run_blocks(_gelu_grad_block, 4, [out], g, x)
     else:
-        _run_blocks(_gelu_grad_block, 4, out, g, x)
+        _run_blocks(_gelu_grad_cdf_block, 1, [out], g, x, cdf)

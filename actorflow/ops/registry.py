@@ -8,7 +8,9 @@ An op record holds
   * ``sbp``: a generator of SBP signatures (used by global tensors and the compiler),
   * ``view``: optional; returns an output that aliases the input (eager views share memory;
     the compiled runtime uses the kernel, which copies),
-  * ``mutates``: indices of inputs the kernel writes in place (optimizer updates, running stats).
+  * ``mutates``: indices of inputs the kernel writes in place (optimizer updates, running stats),
+  * ``optional_outputs``: ``{bool attr: output index}`` for trailing outputs an attr switches on
+    (gelu's saved Phi(x)); a Job pass switches them off where nothing reads them.
 """
 from __future__ import annotations
 
@@ -33,10 +35,11 @@ class Op:
 
     __slots__ = ("name", "infer_fn", "kernels", "grad_fn", "sbp_fn", "view_fn", "mutates",
                  "grad_uses_outputs", "random", "n_outputs_hint", "kernel_cpu", "doc",
-                 "mutates_fn")
+                 "mutates_fn", "optional_outputs")
 
-    def __init__(self, name: str, *, mutates: tuple = (), grad_uses_outputs: bool = False,
-                 random: bool = False, doc: str = ""):
+    def __init__(self, name: str, *, mutates: tuple = (),
+                 grad_uses_outputs: bool | tuple[int, ...] = False,
+                 random: bool = False, optional_outputs: dict | None = None, doc: str = ""):
         self.name = name
         self.infer_fn: Callable | None = None
         self.kernels: dict[str, Callable] = {}
@@ -49,6 +52,7 @@ class Op:
         self.random = random  # the dispatcher draws attrs["seed"] from the global generator
         self.doc = doc
         self.mutates_fn: Callable | None = None  # (n_inputs, attrs) -> indices, when they vary
+        self.optional_outputs = dict(optional_outputs or {})
 
     def mutated_inputs(self, n_inputs: int, attrs: dict) -> tuple:
         """Indices of the inputs one call with ``n_inputs`` inputs and ``attrs`` writes in

@@ -21,6 +21,7 @@ PASSES = [
     ("activation_checkpointing", "actorflow.passes.checkpointing", "make_checkpointing_pass"),
     ("constant_folding", "actorflow.passes.constant_folding", "make_constant_folding_pass"),
     ("identity_elimination", "actorflow.passes.simplify", "make_identity_elimination_pass"),
+    ("unread_outputs", "actorflow.passes.simplify", "make_unread_outputs_pass"),
     ("fuse_matmul_bias_act", "actorflow.passes.fuse_matmul", "make_fuse_matmul_bias_act_pass"),
     ("fuse_add_to_output", "actorflow.passes.fuse_matmul", "make_fuse_add_to_output_pass"),
     ("fuse_elementwise", "actorflow.passes.fuse_elementwise", "make_fuse_elementwise_pass"),

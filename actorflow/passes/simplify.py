@@ -1,4 +1,11 @@
-"""identity_elimination: removes ops that return their input unchanged - a ``reshape`` or
+"""Two simplifications.
+
+unread_outputs: an op's optional output (``Op.optional_outputs``: gelu's saved Phi(x) for its
+gradient) that no op of the Job reads is switched off - the attr set to False and the output
+dropped - so a forward-only Job computes no more than it needs and the op can join fusions,
+which take single-output ops.
+
+identity_elimination: removes ops that return their input unchanged - a ``reshape`` or
 ``expand`` to the shape the tensor already has, a ``cast`` to its own dtype, a ``transpose``
 by the identity permutation. Gradient rules emit many of these (a linear's backward reshapes
 to 2-D what already is 2-D); in eager mode they are free views, in a Job they would be copies.
@@ -66,4 +73,25 @@ def make_identity_elimination_pass(ctx):
     return eliminate_identities
 
 
-__all__ = ["eliminate_identities", "make_identity_elimination_pass"]
+def drop_unread_outputs(job: Job) -> Job:
+    """The unread_outputs pass (see the module docstring)."""
+    read = {b for o in job.ops for b in o.inputs}
+    read.update(job.train.get("grads", {}).values())
+    for o in job.ops:
+        if o.op_type in SYSTEM_OPS:
+            continue
+        for attr, idx in registry.get(o.op_type).optional_outputs.items():
+            if (o.attrs.get(attr) and idx == len(o.outputs) - 1
+                    and o.out(idx) not in read):
+                o.attrs = {**o.attrs, attr: False}
+                o.outputs = o.outputs[:idx]
+    return job
+
+
+def make_unread_outputs_pass(ctx):
+    """The pass for any graph (it has nothing to configure)."""
+    return drop_unread_outputs
+
+
+__all__ = ["eliminate_identities", "make_identity_elimination_pass", "drop_unread_outputs",
+           "make_unread_outputs_pass"]

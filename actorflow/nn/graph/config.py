@@ -2,12 +2,10 @@
 from __future__ import annotations
 
 from actorflow.framework import dtype as dt
+from actorflow.passes import PASSES
 
 # passes a user may switch off with ``config.disable_pass(name)``; the order they run in
-PASS_NAMES = ("optimizer", "amp", "gradient_accumulation", "activation_checkpointing",
-              "constant_folding", "identity_elimination", "fuse_matmul_bias_act",
-              "fuse_add_to_output", "fuse_elementwise", "fuse_model_update",
-              "dead_op_elimination")
+PASS_NAMES = tuple(name for name, _, _ in PASSES)
 
 
 class GraphConfig:
