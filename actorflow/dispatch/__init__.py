@@ -95,7 +95,9 @@ def apply(op: Op, inputs: list, attrs: dict, out: list | None = None) -> list:
         results = [Tensor._wrap(np.empty(m[0], m[1].np), m[1]) for m in metas]
         _issue_kernel(op, inputs, attrs, [r._h.raw for r in results],
                       [r._h.storage for r in results])
-        for i in op.mutates:  # inputs written in place (optimizer state): a new version
+        mutated = op.mutates if op.mutates_fn is None else \
+            op.mutated_inputs(len(inputs), attrs)
+        for i in mutated:  # inputs written in place (optimizer state): a new version
             if i < len(inputs):
                 inputs[i]._vc[0] += 1
     if record:
@@ -116,7 +118,7 @@ def _issue_kernel(op: Op, inputs: list, attrs: dict, outs: list, fresh: list,
     """Issue ``op``'s kernel writing ``outs`` (new storages ``fresh``, existing storages
     ``out_storages``) as a VM instruction."""
     arrays, reads, writes = [], [], list(out_storages)
-    mutates = op.mutates
+    mutates = op.mutates if op.mutates_fn is None else op.mutated_inputs(len(inputs), attrs)
     n = 0
     i = 0
     for t in inputs:
@@ -219,10 +221,11 @@ class _CastInto:
     """Stands in for an op whose in-place result must be cast: the kernel writes temporaries
     of the inferred dtypes, which are then cast into the outputs (on the worker)."""
 
-    __slots__ = ("name", "mutates", "_op", "_metas")
+    __slots__ = ("name", "mutates", "mutates_fn", "_op", "_metas")
 
     def __init__(self, op: Op, metas: list):
         self.name, self.mutates, self._op, self._metas = op.name, op.mutates, op, metas
+        self.mutates_fn = None  # ops written in place through ``out`` have fixed ``mutates``
 
     def kernel_cpu(self, arrays, outs, attrs):
         tmp = [np.empty(m[0], m[1].np) for m in self._metas]

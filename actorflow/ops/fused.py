@@ -238,12 +238,57 @@ def _(inputs, attrs):
     return []
 
 
+# Update ops whose math is elementwise over the parameter (no norms, unlike LAMB): the kernel
+# may run several small parameters as one flat array, with the same bits as one by one.
+POINTWISE_UPDATES = frozenset(("sgd_update", "momentum_update", "adam_update", "rmsprop_update",
+                               "adagrad_update", "adadelta_update"))
+_MERGE_MAX = 1 << 13  # parameters up to this many elements are merged (per-call overhead wins)
+
+
 @multi_tensor_update.kernel("cpu")
 def _(ins, outs, attrs):
-    kernel = get(attrs["update"]).kernel_cpu
+    op = get(attrs["update"])
     base_attrs = attrs["update_attrs"]
-    for block in _blocks(ins, attrs):
-        kernel(block, [], base_attrs)
+    blocks = _blocks(ins, attrs)
+    if op.name in POINTWISE_UPDATES and not base_attrs.get("skip_if"):
+        blocks = _run_merged(op, blocks, base_attrs)
+    for block in blocks:
+        op.kernel_cpu(block, [], base_attrs)
+
+
+def _run_merged(op, blocks: list, attrs: dict) -> list:
+    """Run the small parameters of ``blocks`` in groups (same dtypes, same scalar state such as
+    the step count) as one flat call each; returns the blocks still to run."""
+    groups: dict = {}
+    rest = []
+    for b in blocks:
+        if b[0].size > _MERGE_MAX:
+            rest.append(b)
+            continue
+        key = tuple((a.dtype, a.item() if a.ndim == 0 and i != 2 else None)
+                    for i, a in enumerate(b))
+        groups.setdefault(key, []).append(b)
+    mutated = op.mutated_inputs(len(blocks[0]), attrs) if blocks else ()
+    for group in groups.values():
+        if len(group) == 1:
+            rest.append(group[0])
+            continue
+        first = group[0]
+        merged = [a if i == 2 else np.array(a) if a.ndim == 0 else
+                  np.concatenate([b[i].reshape(-1) for b in group])
+                  for i, a in enumerate(first)]
+        op.kernel_cpu(merged, [], attrs)
+        for i in mutated:
+            if merged[i].ndim == 0:  # scalar state (the step count): the same for the group
+                for b in group:
+                    b[i][...] = merged[i]
+                continue
+            start = 0
+            for b in group:
+                n = b[i].size
+                np.copyto(b[i], merged[i][start:start + n].reshape(b[i].shape))
+                start += n
+    return rest
 
 
 def _multi_mutates(n_inputs: int, attrs: dict) -> tuple:
@@ -256,5 +301,5 @@ def _multi_mutates(n_inputs: int, attrs: dict) -> tuple:
 
 multi_tensor_update.mutates_fn = _multi_mutates
 
-__all__ = ["ELEMENTWISE", "ALIAS_SAFE", "ACTIVATIONS", "PROGRAM_OPS", "program_attrs",
-           "buffer_plan"]
+__all__ = ["ELEMENTWISE", "ALIAS_SAFE", "ACTIVATIONS", "PROGRAM_OPS", "POINTWISE_UPDATES",
+           "program_attrs", "buffer_plan"]

@@ -1,7 +1,6 @@
 """Adam, AdamW and LAMB (all keep first and second moment estimates)."""
 from __future__ import annotations
 
-from actorflow.dispatch import apply
 from actorflow.ops import registry
 from actorflow.optim.optimizer import Optimizer, step_state, zeros_state
 from actorflow.optim.sgd import check_nonnegative
@@ -60,7 +59,7 @@ class Adam(Optimizer):
             if "max_exp_avg_sq" not in state:
                 state["max_exp_avg_sq"] = zeros_state(param)
             inputs.append(state["max_exp_avg_sq"])
-        apply(_ADAM, inputs, attrs)
+        self._apply_update(_ADAM, inputs, attrs)
 
 
 class AdamW(Adam):
@@ -98,5 +97,5 @@ class LAMB(Optimizer):
     def _update(self, param: Tensor, grad: Tensor, lr: Tensor, attrs: dict, group: dict) -> None:
         state = self.state[param]
         _moments(state, param)
-        apply(_LAMB, [param, grad, lr, state["step"], state["exp_avg"], state["exp_avg_sq"]],
-              attrs)
+        self._apply_update(_LAMB, [param, grad, lr, state["step"], state["exp_avg"],
+                                   state["exp_avg_sq"]], attrs)

@@ -1,7 +1,6 @@
 """RMSprop, Adagrad and Adadelta (per-element adaptive learning rates)."""
 from __future__ import annotations
 
-from actorflow.dispatch import apply
 from actorflow.ops import registry
 from actorflow.optim.optimizer import Optimizer, step_state, zeros_state
 from actorflow.optim.sgd import check_nonnegative
@@ -44,7 +43,7 @@ class RMSprop(Optimizer):
                 if key not in state:
                     state[key] = zeros_state(param)
                 inputs.append(state[key])
-        apply(_RMSPROP, inputs, attrs)
+        self._apply_update(_RMSPROP, inputs, attrs)
 
 
 class Adagrad(Optimizer):
@@ -75,7 +74,7 @@ class Adagrad(Optimizer):
             state["step"] = step_state()
         if "sum" not in state:
             state["sum"] = zeros_state(param, float(group["initial_accumulator_value"]))
-        apply(_ADAGRAD, [param, grad, lr, state["step"], state["sum"]], attrs)
+        self._apply_update(_ADAGRAD, [param, grad, lr, state["step"], state["sum"]], attrs)
 
 
 class Adadelta(Optimizer):
@@ -103,4 +102,5 @@ class Adadelta(Optimizer):
         for key in ("square_avg", "acc_delta"):
             if key not in state:
                 state[key] = zeros_state(param)
-        apply(_ADADELTA, [param, grad, lr, state["square_avg"], state["acc_delta"]], attrs)
+        self._apply_update(_ADADELTA, [param, grad, lr, state["square_avg"], state["acc_delta"]],
+                           attrs)

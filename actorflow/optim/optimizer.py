@@ -6,6 +6,11 @@ parameter and its state in place. ``step()`` calls, for every parameter with a g
 ``_lr_tensor(group)`` and ``attrs`` comes from ``_attrs(group)``; ``nn.Graph`` can call the same
 two methods with lazy tensors to emit the update ops into a Job.
 
+``_update`` issues its op through ``_apply_update``. Eager ``step()`` collects a group's calls
+and issues each run of calls with the same op and attrs as one ``multi_tensor_update`` op (the
+same op the graph's fuse_model_update pass makes), as PyTorch's foreach optimizers do: one
+dispatch and one VM instruction per group instead of one per parameter.
+
 Gradient clipping follows OneFlow: a param group may carry ``clip_grad_max_norm`` and
 ``clip_grad_norm_type``; eager code applies them with ``optimizer.clip_grad()`` before ``step()``
 (``step()`` itself does not clip, so the two never clip twice).
@@ -18,8 +23,12 @@ from collections import defaultdict
 import numpy as np
 
 from actorflow.autograd.grad_mode import enable_grad, no_grad
+from actorflow.dispatch import apply
 from actorflow.framework import dtype as dt
+from actorflow.ops import registry
 from actorflow.tensor import EagerBlob, Tensor
+
+_MULTI = registry.get("multi_tensor_update")
 
 _CLIP_KEYS = ("clip_grad_max_norm", "clip_grad_norm_type")
 
@@ -107,6 +116,7 @@ class Optimizer:
         self.state: dict = defaultdict(dict)
         self.param_groups: list = []
         self._contiguous: list = []  # per group: ContiguousParams or None
+        self._batch: list | None = None  # update calls step() is collecting
         if isinstance(params, Tensor) or isinstance(params, dict):
             raise TypeError("params argument given to the optimizer should be an iterable of "
                             f"Tensors or dicts, but got {type(params).__name__}")
@@ -189,6 +199,15 @@ class Optimizer:
         """Apply the update op to one parameter (creating its state on first use)."""
         raise NotImplementedError
 
+    def _apply_update(self, op, inputs: list, attrs: dict) -> None:
+        """Issue update ``op`` on ``inputs`` (param, grad, lr, state...), or collect it while
+        ``step()`` batches a group's updates."""
+        batch = self._batch
+        if batch is None:
+            apply(op, inputs, attrs)
+        else:
+            batch.append((op, inputs, attrs))
+
     def step(self, closure=None):
         """Update every parameter that has a gradient; returns ``closure()``'s loss if given."""
         loss = None
@@ -201,8 +220,14 @@ class Optimizer:
                 if not pairs:
                     continue
                 lr, attrs = self._lr_tensor(group), self._attrs(group)
-                for p, g in pairs:
-                    self._update(p, g, lr, attrs, group)
+                self._batch = []
+                try:
+                    for p, g in pairs:
+                        self._update(p, g, lr, attrs, group)
+                    batch = self._batch
+                finally:
+                    self._batch = None
+                _issue_batched(batch)
         return loss
 
     # -- gradients -------------------------------------------------------------------------------
@@ -324,3 +349,24 @@ def _load_state_value(target: Tensor, name: str, value):
 
 
 __all__ = ["Optimizer", "required", "zeros_state", "step_state", "ContiguousParams"]
+
+
+def _issue_batched(calls: list) -> None:
+    """Issue collected update calls: each run of calls with the same op, lr tensor, attrs and
+    input count as one ``multi_tensor_update``; a run of one as the op itself."""
+    i = 0
+    while i < len(calls):
+        op, inputs, attrs = calls[i]
+        j = i + 1
+        while j < len(calls) and calls[j][0] is op and calls[j][1][2] is inputs[2] \
+                and len(calls[j][1]) == len(inputs) and calls[j][2] == attrs:
+            j += 1
+        if j - i == 1:
+            apply(op, inputs, attrs)
+        else:
+            flat = [inputs[2]]  # lr, then per parameter its inputs without lr
+            for _, ins, _ in calls[i:j]:
+                flat += ins[:2] + ins[3:]
+            apply(_MULTI, flat, {"update": op.name, "update_attrs": attrs,
+                                 "arity": len(inputs) - 1})
+        i = j

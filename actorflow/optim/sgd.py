@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import warnings
 
-from actorflow.dispatch import apply
 from actorflow.ops import registry
 from actorflow.optim.optimizer import Optimizer, zeros_state
 from actorflow.tensor import Tensor
@@ -51,9 +50,9 @@ class SGD(Optimizer):
 
     def _update(self, param: Tensor, grad: Tensor, lr: Tensor, attrs: dict, group: dict) -> None:
         if "momentum" not in attrs:
-            apply(_SGD, [param, grad, lr], attrs)
+            self._apply_update(_SGD, [param, grad, lr], attrs)
             return
         state = self.state[param]
         if "momentum_buffer" not in state:
             state["momentum_buffer"] = zeros_state(param)
-        apply(_MOMENTUM, [param, grad, lr, state["momentum_buffer"]], attrs)
+        self._apply_update(_MOMENTUM, [param, grad, lr, state["momentum_buffer"]], attrs)
