@@ -359,3 +359,18 @@ def test_type_errors():
         flow.stack([t(A), A])
     with pytest.raises(ValueError, match="value"):
         flow.pad(t(A), (1, 1), mode="reflect", value=2.0)
+
+
+def test_reshape_kernel_copies_a_strided_input_once_into_any_output():
+    """The kernel (what Jobs and copies of non-viewable reshapes run) writes x's C-order
+    elements into the output, contiguous or not."""
+    from actorflow.ops.registry import get
+    kernel = get("reshape").kernel_cpu
+    x = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4).transpose(0, 2, 1)
+    want = x.reshape(2, 12)
+    out = np.empty((2, 12), np.float32)
+    kernel([x], [out], {"shape": (2, 12)})
+    np.testing.assert_array_equal(out, want)
+    strided = np.empty((12, 2), np.float32).T  # a non-contiguous output
+    kernel([x], [strided], {"shape": (2, 12)})
+    np.testing.assert_array_equal(strided, want)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import importlib
 
+import numpy as np
+
 from actorflow.framework import dtype as dt
 from actorflow.ops.registry import Meta, fail
 
@@ -68,3 +70,12 @@ def norm_axes(op_name: str, axes, ndim: int) -> tuple:
 
 def same_meta(x) -> list:
     return [Meta(x._shape, x.dtype)]
+
+
+def copy_reshaped(x: np.ndarray, out: np.ndarray) -> None:
+    """``out[...] = x`` with ``x``'s elements (in C order) laid out in ``out``'s shape: one
+    copy (``x.reshape`` of a non-contiguous ``x`` would copy once more)."""
+    if out.flags.c_contiguous:
+        np.copyto(out.reshape(x.shape), x)
+    else:
+        out[...] = x.reshape(out.shape)

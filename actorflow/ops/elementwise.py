@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from actorflow.framework import dtype as dt
-from actorflow.ops._common import F, broadcast_shapes, promote
+from actorflow.ops._common import F, broadcast_shapes, copy_reshaped, promote
 from actorflow.ops.int_scalars import is_int_scalar, check_int_scalar, int_scalar
 from actorflow.ops.registry import Meta, fail, register
 
@@ -33,7 +33,7 @@ def _(ins, outs, attrs):
     axes = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(shape)
                                       if s == 1 and x.shape[lead + i] != 1)
     if not axes:
-        out[...] = x.reshape(shape)
+        copy_reshaped(x, out)
         return
     np.sum(x, axis=axes, keepdims=True, out=out.reshape((1,) * lead + shape))
 

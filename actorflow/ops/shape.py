@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from actorflow.framework import dtype as dt
-from actorflow.ops._common import F, norm_axis
+from actorflow.ops._common import F, copy_reshaped, norm_axis
 from actorflow.ops.registry import Meta, fail, register
 
 
@@ -52,7 +52,7 @@ def _(ins, attrs):
 
 @reshape.kernel("cpu")
 def _(ins, outs, attrs):
-    outs[0][...] = ins[0].reshape(outs[0].shape)
+    copy_reshaped(ins[0], outs[0])
 
 
 @reshape.grad
