@@ -11,7 +11,6 @@ turns, every step ending with ``flow.synchronize()``.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
@@ -20,7 +19,8 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import actorflow as flow  # noqa: E402
-from benchmarks.common import race, table, time_per_call, torch  # noqa: E402
+from benchmarks.common import (quick_parser, race, table, time_per_call, torch,  # noqa: E402
+                               versions)
 
 
 # ---- (1) tiny ops ----------------------------------------------------------------------------
@@ -84,6 +84,42 @@ GPT_ADAMW = {"lr": 1e-3, "weight_decay": 0.01}  # one AdamW for every runner (On
 #                                                 weight decay is 0, PyTorch's 0.01)
 
 
+def af_mlp():
+    """The actorflow MLP 784-1024-1024-10 (seeded) and its SGD, as every benchmark runs it."""
+    nn = flow.nn
+    flow.manual_seed(0)
+    model = nn.Sequential(nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(),
+                          nn.Linear(1024, 10))
+    return model, flow.optim.SGD(model.parameters(), lr=0.01)
+
+
+def af_gpt(cfg: dict):
+    """The GPT example (seeded) and its AdamW, as every benchmark runs it."""
+    from examples.gpt import GPT
+    flow.manual_seed(0)
+    model = GPT(GPT_VOCAB, cfg["block"], cfg["layers"], cfg["heads"], cfg["embd"])
+    return model, flow.optim.AdamW(model.parameters(), **GPT_ADAMW)
+
+
+def mlp_loss(model, x, y):
+    return flow.nn.functional.cross_entropy(model(x), y)
+
+
+def gpt_loss(model, x, y):
+    return model(x, y)[1]
+
+
+def eager_step(model, opt, loss_fn, x, y):
+    """One eager training step of ``model`` on (x, y); returns the loss."""
+    def step():
+        loss = loss_fn(model, x, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
 def mlp_data():
     """(x, y) of the MLP benchmark: a batch of 256 784-vectors and class labels."""
     rng = np.random.default_rng(0)
@@ -143,21 +179,9 @@ def torch_gpt_step(cfg: dict, x, y):
 def mlp_steps(min_time):
     x, y = mlp_data()
     params_np = mlp_numpy_params()
-    runners = {"NumPy (hand-written)": lambda: mlp_numpy_step(params_np, x, y, 0.01)}
-
-    nn = flow.nn
-    model = nn.Sequential(nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(),
-                          nn.Linear(1024, 10))
-    opt = flow.optim.SGD(model.parameters(), lr=0.01)
-    fx, fy = flow.from_numpy(x), flow.from_numpy(y)
-
-    def af_step():
-        loss = flow.nn.functional.cross_entropy(model(fx), fy)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    runners["actorflow eager"] = af_step
-
+    runners = {"NumPy (hand-written)": lambda: mlp_numpy_step(params_np, x, y, 0.01),
+               "actorflow eager": eager_step(*af_mlp(), mlp_loss, flow.from_numpy(x),
+                                             flow.from_numpy(y))}
     if torch is not None:
         runners["PyTorch eager"] = torch_mlp_step(x, y)
     return race(runners, min_time * len(runners), sync=flow.synchronize)
@@ -167,21 +191,12 @@ def mlp_steps(min_time):
 
 def gpt_steps(min_time, cfg):
     from benchmarks.numpy_gpt import NumpyGPT
-    from examples.gpt import GPT
     x, y = gpt_data(cfg)
-    flow.manual_seed(0)
-    model = GPT(GPT_VOCAB, cfg["block"], cfg["layers"], cfg["heads"], cfg["embd"])
+    model, opt = af_gpt(cfg)
     ng = NumpyGPT.from_state_dict(model.state_dict(), cfg["heads"], **GPT_ADAMW)
-    runners = {"NumPy (hand-written)": lambda: ng.step(x, y)}
-    opt = flow.optim.AdamW(model.parameters(), **GPT_ADAMW)
-    fx, fy = flow.from_numpy(x), flow.from_numpy(y)
-
-    def af_step():
-        _, loss = model(fx, fy)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    runners["actorflow eager"] = af_step
+    runners = {"NumPy (hand-written)": lambda: ng.step(x, y),
+               "actorflow eager": eager_step(model, opt, gpt_loss, flow.from_numpy(x),
+                                             flow.from_numpy(y))}
     if torch is not None:
         runners["PyTorch eager"] = torch_gpt_step(cfg, x, y)
     return race(runners, min_time * len(runners), sync=flow.synchronize)
@@ -224,12 +239,9 @@ def torch_gpt(V, cfg):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser()
-    p.add_argument("--quick", action="store_true", help="shorter timing rounds")
-    args = p.parse_args(argv)
+    args = quick_parser().parse_args(argv)
     min_time = 0.3 if args.quick else 1.0
-    print(f"numpy {np.__version__}; torch {torch.__version__ if torch else 'not installed'}; "
-          f"{os.cpu_count()} cpus\n")
+    print(versions())
     print("## (1) eager op overhead, tiny tensors\n")
     print(tiny_ops(min_time))
     print("\n## (2) training step time\n")

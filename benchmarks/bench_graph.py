@@ -23,7 +23,6 @@ the memory plan and starting the runtime.
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import functools
 import gc
@@ -37,13 +36,13 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import actorflow as flow  # noqa: E402
-from benchmarks.bench_eager import (GPT_ADAMW, GPT_CONFIG, GPT_VOCAB, gpt_data,  # noqa: E402
-                                    mlp_data, mlp_numpy_params, mlp_numpy_step,
-                                    torch_gpt_step, torch_mlp_step)
-from benchmarks.common import race as _race, table, torch  # noqa: E402
+from benchmarks.bench_eager import (GPT_ADAMW, GPT_CONFIG, af_gpt,  # noqa: E402
+                                    af_mlp, eager_step, gpt_data, gpt_loss, mlp_data, mlp_loss,
+                                    mlp_numpy_params, mlp_numpy_step, torch_gpt_step,
+                                    torch_mlp_step)
+from benchmarks.common import quick_parser, race as _race, table, torch, versions  # noqa: E402
 
 nn = flow.nn
-F = flow.nn.functional
 HAS_RUNTIME = importlib.util.find_spec("actorflow.runtime") is not None
 # eager ops and graph calls may run asynchronously (the eager VM); every timed call ends with a
 # sync point, as a training loop that reads its loss each step does
@@ -220,15 +219,6 @@ def train_graph(model, opt, loss_fn):
     return Train()
 
 
-def eager_step(model, opt, loss_fn, x, y):
-    def step():
-        loss = loss_fn(model, x, y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    return step
-
-
 _RUNNER = {"reference": "actorflow nn.Graph, reference executor",
            "runtime": "actorflow nn.Graph, actor runtime"}
 
@@ -259,17 +249,9 @@ def mlp_steps(min_time: float) -> tuple:
     x, y = mlp_data()
     params_np = mlp_numpy_params()
     fx, fy = flow.from_numpy(x), flow.from_numpy(y)
-
-    def loss_fn(m, a, b):
-        return F.cross_entropy(m(a), b)
-
-    def make():
-        m = nn.Sequential(nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(),
-                          nn.Linear(1024, 10))
-        return m, flow.optim.SGD(m.parameters(), lr=0.01)
     runners = {"NumPy (hand-written)": lambda: mlp_numpy_step(params_np, x, y, 0.01),
-               "actorflow eager": eager_step(*make(), loss_fn, fx, fy)}
-    graphs = add_graph_runners(runners, lambda: train_graph(*make(), loss_fn), (fx, fy))
+               "actorflow eager": eager_step(*af_mlp(), mlp_loss, fx, fy)}
+    graphs = add_graph_runners(runners, lambda: train_graph(*af_mlp(), mlp_loss), (fx, fy))
     ops = len(graphs[0].full_job.ops)
     if torch is not None:
         runners["PyTorch eager"] = torch_mlp_step(x, y)
@@ -280,22 +262,13 @@ def mlp_steps(min_time: float) -> tuple:
 
 def gpt_steps(min_time: float, cfg: dict) -> tuple:
     from benchmarks.numpy_gpt import NumpyGPT
-    from examples.gpt import GPT
 
     x, y = gpt_data(cfg)
     fx, fy = flow.from_numpy(x), flow.from_numpy(y)
-
-    def loss_fn(m, a, b):
-        return m(a, b)[1]
-
-    def make():
-        flow.manual_seed(0)
-        m = GPT(GPT_VOCAB, cfg["block"], cfg["layers"], cfg["heads"], cfg["embd"])
-        return m, flow.optim.AdamW(m.parameters(), **GPT_ADAMW)
-    ng = NumpyGPT.from_state_dict(make()[0].state_dict(), cfg["heads"], **GPT_ADAMW)
+    ng = NumpyGPT.from_state_dict(af_gpt(cfg)[0].state_dict(), cfg["heads"], **GPT_ADAMW)
     runners = {"NumPy (hand-written)": lambda: ng.step(x, y),
-               "actorflow eager": eager_step(*make(), loss_fn, fx, fy)}
-    graphs = add_graph_runners(runners, lambda: train_graph(*make(), loss_fn), (fx, fy))
+               "actorflow eager": eager_step(*af_gpt(cfg), gpt_loss, fx, fy)}
+    graphs = add_graph_runners(runners, lambda: train_graph(*af_gpt(cfg), gpt_loss), (fx, fy))
     ops = len(graphs[0].full_job.ops)
     if torch is not None:
         runners["PyTorch eager"] = torch_gpt_step(cfg, x, y)
@@ -317,12 +290,9 @@ def step_rows(model: str, res: dict) -> list:
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser()
-    p.add_argument("--quick", action="store_true", help="shorter timing rounds")
-    args = p.parse_args(argv)
+    args = quick_parser().parse_args(argv)
     min_time = 0.3 if args.quick else 1.0
-    print(f"numpy {np.__version__}; torch {torch.__version__ if torch else 'not installed'}; "
-          f"{os.cpu_count()} cpus\n")
+    print(versions())
     print("## (1) compile time (trace + passes + executor; first call - a later call)\n")
     results, fits = {}, []
     for kind in EXECUTORS:

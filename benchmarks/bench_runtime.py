@@ -13,7 +13,6 @@ Everything is measured in one run; the ratios are against the references of that
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
@@ -26,7 +25,7 @@ from actorflow.job.builder import JobBuilder  # noqa: E402
 from actorflow.job.executor import ReferenceExecutor  # noqa: E402
 from actorflow.runtime.launcher import RuntimeExecutor  # noqa: E402
 from benchmarks import bench_graph  # noqa: E402
-from benchmarks.common import table, time_per_call  # noqa: E402
+from benchmarks.common import quick_parser, table, time_per_call  # noqa: E402
 
 
 def chain_acts(n: int = 1000) -> tuple:
@@ -61,9 +60,7 @@ def one_op_call() -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="shorter timing rounds")
-    args = ap.parse_args()
+    args = quick_parser(__doc__.splitlines()[0]).parse_args()
     act_us, ref_us, acts = chain_acts()
     call_us = one_op_call()
     print(table([[f"{act_us:.1f}", f"{ref_us:.1f}", acts, f"{call_us:.0f}"]],

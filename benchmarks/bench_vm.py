@@ -30,9 +30,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import actorflow as flow  # noqa: E402
 from actorflow import vm  # noqa: E402
-from benchmarks.bench_eager import (GPT_ADAMW, GPT_CONFIG, GPT_VOCAB, gpt_data,  # noqa: E402
-                                    mlp_data, torch_gpt_step, torch_mlp_step)
-from benchmarks.common import table, torch  # noqa: E402
+from benchmarks.bench_eager import (GPT_CONFIG, af_gpt, af_mlp, eager_step,  # noqa: E402
+                                    gpt_data, gpt_loss, mlp_data, mlp_loss, torch_gpt_step,
+                                    torch_mlp_step)
+from benchmarks.common import quick_parser, table, torch, versions  # noqa: E402
 
 BLAS_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
@@ -46,36 +47,13 @@ def _median_time(run, rounds: int) -> float:
 
 def _mlp():
     x, y = mlp_data()
-    nn = flow.nn
-    flow.manual_seed(0)
-    model = nn.Sequential(nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(),
-                          nn.Linear(1024, 10))
-    opt = flow.optim.SGD(model.parameters(), lr=0.01)
-    fx, fy = flow.from_numpy(x), flow.from_numpy(y)
-
-    def step():
-        loss = flow.nn.functional.cross_entropy(model(fx), fy)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss
+    step = eager_step(*af_mlp(), mlp_loss, flow.from_numpy(x), flow.from_numpy(y))
     return step, (torch_mlp_step(x, y) if torch is not None else None)
 
 
 def _gpt(cfg):
-    from examples.gpt import GPT
     x, y = gpt_data(cfg)
-    flow.manual_seed(0)
-    model = GPT(GPT_VOCAB, cfg["block"], cfg["layers"], cfg["heads"], cfg["embd"])
-    opt = flow.optim.AdamW(model.parameters(), **GPT_ADAMW)
-    fx, fy = flow.from_numpy(x), flow.from_numpy(y)
-
-    def step():
-        _, loss = model(fx, fy)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss
+    step = eager_step(*af_gpt(cfg), gpt_loss, flow.from_numpy(x), flow.from_numpy(y))
     return step, (torch_gpt_step(cfg, x, y) if torch is not None else None)
 
 
@@ -222,15 +200,13 @@ def matmul_chains(quick: bool) -> str:
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser()
-    p.add_argument("--quick", action="store_true", help="shorter timing rounds")
+    p = quick_parser()
     p.add_argument("--chains-child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.chains_child:
         print(json.dumps(_chains(args.quick)))
         return
-    print(f"numpy {np.__version__}; torch {torch.__version__ if torch else 'not installed'}; "
-          f"{os.cpu_count()} cpus\n")
+    print(versions())
     print("## (1) training step time, async vs blocking\n")
     print(training_steps(args.quick))
     print("\n## (2) dispatch cost per op, tiny tensors\n")

@@ -1,8 +1,25 @@
 """Timing helpers shared by the benchmarks."""
 from __future__ import annotations
 
+import argparse
+import os
 import statistics
 import time
+
+import numpy as np
+
+
+def quick_parser(description: str | None = None) -> argparse.ArgumentParser:
+    """An argument parser with the benchmarks' ``--quick`` flag (shorter timing rounds)."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--quick", action="store_true", help="shorter timing rounds")
+    return p
+
+
+def versions() -> str:
+    """The line a benchmark prints first: the NumPy and PyTorch versions and the CPU count."""
+    return (f"numpy {np.__version__}; torch {torch.__version__ if torch else 'not installed'}; "
+            f"{os.cpu_count()} cpus\n")
 
 
 def time_per_call(fn, *, min_time: float = 0.5, warmup: int = 3, repeat: int = 5,
