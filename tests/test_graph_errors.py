@@ -178,3 +178,25 @@ def test_module_names_and_missing_super_init():
 
     with pytest.raises(AttributeError, match=r"call super\(\).__init__\(\) first"):
         NoInit()
+
+
+@pytest.mark.parametrize("fn, error, message", [
+    (lambda x: x.add_(flow.ones(2, 3)), "OpError",
+     r"add_: output of shape \(2, 3\) can't be written in place into a tensor of shape \(3,\)"),
+    (lambda x: x.add_(flow.ones(3, dtype=flow.float64)).long().add_(0.5), "OpError",
+     "add_: result type actorflow.float32 can't be cast to the in-place output's dtype "
+     "actorflow.int64"),
+    (lambda x: flow.nn.Parameter(flow.ones(3)).mul_(x), "RuntimeError",
+     "mul_: a leaf tensor that requires grad is being used in an in-place operation"),
+])
+def test_in_place_errors_while_tracing_match_eager(fn, error, message):
+    """The tracer checks in-place calls with the dispatcher's own check: same messages, with
+    the input shapes."""
+    from tests.helpers import FnGraph
+    x = flow.ones(3)
+    with pytest.raises(Exception, match=message) as eager:
+        fn(x.clone())
+    with pytest.raises(Exception, match=message) as traced:
+        FnGraph(fn)(x.clone())
+    assert type(eager.value).__name__ == type(traced.value).__name__ == error
+    assert "input shapes" in str(traced.value)

@@ -90,3 +90,19 @@ def test_parameters_of_different_dtypes_share_a_batch():
     opt.step()
     np.testing.assert_allclose(lin.weight.numpy(), w0 - 0.5)
     assert lin.bias.dtype is flow.float64 and lin.bias.numpy().tolist() == [-0.5, -0.5]
+
+
+def test_a_parameter_listed_twice_is_updated_twice_as_one_by_one():
+    a, b = _model(0), _model(0)
+    pa, pb = list(a.parameters()), list(b.parameters())
+    with pytest.warns(UserWarning, match="duplicate parameters"):
+        opt_a = flow.optim.Adam(pa + pa[1:2], lr=0.1)
+        opt_b = flow.optim.Adam(pb + pb[1:2], lr=0.1)
+    x = flow.randn(4, 5)
+    for _ in range(2):
+        _backward(a, x)
+        opt_a.step()
+        _backward(b, x)
+        _step_one_by_one(opt_b)
+    for ta, tb in zip(pa, pb):
+        np.testing.assert_array_equal(ta.numpy(), tb.numpy())

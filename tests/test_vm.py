@@ -488,3 +488,16 @@ def test_no_instruction_keeps_arrays_alive_after_it_ran():
     ins = y._h.storage.writer
     assert ins.fn is None and ins.args is None and ins.stack is None
     gc.collect()
+
+
+@pytest.mark.timeout(20)
+def test_an_instruction_writing_one_storage_twice_does_not_wait_for_itself():
+    """A multi-tensor update naming one parameter twice lists its storage twice among the
+    writes; the instruction runs (both updates, in order) instead of waiting on itself."""
+    from actorflow.dispatch import apply
+    from actorflow.ops.registry import get
+    p, g = flow.ones(3), flow.full((3,), 2.0)
+    lr = flow.tensor(0.5, dtype=flow.float64)
+    apply(get("multi_tensor_update"), [lr, p, g, p, g],
+          {"update": "sgd_update", "update_attrs": {"weight_decay": 0.0}, "arity": 2})
+    np.testing.assert_array_equal(p.numpy(), [-1.0, -1.0, -1.0])  # 1 - 0.5*2, twice

@@ -183,7 +183,10 @@ def _record(op: Op, inputs: list, results: list, attrs: dict) -> None:
             r._out_idx = i
 
 
-def _apply_inplace(op, inputs, attrs, out, metas, record):
+def check_inplace(op: Op, inputs: list, out: list, metas: list, record: bool) -> None:
+    """Raise if ``op``'s results (``metas``) can't be written into the tensors ``out`` (shape,
+    a dtype they can't be cast to, or a leaf that requires grad while autograd records).
+    Eager dispatch and the graph tracer both check in-place calls with it."""
     for t, m in zip(out, metas):
         if tuple(m[0]) != tuple(t._shape):
             raise OpError(_where(f"{op.name}_: output of shape {tuple(m[0])} can't be written in "
@@ -191,13 +194,18 @@ def _apply_inplace(op, inputs, attrs, out, metas, record):
         if m[1] is not t.dtype and m[1]._category > t.dtype._category:
             raise OpError(_where(f"{op.name}_: result type {m[1]} can't be cast to the "
                                  f"in-place output's dtype {t.dtype}", op, inputs))
-    saved = inputs
     if record:
         for t in out:
             if t.grad_fn is None and t.requires_grad:
-                raise RuntimeError(f"{op.name}_: a leaf tensor that requires grad is being used "
-                                   f"in an in-place operation (use it under no_grad(), or "
-                                   f"clone it first)")
+                raise RuntimeError(_where(f"{op.name}_: a leaf tensor that requires grad is "
+                                          f"being used in an in-place operation (use it under "
+                                          f"no_grad(), or clone it first)", op, inputs))
+
+
+def _apply_inplace(op, inputs, attrs, out, metas, record):
+    check_inplace(op, inputs, out, metas, record)
+    saved = inputs
+    if record:
         # inputs that are also outputs keep their pre-op autograd identity for backward
         saved = [_old_identity(t) if any(t is o for o in out) else t for t in inputs]
     outs, out_storages = [], []
@@ -221,11 +229,11 @@ class _CastInto:
     """Stands in for an op whose in-place result must be cast: the kernel writes temporaries
     of the inferred dtypes, which are then cast into the outputs (on the worker)."""
 
-    __slots__ = ("name", "mutates", "mutates_fn", "_op", "_metas")
+    __slots__ = ("name", "mutates", "mutates_fn", "mutated_inputs", "_op", "_metas")
 
     def __init__(self, op: Op, metas: list):
         self.name, self.mutates, self._op, self._metas = op.name, op.mutates, op, metas
-        self.mutates_fn = None  # ops written in place through ``out`` have fixed ``mutates``
+        self.mutates_fn, self.mutated_inputs = op.mutates_fn, op.mutated_inputs
 
     def kernel_cpu(self, arrays, outs, attrs):
         tmp = [np.empty(m[0], m[1].np) for m in self._metas]

@@ -12,9 +12,9 @@ from __future__ import annotations
 import threading
 
 from actorflow.autograd import grad_mode
-from actorflow.dispatch import _old_identity, _record, infer, scope
+from actorflow.dispatch import _old_identity, _record, check_inplace, infer, scope
 from actorflow.job.job import SYSTEM_OPS, BlobDesc, Job, OpConf, split_blob, unique_name
-from actorflow.ops.registry import OpError, get
+from actorflow.ops.registry import get
 from actorflow.tensor import Tensor
 
 _ASSIGN = None
@@ -330,20 +330,8 @@ class JobBuilder:
         outputs (lazy tensors), or written back with an ``assign`` op (eager state)."""
         from actorflow.functional import cast
 
-        for t, r in zip(out, results):
-            if tuple(r._shape) != tuple(t._shape):
-                raise OpError(f"{op.name}_: output of shape {tuple(r._shape)} can't be written "
-                              f"in place into a tensor of shape {tuple(t._shape)}"
-                              + _where())
-            if r.dtype is not t.dtype and r.dtype._category > t.dtype._category:
-                raise OpError(f"{op.name}_: result type {r.dtype} can't be cast to the in-place "
-                              f"output's dtype {t.dtype}" + _where())
+        check_inplace(op, inputs, out, [(r._shape, r.dtype) for r in results], record)
         if record:
-            for t in out:
-                if t.grad_fn is None and t.requires_grad:
-                    raise RuntimeError(f"{op.name}_: a leaf tensor that requires grad is being "
-                                       f"used in an in-place operation (use it under no_grad(), "
-                                       f"or clone it first)")
             lazy_out = [self.lazy_of(t) for t in out]
             ins = [_old_identity_lazy(t) if any(t is o for o in lazy_out) else t for t in ins]
         written = []
@@ -396,8 +384,3 @@ def _old_identity_lazy(t: Tensor) -> Tensor:
     a = Tensor._from_handle(t._h, t._shape, t.dtype)
     a.requires_grad, a.grad_fn, a._out_idx = t.requires_grad, t.grad_fn, t._out_idx
     return a
-
-
-def _where() -> str:
-    path = scope.current_path()
-    return f" [in module {path}]" if path else ""

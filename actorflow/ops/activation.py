@@ -386,12 +386,11 @@ def _(ctx, dout):
     return (dg, dx) if len(need) == 2 else (dg, dx, None)
 
 
-def _gelu_grad(ctx, g, _dc=None):
-    if g is None:
+def _gelu_grad(ctx, g, _dphi=None):
+    if g is None:  # only the saved Phi got a gradient: nothing reaches x through it
         return None
-    if ctx.attrs.get("save_cdf"):
-        return F.gelu_grad(g, ctx.inputs[0], ctx.outputs[1], approximate=ctx.attrs["approximate"])
-    return F.gelu_grad(g, _x(ctx), approximate=ctx.attrs["approximate"])
+    phi = ctx.outputs[1] if ctx.attrs.get("save_cdf") else None
+    return F.gelu_grad(g, _x(ctx), phi, approximate=ctx.attrs["approximate"])
 
 
 def _gelu_second_derivative(x, approximate):

@@ -261,10 +261,12 @@ def _run_merged(op, blocks: list, attrs: dict) -> list:
     the step count) as one flat call each; returns the blocks still to run."""
     groups: dict = {}
     rest = []
+    seen: set = set()  # a parameter listed twice is updated twice, one after the other
     for b in blocks:
-        if b[0].size > _MERGE_MAX:
+        if b[0].size > _MERGE_MAX or id(b[0]) in seen:
             rest.append(b)
             continue
+        seen.add(id(b[0]))
         key = tuple((a.dtype, a.item() if a.ndim == 0 and i != 2 else None)
                     for i, a in enumerate(b))
         groups.setdefault(key, []).append(b)

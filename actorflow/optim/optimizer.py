@@ -348,8 +348,6 @@ def _load_state_value(target: Tensor, name: str, value):
     return Tensor._wrap(np.array(arr, copy=True), value.dtype)
 
 
-__all__ = ["Optimizer", "required", "zeros_state", "step_state", "ContiguousParams"]
-
 
 def _issue_batched(calls: list) -> None:
     """Issue collected update calls: each run of calls with the same op, lr tensor, attrs and
@@ -370,3 +368,7 @@ def _issue_batched(calls: list) -> None:
             apply(_MULTI, flat, {"update": op.name, "update_attrs": attrs,
                                  "arity": len(inputs) - 1})
         i = j
+
+
+
+__all__ = ["Optimizer", "required", "zeros_state", "step_state", "ContiguousParams"]

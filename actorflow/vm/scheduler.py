@@ -120,7 +120,9 @@ def issue(fn, args: tuple, reads, writes, name: str, fresh=(), where=None, shape
                 r.append(ins)
         for s in writes:
             x = s.writer
-            if x is not None and not x.done:
+            # x is ins when a storage is listed twice (a parameter twice in a multi-tensor
+            # update): an instruction never waits for itself
+            if x is not None and x is not ins and not x.done:
                 if after is None:
                     after = [x]
                 else:
