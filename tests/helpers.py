@@ -105,6 +105,20 @@ def fail_if_negative_op():
     return op
 
 
+class SquareLossTrain(flow.nn.Graph):
+    """A training graph: ``model(x).square().mean()`` as the loss, backward, ``opt``'s update."""
+
+    def __init__(self, model, opt):
+        super().__init__()
+        self.model = model
+        self.add_optimizer(opt)
+
+    def build(self, x):
+        loss = self.model(x).square().mean()
+        loss.backward()
+        return loss
+
+
 class FnGraph(flow.nn.Graph):
     """A graph whose build calls one function of its inputs."""
 

@@ -13,6 +13,7 @@ import actorflow as flow
 import actorflow.nn as nn
 import actorflow.nn.functional as F
 from actorflow.framework import graph_build_util, scope_util
+from tests.helpers import SquareLossTrain
 from actorflow.framework.args_tree import ArgsTree
 from actorflow.job import Job
 from actorflow.nn.graph import GraphModule, GraphTensor, Proxy, ProxyTensor
@@ -87,18 +88,7 @@ def test_train_and_eval_graphs_share_one_module():
     model = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.5), nn.Linear(8, 1))
     opt = flow.optim.SGD(model.parameters(), lr=0.1)
 
-    class Train(nn.Graph):
-        def __init__(self):
-            super().__init__()
-            self.model = model
-            self.add_optimizer(opt)
-
-        def build(self, x):
-            loss = self.model(x).square().mean()
-            loss.backward()
-            return loss
-
-    train, evaluate = Train(), _Wrap(model)
+    train, evaluate = SquareLossTrain(model, opt), _Wrap(model)
     x = _x(5, 4)
     model.train()
     train(x)

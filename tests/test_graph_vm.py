@@ -9,26 +9,14 @@ import actorflow as flow
 import actorflow.nn as nn
 from actorflow import profiler
 from actorflow.runtime import actors as actor_mod
-from tests.helpers import fail_if_negative_op
-
-
-class Train(nn.Graph):
-    def __init__(self, model, opt):
-        super().__init__()
-        self.model = model
-        self.add_optimizer(opt)
-
-    def build(self, x):
-        loss = self.model(x).square().mean()
-        loss.backward()
-        return loss
+from tests.helpers import SquareLossTrain, fail_if_negative_op
 
 
 def _setup(seed=0):
     flow.manual_seed(seed)
     model = nn.Linear(8, 4)
     opt = flow.optim.SGD(model.parameters(), lr=0.1)
-    return model, opt, Train(model, opt)
+    return model, opt, SquareLossTrain(model, opt)
 
 
 def _slow(monkeypatch, cls, seconds):
