@@ -43,16 +43,21 @@ def _step_one_by_one(opt) -> None:
                 opt._update(p, g, lr, attrs, group)
 
 
-@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
-def test_batched_step_matches_one_op_per_parameter(name):
-    a, b = _model(0), _model(0)
-    opt_a, opt_b = OPTIMIZERS[name](a.parameters()), OPTIMIZERS[name](b.parameters())
+def _train_both(a, opt_a, b, opt_b, steps: int) -> None:
+    """``steps`` steps of model ``a`` with ``opt_a.step()`` and of ``b`` one op per parameter."""
     x = flow.randn(4, 5)
-    for _ in range(3):
+    for _ in range(steps):
         _backward(a, x)
         opt_a.step()
         _backward(b, x)
         _step_one_by_one(opt_b)
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_batched_step_matches_one_op_per_parameter(name):
+    a, b = _model(0), _model(0)
+    opt_a, opt_b = OPTIMIZERS[name](a.parameters()), OPTIMIZERS[name](b.parameters())
+    _train_both(a, opt_a, b, opt_b, 3)
     for pa, pb in zip(a.parameters(), b.parameters()):
         np.testing.assert_array_equal(pa.numpy(), pb.numpy())
     for sa, sb in zip(opt_a.state.values(), opt_b.state.values()):
@@ -98,11 +103,6 @@ def test_a_parameter_listed_twice_is_updated_twice_as_one_by_one():
     with pytest.warns(UserWarning, match="duplicate parameters"):
         opt_a = flow.optim.Adam(pa + pa[1:2], lr=0.1)
         opt_b = flow.optim.Adam(pb + pb[1:2], lr=0.1)
-    x = flow.randn(4, 5)
-    for _ in range(2):
-        _backward(a, x)
-        opt_a.step()
-        _backward(b, x)
-        _step_one_by_one(opt_b)
+    _train_both(a, opt_a, b, opt_b, 2)
     for ta, tb in zip(pa, pb):
         np.testing.assert_array_equal(ta.numpy(), tb.numpy())
