@@ -377,3 +377,37 @@ def test_cumprod_third_order_raises():
     (g,) = flow.autograd.grad(flow.cumprod(x, 0).sum(), x, create_graph=True)
     with pytest.raises(NotImplementedError, match="cumprod"):
         g.sum().backward()
+
+
+# ---- sums over leading / trailing dims as matrix-vector products ------------------------------
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("dim,keepdim", [(0, False), ((0, 1), True), (-1, False),
+                                         ((1, 2), True), (1, False)])
+def test_sum_and_mean_over_leading_or_trailing_dims(dtype, dim, keepdim):
+    # (0,) / (0, 1) / (-1,) / (1, 2) take the BLAS path, (1,) NumPy's: all agree with float64
+    x = rng.standard_normal((33, 17, 40)).astype(dtype)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    ref = x.astype(np.float64).sum(axis=np_dim(dim), keepdims=keepdim)
+    got = flow.sum(t(x), dim=dim, keepdim=keepdim)
+    assert got.dtype == t(x).dtype and got.shape == ref.shape
+    np.testing.assert_allclose(got.numpy(), ref, rtol=tol, atol=tol * 10)
+    n = x.size // ref.size
+    np.testing.assert_allclose(flow.mean(t(x), dim=dim, keepdim=keepdim).numpy(), ref / n,
+                               rtol=tol, atol=tol)
+
+
+def test_blas_sum_propagates_nan_and_inf_and_skips_other_layouts():
+    from actorflow.ops._common import blas_sum
+    x = np.ones((4, 3), np.float32)
+    x[1, 0], x[2, 2] = np.nan, np.inf
+    out = np.empty(3, np.float32)
+    assert blas_sum(x, (0,), out)
+    assert np.isnan(out[0]) and out[1] == 4 and out[2] == np.inf
+    assert not blas_sum(np.asfortranarray(x), (0,), out)  # not C-contiguous: NumPy's sum
+    assert not blas_sum(x.astype(np.float16), (0,), out.astype(np.float16))
+    assert not blas_sum(x, (0, 1), np.empty((), np.float32))  # every dim: pairwise np.sum
+    assert not blas_sum(np.ones((2, 2000), np.float32), (1,), np.empty(2, np.float32))
+    g = flow.tensor(np.ones((5, 4), np.float32), requires_grad=True)
+    flow.sum(g * 3, dim=0).sum().backward()
+    np.testing.assert_array_equal(g.grad.numpy(), np.full((5, 4), 3, np.float32))

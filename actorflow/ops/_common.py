@@ -79,3 +79,50 @@ def copy_reshaped(x: np.ndarray, out: np.ndarray) -> None:
         np.copyto(out.reshape(x.shape), x)
     else:
         out[...] = x.reshape(out.shape)
+
+
+_BLAS_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _ones(n: int, dtype: np.dtype) -> np.ndarray:
+    key = (n, dtype)
+    v = _ONES.get(key)
+    if v is None:
+        if len(_ONES) > 64:
+            _ONES.clear()
+        v = _ONES[key] = np.ones(n, dtype)
+        v.flags.writeable = False
+    return v
+
+
+_ONES: dict = {}
+
+
+def blas_sum(x: np.ndarray, axes: tuple, out: np.ndarray) -> bool:
+    """``out = x.sum(axes)`` as a matrix-vector product with a vector of ones when ``axes`` are
+    the leading or the trailing dims of a C-contiguous float32/float64 ``x`` (and ``out`` is a
+    contiguous array of x's dtype holding the kept dims); True if done, False when it does not
+    apply. NumPy sums leading axes one row at a time and short trailing rows with a loop call
+    per row: BLAS is 3-4x faster on (2048, 64..256), e.g. a bias gradient. Leading axes lose no
+    accuracy (NumPy adds those rows in sequence too); trailing rows are only taken up to 1024
+    long, where NumPy's pairwise summation is no more accurate than BLAS's blocked dot."""
+    nd = x.ndim
+    if x.dtype not in _BLAS_FLOATS or out.dtype != x.dtype or not axes or len(axes) == nd \
+            or not x.flags.c_contiguous or not out.flags.c_contiguous or x.size == 0:
+        return False
+    k = len(axes)
+    if axes == tuple(range(k)):
+        m = 1
+        for a in axes:
+            m *= x.shape[a]
+        np.matmul(_ones(m, x.dtype), x.reshape(m, -1), out=out.reshape(-1))
+        return True
+    if axes == tuple(range(nd - k, nd)):
+        n = 1
+        for a in axes:
+            n *= x.shape[a]
+        if n > 1024:
+            return False
+        np.matmul(x.reshape(-1, n), _ones(n, x.dtype), out=out.reshape(-1))
+        return True
+    return False

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from actorflow.framework import dtype as dt
-from actorflow.ops._common import F, broadcast_shapes, copy_reshaped, promote
+from actorflow.ops._common import F, blas_sum, broadcast_shapes, copy_reshaped, promote
 from actorflow.ops.int_scalars import is_int_scalar, check_int_scalar, int_scalar
 from actorflow.ops.registry import Meta, fail, register
 
@@ -35,7 +35,8 @@ def _(ins, outs, attrs):
     if not axes:
         copy_reshaped(x, out)
         return
-    np.sum(x, axis=axes, keepdims=True, out=out.reshape((1,) * lead + shape))
+    if not blas_sum(x, axes, out):
+        np.sum(x, axis=axes, keepdims=True, out=out.reshape((1,) * lead + shape))
 
 
 @sum_to_shape.grad

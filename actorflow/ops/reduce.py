@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from actorflow.framework import dtype as dt
-from actorflow.ops._common import F, norm_axis
+from actorflow.ops._common import F, blas_sum, norm_axis
 from actorflow.ops.registry import Meta, fail, register
 
 
@@ -111,8 +111,9 @@ sum_.infer(reduce_infer("sum", int_to_long))
 @sum_.kernel("cpu")
 def _(ins, outs, attrs):
     x, out = ins[0], outs[0]
-    np.sum(x, axis=np_axes(x, "sum", attrs.get("dim")), out=out,
-           keepdims=attrs.get("keepdim", False), dtype=out.dtype)
+    axes = np_axes(x, "sum", attrs.get("dim"))
+    if axes is None or not blas_sum(x, axes, out):
+        np.sum(x, axis=axes, out=out, keepdims=attrs.get("keepdim", False), dtype=out.dtype)
 
 
 @sum_.grad
@@ -132,8 +133,12 @@ def _acc_dtype(out: np.ndarray):
 @mean.kernel("cpu")
 def _(ins, outs, attrs):
     x, out = ins[0], outs[0]
-    out[...] = np.mean(x, axis=np_axes(x, "mean", attrs.get("dim")),
-                       keepdims=attrs.get("keepdim", False), dtype=_acc_dtype(out))
+    axes = np_axes(x, "mean", attrs.get("dim"))
+    if axes is not None and blas_sum(x, axes, out):
+        out /= count(x.shape, axes)
+        return
+    out[...] = np.mean(x, axis=axes, keepdims=attrs.get("keepdim", False),
+                       dtype=_acc_dtype(out))
 
 
 @mean.grad
