@@ -85,13 +85,16 @@ _BLAS_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _ones(n: int, dtype: np.dtype) -> np.ndarray:
+    """A read-only vector of ``n`` ones; vectors up to 64k elements are kept for reuse."""
     key = (n, dtype)
     v = _ONES.get(key)
     if v is None:
-        if len(_ONES) > 64:
-            _ONES.clear()
-        v = _ONES[key] = np.ones(n, dtype)
+        v = np.ones(n, dtype)
         v.flags.writeable = False
+        if n <= 1 << 16:
+            if len(_ONES) >= 64:
+                _ONES.clear()
+            _ONES[key] = v
     return v
 
 
