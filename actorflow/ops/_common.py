@@ -84,7 +84,7 @@ def copy_reshaped(x: np.ndarray, out: np.ndarray) -> None:
 _BLAS_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-def _ones(n: int, dtype: np.dtype) -> np.ndarray:
+def ones_vector(n: int, dtype) -> np.ndarray:
     """A read-only vector of ``n`` ones; vectors up to 64k elements are kept for reuse."""
     key = (n, dtype)
     v = _ONES.get(key)
@@ -118,7 +118,7 @@ def blas_sum(x: np.ndarray, axes: tuple, out: np.ndarray) -> bool:
         m = 1
         for a in axes:
             m *= x.shape[a]
-        np.matmul(_ones(m, x.dtype), x.reshape(m, -1), out=out.reshape(-1))
+        np.matmul(ones_vector(m, x.dtype), x.reshape(m, -1), out=out.reshape(-1))
         return True
     if axes == tuple(range(nd - k, nd)):
         n = 1
@@ -126,6 +126,16 @@ def blas_sum(x: np.ndarray, axes: tuple, out: np.ndarray) -> bool:
             n *= x.shape[a]
         if n > 1024:
             return False
-        np.matmul(x.reshape(-1, n), _ones(n, x.dtype), out=out.reshape(-1))
+        np.matmul(x.reshape(-1, n), ones_vector(n, x.dtype), out=out.reshape(-1))
         return True
     return False
+
+
+def sum_keepdim(a: np.ndarray, dim: int | None) -> np.ndarray:
+    """``a.sum(axis=dim, keepdims=True)``; along the last dim of a contiguous float32/float64
+    array as a BLAS matrix-vector product (``blas_sum``), the row sums of softmax-like ops."""
+    if dim is not None and dim == a.ndim - 1:
+        out = np.empty(a.shape[:-1] + (1,), a.dtype)
+        if blas_sum(a, (dim,), out):
+            return out
+    return a.sum(axis=dim, keepdims=True)

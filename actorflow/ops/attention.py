@@ -21,7 +21,7 @@ import functools
 
 import numpy as np
 
-from actorflow.ops._common import F, broadcast_shapes, promote
+from actorflow.ops._common import F, broadcast_shapes, ones_vector, promote
 from actorflow.ops.parallel import parallel_for, split
 from actorflow.ops.registry import Meta, fail, register
 
@@ -117,7 +117,7 @@ def _masked_softmax_(s: np.ndarray, mask, is_causal: bool) -> None:
         np.copyto(mx, 0, where=np.isneginf(mx))
     s -= mx
     np.exp(s, out=s)
-    total = s @ np.ones(S, s.dtype)  # row sums as one matrix-vector product (fast for short rows)
+    total = s @ ones_vector(S, s.dtype)  # row sums as a matrix-vector product (fast, short rows)
     if mask is not None:
         total[total == 0] = 1
     s *= np.reciprocal(total, out=total)[..., None]

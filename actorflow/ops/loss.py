@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from actorflow.ops._common import F
+from actorflow.ops._common import F, sum_keepdim
 from actorflow.ops.registry import Meta, fail, register
 
 REDUCTIONS = ("none", "mean", "sum")
@@ -219,7 +219,7 @@ def _shifted(x: np.ndarray, buf: np.ndarray | None = None) -> np.ndarray:
 def _class_sum(a: np.ndarray, w: np.ndarray | None = None) -> np.ndarray:
     """Sum over dim 1 of (N, C, ...), weighted by the (C,) ``w`` if given; keeps dim 1."""
     if a.ndim == 2:  # a matrix-vector product is several times faster than np.sum here
-        return (a @ (np.ones(a.shape[1], a.dtype) if w is None else w.astype(a.dtype)))[:, None]
+        return sum_keepdim(a, 1) if w is None else (a @ w.astype(a.dtype))[:, None]
     if w is not None:
         a = a * _per_class(w, a.ndim)
     return np.sum(a, axis=1, keepdims=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from actorflow.framework.dtype import bool_
-from actorflow.ops._common import F, blas_sum, norm_axis
+from actorflow.ops._common import F, norm_axis, sum_keepdim
 from actorflow.ops.conv import compute_array
 from actorflow.ops.registry import Meta, fail, register
 from actorflow.random import numpy_rng
@@ -77,16 +77,6 @@ def _softmax_infer(name):
     return infer
 
 
-def _sum_keep(a: np.ndarray, dim) -> np.ndarray:
-    """``a.sum(axis=dim, keepdims=True)``; along the last dim of a contiguous float array as a
-    BLAS matrix-vector product (``blas_sum``)."""
-    if dim is not None and dim == a.ndim - 1:
-        out = np.empty(a.shape[:-1] + (1,), a.dtype)
-        if blas_sum(a, (dim,), out):
-            return out
-    return a.sum(axis=dim, keepdims=True)
-
-
 def _shifted(x, dim, safe):
     """``x - max(x, dim)``; with ``safe`` a row of only -inf is shifted by 0 instead of -inf."""
     m = np.max(x, axis=dim, keepdims=True) if x.size else np.zeros_like(x)
@@ -106,7 +96,7 @@ def _(ins, outs, attrs):
     x = compute_array(ins[0])
     dim = attrs["dim"] % max(x.ndim, 1) if x.ndim else None
     e = np.exp(_shifted(x, dim, attrs.get("safe", False)))
-    s = _sum_keep(e, dim)
+    s = sum_keepdim(e, dim)
     if attrs.get("safe", False):
         s[s == 0] = 1
     np.divide(e, s, out=outs[0], casting="unsafe")
@@ -127,7 +117,7 @@ def _(ins, outs, attrs):
     x = compute_array(ins[0])
     dim = attrs["dim"] % max(x.ndim, 1) if x.ndim else None
     z = _shifted(x, dim, False)
-    np.subtract(z, np.log(_sum_keep(np.exp(z), dim)), out=outs[0], casting="unsafe")
+    np.subtract(z, np.log(sum_keepdim(np.exp(z), dim)), out=outs[0], casting="unsafe")
 
 
 @log_softmax.grad
@@ -151,7 +141,7 @@ softmax_grad.infer(_grad_infer)
 def _(ins, outs, attrs):
     g, y = compute_array(ins[0]), compute_array(ins[1])
     dim = attrs["dim"] % max(y.ndim, 1) if y.ndim else None
-    np.multiply(y, g - _sum_keep(g * y, dim), out=outs[0], casting="unsafe")
+    np.multiply(y, g - sum_keepdim(g * y, dim), out=outs[0], casting="unsafe")
 
 
 @softmax_grad.grad
@@ -177,7 +167,7 @@ log_softmax_grad.infer(_grad_infer)
 def _(ins, outs, attrs):
     g, y = compute_array(ins[0]), compute_array(ins[1])
     dim = attrs["dim"] % max(y.ndim, 1) if y.ndim else None
-    np.subtract(g, np.exp(y) * _sum_keep(g, dim), out=outs[0], casting="unsafe")
+    np.subtract(g, np.exp(y) * sum_keepdim(g, dim), out=outs[0], casting="unsafe")
 
 
 @log_softmax_grad.grad

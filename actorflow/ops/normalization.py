@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from actorflow.ops._common import F
+from actorflow.ops._common import F, ones_vector
 from actorflow.ops.conv import compute_array
 from actorflow.ops.registry import Meta, fail, register
 
@@ -326,7 +326,7 @@ def _(ins, outs, attrs):
     xc = np.subtract(x, mean[:, None])
     prod = np.multiply(dout, xc)  # dout * xhat / invstd
     dw_out[...] = (invstd @ prod).reshape(dw_out.shape)
-    db_out[...] = (np.ones(x.shape[0], x.dtype) @ dout).reshape(db_out.shape)
+    db_out[...] = (ones_vector(x.shape[0], x.dtype) @ dout).reshape(db_out.shape)
     xc *= ((prod @ by_d) * (invstd * invstd * invstd))[:, None]  # xhat * mean(dxhat xhat)
     m1 = (dout @ by_d) * invstd
     dx, direct = _writable_rows(dx_out, x.dtype, d)
