@@ -197,16 +197,17 @@ def test_fuse_matmul_bias_act_before_after():
     assert "fused_matmul_bias_act" in types(full) and "relu" not in types(full)
 
 
+def _sum_loss_train(self, x):
+    """A training build: the sum of the model's output, backward."""
+    loss = self.model(x).sum()
+    loss.backward()
+    return loss
+
+
 def test_fuse_matmul_bias_act_exposes_the_pre_activation_backward_reads():
     model = nn.Sequential(nn.Linear(4, 8), nn.SiLU(), nn.Linear(8, 2))
     opt = flow.optim.SGD(model.parameters(), lr=0.1)
-
-    def build(self, x):
-        loss = self.model(x).sum()
-        loss.backward()
-        return loss
-
-    g, job = traced_job(build, (flow.randn(3, 4),), {"model": model}, opt)
+    g, job = traced_job(_sum_loss_train, (flow.randn(3, 4),), {"model": model}, opt)
     after, _ = apply(job, "fuse_matmul_bias_act", fuse_matmul_bias_act)
     (f,) = after.ops_of_type("fused_matmul_bias_act")
     assert f.attrs["ops"] == ["linear", "silu"] and len(f.outputs) == 2
@@ -221,16 +222,11 @@ def test_gelu_saves_phi_for_backward_only_in_training_jobs():
     model = nn.Sequential(nn.Linear(4, 8), nn.GELU(), nn.Linear(8, 2))
     opt = flow.optim.SGD(model.parameters(), lr=0.1)
 
-    def train(self, x):
-        loss = self.model(x).sum()
-        loss.backward()
-        return loss
-
     def infer(self, x):
         return self.model(x)
 
     x = flow.randn(3, 4)
-    _, job = traced_job(train, (x,), {"model": model}, opt)
+    _, job = traced_job(_sum_loss_train, (x,), {"model": model}, opt)
     (ge,) = job.ops_of_type("gelu")
     (gg,) = job.ops_of_type("gelu_grad")
     assert ge.attrs["save_cdf"] and len(ge.outputs) == 2 and gg.inputs[2] == ge.out(1)
