@@ -6,31 +6,23 @@ Prints (1) nanoseconds per float32 element for NumPy's transcendental functions 
 plain arithmetic pass, with PyTorch's exp for comparison, and which SIMD extensions NumPy found;
 (2) the GPT example's elementwise kernels (GELU forward/backward, layer norm forward/backward)
 and its GEMM shape, actorflow's kernel called directly against PyTorch's op on the same inputs.
-Each figure is the best of several timed rounds.
+Each figure is the median of five timed rounds (``benchmarks.common.time_per_call``).
 """
 from __future__ import annotations
 
 import os
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from benchmarks.common import quick_parser, versions  # noqa: E402
+from benchmarks.common import quick_parser, time_per_call, versions  # noqa: E402
 
 
-def best_us(fn, rounds: int, calls: int) -> float:
-    """Fastest mean time of ``calls`` back-to-back calls over ``rounds`` rounds, in µs."""
-    fn()
-    best = float("inf")
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        best = min(best, (time.perf_counter() - t0) / calls)
-    return best * 1e6
+def us(fn, min_time: float) -> float:
+    """Microseconds per call of ``fn``."""
+    return time_per_call(fn, min_time=min_time) * 1e6
 
 
 def simd_found() -> str:
@@ -42,7 +34,7 @@ def simd_found() -> str:
     return ", ".join(found) or "none beyond the baseline"
 
 
-def elementwise_costs(rounds: int, calls: int, torch) -> None:
+def elementwise_costs(min_time: float, torch) -> None:
     n = 1 << 16
     rng = np.random.default_rng(0)
     x = rng.standard_normal(n).astype(np.float32)
@@ -62,12 +54,12 @@ def elementwise_costs(rounds: int, calls: int, torch) -> None:
     if torch is not None:
         torch.set_num_threads(1)
     for name, fn in rows:
-        print(f"| {name} | {best_us(fn, rounds, calls) * 1e3 / n:.2f} |")
+        print(f"| {name} | {us(fn, min_time) * 1e3 / n:.2f} |")
     if torch is not None:
         torch.set_num_threads(threads)
 
 
-def kernel_costs(rounds: int, calls: int, torch) -> None:
+def kernel_costs(min_time: float, torch) -> None:
     from actorflow.ops.gelu_f32 import gelu_f32, gelu_grad_f32
     from actorflow.ops.registry import get
 
@@ -120,9 +112,9 @@ def kernel_costs(rounds: int, calls: int, torch) -> None:
     print("\n| kernel | actorflow µs | PyTorch µs | ratio |")
     print("|---|---|---|---|")
     for name, fn in ours.items():
-        mine = best_us(fn, rounds, calls)
+        mine = us(fn, min_time)
         if name in theirs:
-            ref = best_us(theirs[name], rounds, calls)
+            ref = us(theirs[name], min_time)
             print(f"| {name} | {mine:.0f} | {ref:.0f} | {mine / ref:.2f}x |")
         else:
             print(f"| {name} | {mine:.0f} | - | - |")
@@ -130,14 +122,14 @@ def kernel_costs(rounds: int, calls: int, torch) -> None:
 
 def main(argv=None) -> None:
     args = quick_parser(__doc__).parse_args(argv)
-    rounds, calls = (3, 10) if args.quick else (7, 40)
+    min_time = 0.1 if args.quick else 0.5
     try:
         import torch
     except ImportError:
         torch = None
     print(versions())
-    elementwise_costs(rounds, calls, torch)
-    kernel_costs(rounds, calls, torch)
+    elementwise_costs(min_time, torch)
+    kernel_costs(min_time, torch)
 
 
 if __name__ == "__main__":
