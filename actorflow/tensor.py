@@ -2,8 +2,8 @@
 
 A Tensor is metadata (shape, dtype, autograd links) plus a storage *handle*:
   * eager: ``EagerBlob`` holding a NumPy array (the VM can make it asynchronous),
-  * lazy: a blob name in a Job being traced (set by ``nn.Graph``),
-  * global: placement, SBP and a local shard (distributed work).
+  * ``MetaBlob``: shape and dtype only, a blob of a Job (``LazyBlob``, its subclass in
+    ``actorflow.dispatch.lazy``, is a blob of the Job a Graph is tracing).
 Ops never see Tensors: the dispatcher hands their kernels arrays.
 Most methods (``add``, ``sum``, ``reshape``...) are attached by the functional modules through
 ``register_tensor_methods``, so each op family keeps its API next to its definition.
@@ -52,6 +52,24 @@ class EagerBlob:
         if (w is not None and (not w.done or w.error is not None)) or _vm_errors:
             sync_read(s)
         return self.raw
+
+
+class MetaBlob:
+    """Handle of a tensor known by shape and dtype only: blob ``name`` of a Job. It has no
+    value; inference, verification and tracing work on such tensors."""
+
+    __slots__ = ("name",)
+    is_lazy = True
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def get(self):
+        raise RuntimeError(f"tensor {self.name} is a blob of a Job: it has a shape and a dtype "
+                           f"but no value")
+
+    def describe(self) -> str:
+        return f"blob {self.name!r}"
 
 
 class Size(tuple):

@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import actorflow as flow  # noqa: E402
 import actorflow.nn as nn  # noqa: E402
-from actorflow.job.builder import JobBuilder  # noqa: E402
+from actorflow.dispatch.lazy import LazyInterpreter  # noqa: E402
 from actorflow.job.executor import ReferenceExecutor  # noqa: E402
 from actorflow.runtime.launcher import RuntimeExecutor  # noqa: E402
 from benchmarks import bench_graph  # noqa: E402
@@ -31,7 +31,7 @@ from benchmarks.common import quick_parser, table, time_per_call  # noqa: E402
 def chain_acts(n: int = 1000) -> tuple:
     """µs per act (runtime) and per op (reference executor) on a chain of n tiny adds."""
     x = flow.randn(4)
-    b = JobBuilder("chain")
+    b = LazyInterpreter("chain")
     with b:
         h = b.add_input(0, "x", x)
         for _ in range(n):

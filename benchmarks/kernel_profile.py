@@ -16,7 +16,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-import actorflow.dispatch as dispatch  # noqa: E402
+
 from actorflow import vm  # noqa: E402
 
 
@@ -30,7 +30,7 @@ def main(argv=None) -> None:
 
     stats: dict = collections.defaultdict(lambda: [0, 0.0])
     recording = [False]
-    issue = dispatch.vm.issue
+    issue = vm.issue
 
     def timed_issue(fn, fargs, *rest, **kw):
         name = rest[2]
@@ -46,7 +46,7 @@ def main(argv=None) -> None:
             return out
         return issue(kernel, fargs, *rest, **kw)
 
-    dispatch.vm.issue = timed_issue
+    vm.issue = timed_issue
     vm.set_blocking(True)
     step, _ = _gpt(GPT_CONFIG)
 

@@ -7,7 +7,7 @@ import actorflow.nn.functional as F
 from actorflow.compiler import (CompileOptions, Plan, compile_job, decode_task_id,
                                 encode_task_id, thread_id_of)
 from actorflow.compiler.task_id import describe_thread
-from actorflow.job.builder import JobBuilder
+from actorflow.dispatch.lazy import LazyInterpreter
 
 
 def mlp_job(train: bool = True):
@@ -16,7 +16,7 @@ def mlp_job(train: bool = True):
     w2 = flow.nn.Parameter(flow.randn(4, 16))
     x = flow.randn(5, 8)
     names = {id(w1): ("w1", "parameter", w1), id(w2): ("w2", "parameter", w2)}
-    b = JobBuilder("mlp", names)
+    b = LazyInterpreter("mlp", names)
     with b:
         xi = b.add_input(0, "x", x)
         h = F.relu(F.linear(xi, w1))
@@ -68,7 +68,7 @@ def test_plan_structure():
 
 def test_ctrl_edges_become_in_ctrl():
     w = flow.nn.Parameter(flow.ones(3))
-    b = JobBuilder("upd", {id(w): ("w", "parameter", w)})
+    b = LazyInterpreter("upd", {id(w): ("w", "parameter", w)})
     with b:
         x = b.add_input(0, "x", flow.ones(3))
         y = (x * w).sum()

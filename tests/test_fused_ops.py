@@ -7,7 +7,7 @@ import pytest
 
 import actorflow as flow
 import actorflow.functional as F
-from actorflow.job.builder import JobBuilder
+from actorflow.dispatch.lazy import LazyInterpreter
 from actorflow.job.job import BlobDesc
 from actorflow.job.verify import _meta_tensor
 from actorflow.ops import registry
@@ -21,7 +21,7 @@ def _elementwise_job():
     """A traced Job calling every op in ELEMENTWISE once."""
     rng = np.random.default_rng(0)
     x0 = flow.tensor(rng.standard_normal((3, 4)).astype(np.float32))
-    b = JobBuilder("ew")
+    b = LazyInterpreter("ew")
     with b:
         x = b.add_input(0, "x", x0)
         y = b.add_input(1, "y", x0)

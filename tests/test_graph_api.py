@@ -14,7 +14,6 @@ import actorflow.nn as nn
 import actorflow.nn.functional as F
 from actorflow.framework import graph_build_util, scope_util
 from tests.helpers import SquareLossTrain
-from actorflow.framework.args_tree import ArgsTree
 from actorflow.job import Job
 from actorflow.nn.graph import GraphModule, GraphTensor, Proxy, ProxyTensor
 
@@ -414,20 +413,6 @@ def test_depend_orders_ops_and_is_identity():
 
 
 # -- args tree -------------------------------------------------------------------------------------
-
-def test_args_tree_names_iterates_and_maps():
-    t = _x(2)
-    tree = ArgsTree(((None, "s", [t, {"k": t}]), {"kw": 3}), True, "G", None)
-    named = dict(tree.iter_named_nodes())
-    kinds = [n.kind() for n in named.values()]
-    assert kinds[:3] == ["TUPLE", "TUPLE", "NONE"] and kinds.count("TENSOR") == 2
-    assert named["G.0.2.1.0_k"].value() is t and named["G.1.0_kw"].value() == 3
-    mapped = tree.map_leaf(lambda a: "S" if isinstance(a.value(), str) else a.value())
-    assert mapped[0][1] == "S" and mapped[0][2][1]["k"] is t and mapped[1] == {"kw": 3}
-    plain = ArgsTree([t, (t, 1)])
-    assert plain.map_tuple_leaf(lambda v: v) == [t, (t, 1)]
-    assert len(list(plain.iter_nodes())) == 5
-
 
 # -- training -------------------------------------------------------------------------------------
 

@@ -105,7 +105,7 @@ def test_split_covers_the_range():
 
 
 def test_env_int_names_the_variable(monkeypatch):
-    from actorflow.framework.env import env_flag, env_int
+    from actorflow.settings import env_flag, env_int
     monkeypatch.setenv("ACTORFLOW_TEST_N", "3")
     assert env_int("ACTORFLOW_TEST_N", 7, minimum=1) == 3
     monkeypatch.setenv("ACTORFLOW_TEST_N", "")

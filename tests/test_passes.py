@@ -15,6 +15,7 @@ import pytest
 import actorflow as flow
 import actorflow.functional as F
 import actorflow.nn as nn
+from actorflow.dispatch.lazy import LazyInterpreter
 from actorflow.job.builder import JobBuilder
 from actorflow.job.executor import ReferenceExecutor
 from actorflow.job.job import BlobDesc, Job, OpConf
@@ -327,7 +328,7 @@ def test_passes_on_a_10000_op_chain():
     """Correct on a long chain; their cost is measured in benchmarks/bench_graph.py."""
     n = 10_000
     ones = flow.ones(4)
-    b = JobBuilder("chain")
+    b = LazyInterpreter("chain")
     with b:
         x = b.add_input(0, "x", ones)
         y = b.add_input(1, "y", ones)
@@ -380,7 +381,7 @@ def test_fuse_model_update_before_after():
         assert readers and all(pos[o.name] < pos[f.name] for o in readers)
         assert all(pos[c] < pos[f.name] for c in f.ctrl_inputs)
     # a pass resuming on the fused Job sees the parameters as written by the fused op
-    b = JobBuilder.over(after, {})
+    b = JobBuilder.over(after)
     assert b._mutated_by["model.0.weight/0"] == fused[0].name
     # the pass runs only when config.allow_fuse_model_update_ops() asks for it
     g = make_graph(_train_build, {"model": _mlp()}, flow.optim.SGD(_mlp().parameters(), lr=0.1))

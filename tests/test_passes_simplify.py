@@ -4,7 +4,7 @@ import numpy as np
 import actorflow as flow
 import actorflow.nn as nn
 import actorflow.nn.functional as F
-from actorflow.job.builder import JobBuilder
+from actorflow.dispatch.lazy import LazyInterpreter
 from actorflow.job.executor import ReferenceExecutor
 from actorflow.passes.simplify import eliminate_identities
 
@@ -15,7 +15,7 @@ def types(job):
 
 def test_before_after():
     x = flow.randn(3, 4)
-    b = JobBuilder("j")
+    b = LazyInterpreter("j")
     with b:
         h = b.add_input(0, "x", x)
         a = h.reshape(3, 4)                # identity

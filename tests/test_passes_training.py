@@ -10,7 +10,8 @@ import pytest
 import actorflow as flow
 import actorflow.nn as nn
 import actorflow.nn.functional as F
-from actorflow.job.executor import ReferenceExecutor, stage_of
+from actorflow.job.executor import ReferenceExecutor
+from actorflow.job.schedule import stage_of
 from actorflow.job.job import BlobDesc, Job, OpConf
 from actorflow.job.memory import blob_lifetimes, job_memory
 from actorflow.passes.grad_acc import GradientAccumulationError

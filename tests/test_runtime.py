@@ -11,7 +11,7 @@ import actorflow.nn.functional as F
 from tests.helpers import fail_if_negative_op, slow_actors
 from actorflow import profiler
 from actorflow.compiler import CompileOptions, compile_job, decode_task_id
-from actorflow.job.builder import JobBuilder
+from actorflow.dispatch.lazy import LazyInterpreter
 from actorflow.job.executor import ReferenceExecutor
 from actorflow.runtime import Buffer, BufferStatus, Runtime, RuntimeAborted
 from actorflow.runtime import actors as actor_mod
@@ -20,13 +20,14 @@ from actorflow.runtime.launcher import RuntimeExecutor
 
 def chain_job(n: int = 5, fail_op: bool = False):
     x = flow.ones(4)
-    b = JobBuilder("chain")
+    b = LazyInterpreter("chain")
     with b:
         h = b.add_input(0, "x", x)
         for _ in range(n):
             h = h * 2.0
         if fail_op:
-            from actorflow.dispatch import apply, scope
+            from actorflow import scope
+            from actorflow.dispatch import apply
             with scope.module_scope("model.block"):
                 h = apply(fail_if_negative_op(), [h], {})[0]
         b.add_output(0, "y", h)
@@ -170,7 +171,7 @@ def test_no_output_allocation_in_steady_state():
     import tracemalloc
 
     w = flow.nn.Parameter(flow.randn(64, 64))
-    b = JobBuilder("mm", {id(w): ("w", "parameter", w)})
+    b = LazyInterpreter("mm", {id(w): ("w", "parameter", w)})
     x = flow.randn(32, 64)
     with b:
         h = b.add_input(0, "x", x)
@@ -275,7 +276,7 @@ def test_calls_in_flight_behind_a_failure_are_aborted():
 @pytest.mark.timeout(30)
 def test_missing_binding_fails_at_construction():
     w = flow.nn.Parameter(flow.ones(3))
-    b = JobBuilder("v", {id(w): ("w", "parameter", w)})
+    b = LazyInterpreter("v", {id(w): ("w", "parameter", w)})
     with b:
         b.add_output(0, "y", b.add_input(0, "x", flow.ones(3)) * w)
     plan = compile_job(b.job)
@@ -290,7 +291,7 @@ def test_per_call_overrides_of_a_variable():
     """A call in flight keeps the value it was launched with (how a graph passes each call's
     learning rate)."""
     w = flow.nn.Parameter(flow.ones(3))
-    b = JobBuilder("ov", {id(w): ("w", "parameter", w)})
+    b = LazyInterpreter("ov", {id(w): ("w", "parameter", w)})
     with b:
         b.add_output(0, "y", b.add_input(0, "x", flow.ones(3)) * w)
     rx = RuntimeExecutor(b.job)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import weakref
 
 from actorflow.autograd import grad_mode
-from actorflow.dispatch import scope
+from actorflow import scope
 from actorflow.tensor import EagerBlob, Tensor
 
 

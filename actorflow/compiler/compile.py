@@ -27,13 +27,11 @@ from dataclasses import dataclass
 from actorflow.compiler.memory import plan_memory
 from actorflow.compiler.plan import Plan, RegstDesc, TaskProto
 from actorflow.compiler.task_id import encode_task_id
-from actorflow.job.executor import stage_of
-from actorflow.job.job import SYSTEM_OPS, BlobDesc, Job, split_blob
+from actorflow.job.schedule import stage_of
+from actorflow.job.job import BlobDesc, Job, split_blob
+from actorflow.job.system_ops import system_op
 from actorflow.framework import dtype as dt
 
-_KIND_OF_SYSTEM = {"input": "input", "variable": "variable", "literal": "literal",
-                   "output": "output", "micro_unpack": "unpack", "micro_repeat": "repeat",
-                   "micro_acc": "acc", "micro_pack": "pack"}
 _IDS = BlobDesc((), dt.int64)
 
 
@@ -121,8 +119,8 @@ def compile_job(job: Job, options: CompileOptions | None = None) -> Plan:
             time_shape = n
         elif conf.op_type in ("micro_acc", "micro_pack"):
             time_shape = 1
-        kind = _KIND_OF_SYSTEM.get(conf.op_type, "normal")
-        stream = "io" if kind == "input" else "compute"
+        row = system_op(conf.op_type)
+        kind, stream = (row.task_kind, row.stream) if row is not None else ("normal", "compute")
         attrs = dict(conf.attrs)
         if kind in ("unpack", "repeat", "acc", "pack"):
             attrs.setdefault("n", n)
@@ -201,4 +199,4 @@ def _check_sources(tasks: list) -> None:
         raise AssertionError(f"compiler: tasks without inputs other than the source: {bad}")
 
 
-__all__ = ["compile_job", "CompileOptions", "SYSTEM_OPS"]
+__all__ = ["compile_job", "CompileOptions"]

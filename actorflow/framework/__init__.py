@@ -1,1 +1,1 @@
-"""Value types: dtypes, devices (and later placement and SBP)."""
+"""Value types: dtypes and devices."""

@@ -2,9 +2,7 @@
 from __future__ import annotations
 
 from actorflow.job.job import Job, split_blob
-
-_SHAPES = {"input": "invhouse", "output": "house", "variable": "cylinder", "literal": "note"}
-
+from actorflow.job.system_ops import system_op
 
 def _q(s: str) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
@@ -27,7 +25,8 @@ def job_to_dot(job: Job) -> str:
             indent = "    "
         for o in ops:
             label = f"{o.name}\\n{o.op_type}"
-            shape = _SHAPES.get(o.op_type, "box")
+            row = system_op(o.op_type)
+            shape = row.dot_shape if row is not None else "box"
             lines.append(f"{indent}{_q(o.name)} [label={_q(label)}, shape={shape}];")
         if scope:
             lines.append("  }")

@@ -1,50 +1,129 @@
-"""The reference executor: runs a Job op by op through the registered kernels.
+"""How a compiled graph runs: the executor protocol, its Future, and the reference executor.
 
-It is the simple, obviously-correct way to run a graph (``ACTORFLOW_RUN_GRAPH_BY_VM=1``) and the
-oracle the actor runtime is tested against. The Job is compiled once into a list of steps over a
-table of blob slots; every run allocates each op's outputs, calls the op's kernel (the same
-function eager mode calls) and returns the arrays of the output ops.
+Every executor (this module's ``ReferenceExecutor`` and the actor runtime's
+``actorflow.runtime.RuntimeExecutor``) implements ``Executor``:
 
-Gradient accumulation (``job.train["accumulation_steps"] = n``) gives every op a ``stage`` tag:
-``pre`` ops run once before the micro-batches, ``micro`` ops run n times, ``post`` ops run once
-after. Four system ops carry values across the stages: ``micro_unpack`` (micro step i reads
-piece i of a ``pre`` blob split along dim 0), ``micro_repeat`` (a ``pre`` blob read by every
-micro step), ``micro_acc`` (sums a blob over the micro steps) and ``micro_pack`` (concatenates a
-blob's micro-step values along dim 0; a scalar's n values are stacked into shape ``(n,)``).
+* ``launch(inputs, bindings, overrides=None, seeds=None) -> Future``: start one call on
+  ``inputs`` (arrays in input-index order) with ``bindings`` (variable name -> eager tensor,
+  read live and written in place by update ops), ``overrides`` (variable name -> array used for
+  this call only: learning rates snapshotted when the call was made) and ``seeds`` (from
+  ``actorflow.job.schedule.draw_seeds``; drawn now if None). The Future gives output arrays
+  the caller owns (never views of state or inputs), or the error the call failed with;
+* ``run(...)``: ``launch(...).result()``;
+* ``plan``: the Plan it runs, or None when it runs the Job itself;
+* ``close()``: release threads and memory (a later ``launch`` starts afresh).
 
-An op without a ``stage`` tag (one a later pass added) gets one from its inputs (``stage_of``):
-``post`` if it reads a ``micro_acc``/``micro_pack`` result or a ``post`` blob, or is an optimizer
-or output op; ``pre`` for inputs, variables and literals; ``micro`` otherwise.
-
-Random ops whose ``seed`` attr is None get a seed from the global generator on every run, drawn
-in Job order at the start of each stage run: once for ``pre``, once per micro step, once for
-``post`` - the order an eager loop over the micro-batches draws them. An op tagged ``seed_of``
-(an activation-checkpointing recomputation) reuses the seed its original drew in the same step.
+The reference executor is the simple, obviously-correct way to run a graph
+(``ACTORFLOW_RUN_GRAPH_BY_VM=1``) and the oracle the actor runtime is tested against: it
+compiles the Job once into a list of steps over a table of blob slots; every call allocates
+each op's outputs and calls the op's kernel (the same function eager mode calls), running the
+stages of ``actorflow.job.schedule`` (pre, n micro steps, post). It finishes a call before
+``launch`` returns.
 """
 from __future__ import annotations
 
+import os
+import threading
+
 import numpy as np
 
-from actorflow.job.job import Job, split_blob
+from actorflow.errors import kernel_failure
+from actorflow.job.job import Job
+from actorflow.job.schedule import STAGES, accumulation_steps, draw_seeds, seed_draw_order, \
+    stage_of
+from actorflow.job.system_ops import system_op
 from actorflow.ops import registry
-from actorflow.random import default_generator
-from actorflow.tensor import unsynced_array
+
+_DEFAULT_WAIT = float(os.environ.get("ACTORFLOW_GRAPH_TIMEOUT", "600"))
 
 
-class ExecutionError(RuntimeError):
-    """A kernel failed while a graph ran; the message names the op and its module."""
+class Future:
+    """The outcome of one graph call: output arrays, or the error that stopped it."""
+
+    __slots__ = ("_event", "_value", "_error", "piece", "_callbacks", "_lock")
+
+    def __init__(self, piece: int):
+        self._event = threading.Event()
+        self._value = None
+        self._error = None
+        self.piece = piece
+        self._callbacks: list = []
+        self._lock = threading.Lock()
+
+    def set_result(self, value) -> None:
+        self._value = value
+        self._finish()
+
+    def set_error(self, error: BaseException) -> None:
+        if not self._event.is_set():
+            self._error = error
+            self._finish()
+
+    def _finish(self) -> None:
+        with self._lock:
+            if self._event.is_set():
+                return
+            self._event.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for cb in callbacks:
+            cb(self)
+
+    def add_done_callback(self, fn) -> None:
+        """Call ``fn(future)`` when the call finishes (at once if it has); it runs on the thread
+        that completes the future (the sink's actor thread) and must be quick."""
+        with self._lock:
+            if not self._event.is_set():
+                self._callbacks.append(fn)
+                return
+        fn(self)
+
+    def exception(self):
+        """The error the call failed with, or None (once done)."""
+        return self._error
+
+    def done(self) -> bool:
+        return self._event.is_set()
+
+    def result(self, timeout: float | None = None):
+        """Wait for the call to finish; raise its error if it failed."""
+        if not self._event.wait(_DEFAULT_WAIT if timeout is None else timeout):
+            raise TimeoutError(f"graph call {self.piece} did not finish in time")
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+class Executor:
+    """The protocol every graph executor implements (see the module docstring)."""
+
+    plan = None
+
+    def launch(self, inputs: list, bindings: dict, overrides: dict | None = None,
+               seeds: dict | None = None) -> Future:
+        raise NotImplementedError
+
+    def run(self, inputs: list, bindings: dict, overrides: dict | None = None,
+            seeds: dict | None = None) -> list:
+        """One call, waiting for its outputs (errors name the failing op)."""
+        return self.launch(inputs, bindings, overrides, seeds).result()
+
+    def close(self) -> None:
+        """Release what the executor holds; the default holds nothing."""
 
 
 class _Step:
-    __slots__ = ("conf", "kind", "kernel", "ins", "outs", "descs", "attrs", "random", "stage")
+    __slots__ = ("conf", "kind", "kernel", "ins", "outs", "descs", "attrs", "random",
+                 "seed_key", "stage", "system")
 
 
-class ReferenceExecutor:
-    """Runs ``job`` with ``run(inputs, bindings)``; see the module docstring."""
+class ReferenceExecutor(Executor):
+    """Runs ``job`` op by op (see the module docstring)."""
 
     def __init__(self, job: Job):
         self.job = job
-        self.n_micro = int(job.train.get("accumulation_steps", 1))
+        self.n_micro = accumulation_steps(job)
+        self._order = seed_draw_order(job)
+        self._calls = 0
         order = job.topological_order()
         slot_of: dict = {}
         for conf in order:
@@ -55,6 +134,7 @@ class ReferenceExecutor:
         self.steps: list = []
         self.input_steps: list = []
         self.output_slots: list = []
+        self.aliased_outputs = _outputs_aliasing_memory(job)
         for conf in order:
             s = _Step()
             s.conf = conf
@@ -63,183 +143,96 @@ class ReferenceExecutor:
             s.outs = [slot_of[conf.out(i)] for i in range(len(conf.outputs))]
             s.descs = conf.outputs
             s.attrs = conf.attrs
-            s.stage = stages[conf.name] if self.n_micro > 1 else "micro"
+            s.stage = stages.get(conf.name, "micro")
             s.kernel = None
             s.random = False
+            s.system = system_op(conf.op_type)
             if conf.op_type == "input":
                 self.input_steps.append(s)
             elif conf.op_type == "output":
                 self.output_slots.append((conf.attrs["index"], s.ins[0]))
-            elif conf.op_type not in _SYSTEM:
+            if s.system is None:
                 op = registry.get(conf.op_type)
                 s.kernel = op.kernel_cpu
                 s.random = op.random and conf.attrs.get("seed") is None
+                s.seed_key = conf.tags.get("seed_of", conf.name)
             self.steps.append(s)
         self.output_slots.sort()
-        self.stages = {st: [s for s in self.steps if s.stage == st]
-                       for st in ("pre", "micro", "post")}
-        # seeds are drawn per stage run in Job order (the trace order, the order eager mode
-        # draws them); a recomputed op (seed_of) reuses its original's seed
-        by_name = {s.conf.name: s for s in self.steps}
-        self._owners: dict = {st: [] for st in self.stages}  # stage -> steps that draw a seed
-        owner_index: dict = {}
-        for conf in job.ops:
-            s = by_name[conf.name]
-            if s.random and conf.tags.get("seed_of") is None:
-                owner_index[conf.name] = len(self._owners[s.stage])
-                self._owners[s.stage].append(s)
-        self._seed_src = {}
-        for s in self.steps:
-            if s.random:
-                src = s.conf.tags.get("seed_of", s.conf.name)
-                if src not in owner_index or by_name[src].stage != s.stage:
-                    raise ExecutionError(f"{s.conf.op_type} (op {s.conf.name}): tagged seed_of "
-                                         f"{src!r}, which is not a random op of the same stage "
-                                         f"drawing its own seed")
-                self._seed_src[s.conf.name] = owner_index[src]
+        self.stages = {st: [s for s in self.steps if s.stage == st] for st in STAGES}
 
-    def run(self, inputs: list, bindings: dict, seeds: dict | None = None) -> list:
-        """Run one iteration. ``inputs``: arrays in input-index order; ``bindings``: variable
-        name -> eager Tensor (read live, written in place by update ops); ``seeds``: the random
-        ops' seeds drawn beforehand (op name -> one per micro-batch, or one), as
-        ``actorflow.runtime.launcher.draw_seeds`` draws them; by default drawn here. Returns the
-        output arrays in output-index order."""
+    def launch(self, inputs: list, bindings: dict, overrides: dict | None = None,
+               seeds: dict | None = None) -> Future:
+        """Run one call now; the returned Future is finished."""
+        fut = Future(self._calls)
+        self._calls += 1
+        try:
+            fut.set_result(self._run(inputs, bindings, overrides, seeds))
+        except Exception as e:
+            fut.set_error(e)
+        return fut
+
+    def _run(self, inputs, bindings, overrides, seeds) -> list:
+        if seeds is None:
+            seeds = draw_seeds(self.job, self._order)
         slots: list = [None] * self.n_slots
         for s in self.input_steps:
             slots[s.outs[0]] = inputs[s.conf.attrs["index"]]
-        n = self.n_micro
-        ctx = _RunContext(slots, bindings, [], self._seed_src, n)
-        ctx.given = seeds
-        self._run_stage("pre", ctx)
-        for i in range(n):
+        ctx = _RunContext(slots, bindings, overrides, seeds, self.n_micro)
+        self._run_steps(self.stages["pre"], ctx)
+        for i in range(self.n_micro):
             ctx.micro = i
-            self._run_stage("micro", ctx)
-        self._run_stage("post", ctx)
-        return [slots[i] for _, i in self.output_slots]
-
-    def _run_stage(self, stage: str, ctx: "_RunContext") -> None:
-        given = ctx.given
-        if given is None:
-            ctx.seeds = [default_generator.next_seed() for _ in self._owners[stage]]
-        else:
-            k = ctx.micro if stage == "micro" else 0
-            ctx.seeds = [given[s.conf.name][k] for s in self._owners[stage]]
-        self._run_steps(self.stages[stage], ctx)
+            self._run_steps(self.stages["micro"], ctx)
+        ctx.micro = 0
+        self._run_steps(self.stages["post"], ctx)
+        outs = [slots[i] for _, i in self.output_slots]
+        for i in self.aliased_outputs:
+            outs[i] = outs[i].copy()
+        return outs
 
     def _run_steps(self, steps: list, ctx: "_RunContext") -> None:
         slots = ctx.slots
         for s in steps:
             if s.kernel is None:
-                _SYSTEM[s.kind](s, ctx)
+                s.system.reference(s, ctx)
                 continue
             outs = [np.empty(d.shape, d.dtype.np) for d in s.descs]
             attrs = s.attrs
+            ins = [slots[i] for i in s.ins]
             if s.random:
-                attrs = dict(attrs, seed=ctx.seeds[ctx.seed_src[s.conf.name]])
+                attrs = dict(attrs, seed=ctx.seeds[s.seed_key][ctx.micro])
             try:
-                s.kernel([slots[i] for i in s.ins], outs, attrs)
+                s.kernel(ins, outs, attrs)
             except Exception as e:
                 conf = s.conf
-                where = f" [in module {conf.scope}]" if conf.scope else ""
-                shapes = ", ".join(str(tuple(slots[i].shape)) for i in s.ins)
-                raise ExecutionError(f"{conf.op_type} (op {conf.name}){where}: kernel failed "
-                                     f"(input shapes: {shapes}): {type(e).__name__}: {e}") from e
+                raise kernel_failure(f"{conf.op_type} (op {conf.name})", conf.scope,
+                                     [a.shape for a in ins], e) from e
             for i, o in zip(s.outs, outs):
                 slots[i] = o
 
 
 class _RunContext:
-    __slots__ = ("slots", "bindings", "seeds", "seed_src", "n", "micro", "acc", "given")
+    __slots__ = ("slots", "bindings", "overrides", "seeds", "n", "micro", "acc")
 
-    def __init__(self, slots, bindings, seeds, seed_src, n):
-        self.slots, self.bindings, self.seeds, self.seed_src = slots, bindings, seeds, seed_src
+    def __init__(self, slots, bindings, overrides, seeds, n):
+        self.slots, self.bindings, self.overrides, self.seeds = slots, bindings, overrides, seeds
         self.n, self.micro, self.acc = n, 0, {}
 
 
-def _input(s, ctx):
-    pass  # filled before the steps run
+def _outputs_aliasing_memory(job: Job) -> list:
+    """Output indices whose array, run op by op, would be memory the call does not own (state,
+    an input, a literal, a view of those) or another output's: the caller gets a copy."""
+    from actorflow.job.job import split_blob
+
+    ops = job.op_map()
+    seen: set = set()
+    out = []
+    for o in job.outputs:
+        blob = o.inputs[0]
+        row = system_op(ops[split_blob(blob)[0]].op_type)
+        if (row is not None and row.memory != "own") or blob in seen:
+            out.append(o.attrs["index"])
+        seen.add(blob)
+    return out
 
 
-def _variable(s, ctx):
-    t = ctx.bindings.get(s.conf.attrs["name"])
-    if t is None:
-        raise ExecutionError(f"variable {s.conf.attrs['name']!r} has no tensor bound to it")
-    ctx.slots[s.outs[0]] = unsynced_array(t)  # the graph call's VM instruction is ordered
-
-
-def _literal(s, ctx):
-    ctx.slots[s.outs[0]] = s.attrs["value"]
-
-
-def _output(s, ctx):
-    pass  # read after the run
-
-
-def _unpack(s, ctx):
-    whole = ctx.slots[s.ins[0]]
-    k = whole.shape[0] // ctx.n
-    ctx.slots[s.outs[0]] = whole[ctx.micro * k:(ctx.micro + 1) * k]
-
-
-def _repeat(s, ctx):
-    ctx.slots[s.outs[0]] = ctx.slots[s.ins[0]]
-
-
-def _acc(s, ctx):
-    v = ctx.slots[s.ins[0]]
-    if ctx.micro == 0:
-        total = np.array(v, dtype=s.descs[0].dtype.np, copy=True)
-        ctx.acc[s.conf.name] = total
-        ctx.slots[s.outs[0]] = total
-    else:
-        ctx.acc[s.conf.name] += v
-
-
-def _pack(s, ctx):
-    v = ctx.slots[s.ins[0]]
-    if ctx.micro == 0:
-        d = s.descs[0]
-        ctx.acc[s.conf.name] = np.empty(d.shape, d.dtype.np)
-        ctx.slots[s.outs[0]] = ctx.acc[s.conf.name]
-    k = v.shape[0] if v.ndim else 1
-    ctx.acc[s.conf.name][ctx.micro * k:(ctx.micro + 1) * k] = v
-
-
-_SYSTEM = {"input": _input, "variable": _variable, "literal": _literal, "output": _output,
-           "micro_unpack": _unpack, "micro_repeat": _repeat, "micro_acc": _acc,
-           "micro_pack": _pack}
-
-
-def stage_of(job: Job) -> dict:
-    """op name -> ``pre`` / ``micro`` / ``post`` for a gradient-accumulation Job: the op's
-    ``stage`` tag, or for an untagged op (added by a later pass) the stage its inputs imply
-    (see the module docstring)."""
-    stages: dict = {}
-    accumulated = {o.name for o in job.ops if o.op_type in ("micro_acc", "micro_pack")}
-    for conf in job.ops:
-        st = conf.tags.get("stage")
-        if st is None:
-            if conf.op_type in ("input", "variable", "literal"):
-                st = "pre"
-            elif conf.op_type == "output" or conf.tags.get("phase") == "optimizer":
-                st = "post"
-            else:
-                st = "micro"
-                for b in conf.inputs:
-                    src = split_blob(b)[0]
-                    if stages.get(src) == "post" or src in accumulated:
-                        st = "post"
-                        break
-        elif st not in ("pre", "micro", "post"):
-            raise ExecutionError(f"op {conf.name}: unknown stage {st!r} (pre, micro or post)")
-        stages[conf.name] = st
-    return stages
-
-
-def blob_slot_names(job: Job) -> list:
-    """Blob names in slot order (for debugging)."""
-    return [f"{o.name}/{i}" for o in job.topological_order() for i in range(len(o.outputs))]
-
-
-__all__ = ["ReferenceExecutor", "ExecutionError", "blob_slot_names", "split_blob",
-           "stage_of"]
+__all__ = ["Executor", "Future", "ReferenceExecutor"]

@@ -1,15 +1,10 @@
 """The logical IR: a Job is an ordered list of OpConfs whose inputs name blobs other ops produce.
 
-A blob is named ``"<op name>/<output index>"``. Besides registered ops, a Job holds four system
-op types:
-
-* ``input``    - one per tensor argument of the graph call (attrs: ``index``, ``path``),
-* ``variable`` - live state bound at run time (attrs: ``name``, ``kind``: parameter, buffer,
-  free (an eager tensor used in build), optimizer state or lr),
-* ``literal``  - a folded constant value (attrs: ``value``, an array),
-* ``output``   - one per tensor the graph returns (attrs: ``index``),
-* ``micro_unpack``, ``micro_repeat``, ``micro_acc``, ``micro_pack`` - gradient accumulation
-  (see ``executor.py``).
+A blob is named ``"<op name>/<output index>"``. Besides registered ops, a Job holds the system
+ops of ``system_ops.py`` (input, variable, literal, output and gradient accumulation's micro
+ops). Their attrs: ``input`` ``index``, ``path``; ``variable`` ``name``, ``kind`` (parameter,
+buffer, free (an eager tensor used in build), optimizer_state, lr, grad_scaler); ``literal``
+``value`` (an array); ``output`` ``index``, ``path``; the micro ops ``n``.
 
 Ops are kept in a valid execution order; ``ctrl_inputs`` names ops that must run before an op
 even though it reads none of their blobs (an op that updates a variable waits for the other
@@ -24,8 +19,6 @@ from dataclasses import dataclass, field
 from actorflow.framework import dtype as dt
 from actorflow.job import attrs as attr_codec
 
-SYSTEM_OPS = ("input", "variable", "literal", "output", "micro_unpack", "micro_repeat",
-              "micro_acc", "micro_pack")
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from actorflow.job.job import Job
+from actorflow.job.system_ops import system_op
 
-_ALIAS = ("micro_repeat", "micro_unpack", "output")
-_EXCLUDED = {"variable": "state_bytes", "input": "input_bytes", "literal": "literal_bytes"}
+# system ops whose memory is not allocated by the run: the report field that counts it
+_EXCLUDED = {"state": "state_bytes", "input": "input_bytes", "literal": "literal_bytes"}
+
+
+def _memory_of(op_type: str) -> str:
+    row = system_op(op_type)
+    return row.memory if row is not None else "own"
 
 
 @dataclass
@@ -44,7 +50,7 @@ def job_memory(job: Job) -> MemoryReport:
     ops = job.ops
     report = MemoryReport(0, "")
     for o in ops:
-        kind = _EXCLUDED.get(o.op_type)
+        kind = _EXCLUDED.get(_memory_of(o.op_type))
         if kind is not None:
             setattr(report, kind, getattr(report, kind) + sum(d.nbytes() for d in o.outputs))
     descs = {o.out(k): d for o in ops for k, d in enumerate(o.outputs)}
@@ -78,9 +84,10 @@ def blob_lifetimes(job: Job) -> dict:
                 life[r] = (life[r][0], max(life[r][1], end if o.op_type == "output" else i))
         for k in range(len(o.outputs)):
             blob = o.out(k)
-            if o.op_type in _ALIAS:
+            memory = _memory_of(o.op_type)
+            if memory == "alias":
                 root[blob] = root.get(o.inputs[0], o.inputs[0])
-            elif o.op_type not in _EXCLUDED:
+            elif memory not in _EXCLUDED:
                 life[blob] = (i, i)
     return life
 

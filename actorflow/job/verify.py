@@ -1,7 +1,8 @@
 """Checks a Job is well formed (what the pass manager runs after every pass)."""
 from __future__ import annotations
 
-from actorflow.job.job import SYSTEM_OPS, Job, split_blob
+from actorflow.job.job import Job, split_blob
+from actorflow.job.system_ops import SYSTEM_OPS
 
 
 class JobError(ValueError):
@@ -68,10 +69,9 @@ def _fmt(descs) -> str:
 
 def _meta_tensor(desc):
     """A value-less tensor with the blob's shape and dtype, for inference functions."""
-    from actorflow.job.builder import LazyBlob
-    from actorflow.tensor import Tensor
+    from actorflow.tensor import MetaBlob, Tensor
 
-    return Tensor._from_handle(LazyBlob(None, "<verify>"), tuple(desc.shape), desc.dtype)
+    return Tensor._from_handle(MetaBlob("<verify>"), tuple(desc.shape), desc.dtype)
 
 
 def topological_order(job: Job) -> list:

@@ -4,33 +4,24 @@ A module keeps its state in three ordered dicts, maintained by ``__setattr__``:
 ``_parameters`` (``Parameter``), ``_buffers`` (tensors that are state but not trained, such as
 batch-norm running statistics) and ``_modules`` (child modules). ``__call__`` runs the forward
 pre-hooks, ``forward`` and the forward hooks with the module's path pushed on
-``actorflow.dispatch.scope``, so an op that fails names the module it ran in.
+``actorflow.scope``, so an op that fails names the module it ran in.
 """
 from __future__ import annotations
 
 import itertools
-import threading
 import weakref
 from collections import OrderedDict, namedtuple
 from typing import Any, Callable, Iterator
 
+from actorflow import scope
 from actorflow.autograd import no_grad
-from actorflow.dispatch import scope
-from actorflow.job import builder as _job_builder
+from actorflow.dispatch.lazy import current_tracer
 from actorflow.framework import dtype as dt
 from actorflow.framework.device import as_device
 from actorflow.nn.parameter import Parameter
 from actorflow.tensor import Tensor
 
 _IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
-
-
-class _CallStack(threading.local):
-    def __init__(self):
-        self.modules: list = []
-
-
-_calls = _CallStack()
 
 
 class RemovableHandle:
@@ -82,9 +73,10 @@ class Module:
 
     # -- calling ---------------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
-        if _job_builder._local.builder is not None:
-            _job_builder._local.builder.note_module_call(self)
-        stack = _calls.modules
+        tracer = current_tracer()
+        if tracer is not None:
+            tracer.note_module_call(self)
+        stack = scope.state.modules
         name = self._scope_name(stack[-1] if stack else None)
         scope.push(name)
         stack.append(self)

@@ -27,7 +27,7 @@ from _thread import allocate_lock
 from queue import SimpleQueue
 from typing import Callable
 
-from actorflow.framework.env import env_int
+from actorflow.settings import env_int
 
 THREADS_VAR = "ACTORFLOW_INTRA_OP_THREADS"
 

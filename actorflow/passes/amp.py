@@ -23,7 +23,8 @@ Loss scaling (float16) is the optimizer pass's GradScaler (``passes/optimizer.py
 from __future__ import annotations
 
 from actorflow.framework import dtype as dt
-from actorflow.job.job import SYSTEM_OPS, BlobDesc, Job, OpConf, split_blob, unique_name
+from actorflow.job.job import BlobDesc, Job, OpConf, split_blob, unique_name
+from actorflow.job.system_ops import SYSTEM_OPS
 from actorflow.job.verify import JobError
 from actorflow.ops import registry
 
@@ -162,9 +163,8 @@ def _retype(o: OpConf, low, descs: dict, cast) -> None:
 
 
 def _infer(op, o: OpConf, descs: dict) -> list:
-    from actorflow.job.builder import LazyBlob
-    from actorflow.tensor import Tensor
+    from actorflow.tensor import MetaBlob, Tensor
 
-    ins = [Tensor._from_handle(LazyBlob(None, b), tuple(descs[b].shape), descs[b].dtype)
+    ins = [Tensor._from_handle(MetaBlob(b), tuple(descs[b].shape), descs[b].dtype)
            for b in o.inputs]
     return [BlobDesc(tuple(m[0]), m[1]) for m in op.infer_fn(ins, o.attrs)]

@@ -19,7 +19,8 @@ the numbers are bit-identical to the graph without checkpointing.
 """
 from __future__ import annotations
 
-from actorflow.job.job import SYSTEM_OPS, Job, split_blob, unique_name
+from actorflow.job.job import Job, split_blob, unique_name
+from actorflow.job.system_ops import SYSTEM_OPS
 from actorflow.ops import registry
 
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from actorflow.job.job import SYSTEM_OPS, Job, OpConf, split_blob
+from actorflow.job.job import Job, OpConf, split_blob
+from actorflow.job.system_ops import SYSTEM_OPS
 from actorflow.ops import registry
 from actorflow.passes.fuse_common import Namer, remap_train_blobs
 

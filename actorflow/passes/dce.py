@@ -12,17 +12,16 @@ Cost: linear in the number of ops and edges.
 """
 from __future__ import annotations
 
-from actorflow.job.job import SYSTEM_OPS, Job, OpConf, split_blob
+from actorflow.job.job import Job, OpConf, split_blob
+from actorflow.job.system_ops import system_op
 from actorflow.ops import registry
 from actorflow.passes.fuse_common import remap_train_blobs
 
-ROOT_SYSTEM_OPS = ("input", "variable", "output")
-
-
 def is_root(o: OpConf) -> bool:
     """``o`` must stay whether or not anything reads it."""
-    if o.op_type in SYSTEM_OPS:
-        return o.op_type in ROOT_SYSTEM_OPS or not o.outputs
+    row = system_op(o.op_type)
+    if row is not None:
+        return row.dce_root or not o.outputs
     if not o.outputs:
         return True
     op = registry.get(o.op_type)

@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 
 from actorflow.job import attrs as attr_codec
-from actorflow.job.job import SYSTEM_OPS, Job, OpConf, split_blob
+from actorflow.job.job import Job, OpConf, split_blob
+from actorflow.job.system_ops import SYSTEM_OPS
 from actorflow.ops import registry
 from actorflow.ops.fused import program_attrs
 

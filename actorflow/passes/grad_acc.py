@@ -7,9 +7,10 @@ OneFlow's semantics, which this pass follows:
   takes the whole batch and is followed by an ``unpack`` op; ``build`` sees the micro-batch
   (dim 0 divided by ``n``), so shapes computed in ``build`` (``flow.ones(out.shape)``) are
   micro-batch shapes.
-* The pass tags every op with a ``stage``: ``pre`` (inputs, variables, literals: once per call),
-  ``micro`` (forward and backward: ``n`` times) and ``post`` (optimizer ops and output ops:
-  once, after the micro steps). A variable read by a micro op is read through a ``repeat`` op;
+* The pass tags every op with its ``stage`` (``actorflow.job.schedule.stage_of``): ``pre``
+  (inputs, variables, literals: once per call), ``micro`` (forward and backward: ``n`` times)
+  and ``post`` (optimizer ops and output ops: once, after the micro steps). A variable read
+  by a micro op is read through a ``repeat`` op;
   a micro blob read by a post op goes through ``acc`` (summed over the micro steps; gradients)
   or, for output ops, ``pack`` (concatenated along dim 0; a scalar such as a loss comes back
   as the ``n`` values, shape ``(n,)``, as OneFlow returns it).
@@ -21,17 +22,15 @@ OneFlow's semantics, which this pass follows:
 from __future__ import annotations
 
 from actorflow.autograd.grad_mode import no_grad
-from actorflow.job.builder import JobBuilder
+from actorflow.dispatch.lazy import LazyInterpreter
 from actorflow.job.job import BlobDesc, Job, OpConf, split_blob, unique_name
-
-_PRE_TYPES = ("input", "variable", "literal")
-
+from actorflow.job.schedule import stage_of
 
 class GradientAccumulationError(ValueError):
     """The Job can't be split into micro-batches (the message says which input or op)."""
 
 
-def add_micro_batch_input(b: JobBuilder, index: int, path: str, t, n: int):
+def add_micro_batch_input(b: LazyInterpreter, index: int, path: str, t, n: int):
     """While tracing with ``n`` accumulation steps: an input op for the whole batch ``t`` and an
     ``unpack`` op; returns the lazy micro-batch tensor ``build`` receives."""
     whole = b.add_input(index, path, t)
@@ -47,9 +46,9 @@ def add_micro_batch_input(b: JobBuilder, index: int, path: str, t, n: int):
             f"by {n}")
     src = whole._h.name
     desc = BlobDesc((shape[0] // n,) + shape[1:], t.dtype)
-    conf = OpConf(b.unique_name(f"{split_blob(src)[0]}-unpack"), "micro_unpack", [src], {"n": n},
-                  [desc], tags={"phase": "forward", "stage": "micro"})
-    b.add_op(conf)
+    conf = OpConf(b.builder.unique_name(f"{split_blob(src)[0]}-unpack"), "micro_unpack", [src],
+                  {"n": n}, [desc], tags={"phase": "forward", "stage": "micro"})
+    b.builder.add_op(conf)
     lazy = b.lazy_tensor(conf.out(0), desc)
     lazy.requires_grad = whole.requires_grad
     return lazy
@@ -74,7 +73,7 @@ def accumulate_gradients(job: Job, n: int, bindings: dict | None = None) -> Job:
             f"job {job.name}: gradient accumulation needs the inputs traced as micro-batches "
             f"(unpack ops), but the Job has none; trace it with add_micro_batch_input")
     _scale_seeds(job, 1.0 / n, bindings or {})
-    stage = _assign_stages(job)
+    stage = stage_of(job)
     producer = {o.name: o for o in job.ops}
     ops: list = []
     repeat_of: dict = {}   # pre blob -> repeat blob
@@ -149,20 +148,6 @@ def _packed_shape(desc: BlobDesc, n: int) -> tuple:
     return (desc.shape[0] * n,) + tuple(desc.shape[1:]) if desc.shape else (n,)
 
 
-def _assign_stages(job: Job) -> dict:
-    """op name -> stage (see the module docstring)."""
-    stage: dict = {}
-    for o in job.ops:
-        if o.op_type in _PRE_TYPES:
-            st = "pre"
-        elif o.op_type == "output" or o.tags.get("phase") == "optimizer":
-            st = "post"
-        else:
-            st = "micro"
-        stage[o.name] = st
-    return stage
-
-
 def _scale_seeds(job: Job, factor: float, bindings: dict) -> None:
     """Multiply the seed gradient of every ``backward()`` (ops tagged ``grad_root``) by
     ``factor``: its readers read the scaled blob instead."""
@@ -181,7 +166,7 @@ def emit_after(job: Job, anchor: str, bindings: dict, phase: str, fn, tags=None,
     after op ``anchor``; returns ``(result blob, names of the new ops)``. New variables are
     bound in ``bindings`` (and may be read by the new ops only: they move with them)."""
     start = len(job.ops)
-    b = JobBuilder.over(job, bindings, namer=namer, graph_name=job.name)
+    b = LazyInterpreter.over(job, bindings, namer=namer, graph_name=job.name)
     b.phase = phase
     with b, no_grad():
         result = fn(b)

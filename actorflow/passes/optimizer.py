@@ -22,7 +22,7 @@ import numpy as np
 
 from actorflow.autograd.grad_mode import no_grad
 from actorflow.framework import dtype as dt
-from actorflow.job.builder import JobBuilder, LazyBlob
+from actorflow.dispatch.lazy import LazyBlob, LazyInterpreter
 from actorflow.job.job import Job
 from actorflow.tensor import Tensor
 
@@ -95,7 +95,7 @@ def make_optimizer_pass(ctx):
         if scaler is not None:
             namer = _scaler_namer(scaler, ctx.namer)
             _scale_seeds(job, scaler, ctx.bindings, namer)
-        b = JobBuilder.over(job, ctx.bindings, namer=namer, graph_name=job.name)
+        b = LazyInterpreter.over(job, ctx.bindings, namer=namer, graph_name=job.name)
         b.phase = "optimizer"
         with b, no_grad():
             found_any = None
@@ -139,7 +139,7 @@ def _scale_seeds(job: Job, scaler: GradScalerState, bindings: dict, namer) -> No
             rewire_readers(job, blob, new, skip=added)
 
 
-def _emit_updates(b: JobBuilder, entry, grads: dict, state_names: dict, scaler):
+def _emit_updates(b: LazyInterpreter, entry, grads: dict, state_names: dict, scaler):
     """The clipping and update ops of one optimizer; with a scaler, returns its found-inf flag
     (a lazy bool) after unscaling its gradients and gating its updates on it."""
     from actorflow.functional import isfinite
@@ -192,7 +192,7 @@ def _emit_updates(b: JobBuilder, entry, grads: dict, state_names: dict, scaler):
     return found
 
 
-def _gate(b: JobBuilder, new_ops: list, flag: str, skippable: set) -> None:
+def _gate(b: LazyInterpreter, new_ops: list, flag: str, skippable: set) -> None:
     """Make the update ops in ``new_ops`` skip when blob ``flag`` is true."""
     from actorflow.job.job import split_blob
     from actorflow.ops import registry
@@ -212,10 +212,10 @@ def _gate(b: JobBuilder, new_ops: list, flag: str, skippable: set) -> None:
                                f"registered update ops take skip_if")
         o.inputs.append(flag)
         o.attrs["skip_if"] = True
-        b._readers.setdefault(flag, []).append(o.name)
+        b.builder.add_reader(flag, o.name)
 
 
-def _emit_scaler_update(b: JobBuilder, scaler: GradScalerState, found) -> None:
+def _emit_scaler_update(b: LazyInterpreter, scaler: GradScalerState, found) -> None:
     """scale and growth_tracker after this step (PyTorch's dynamic update rule)."""
     from actorflow.functional import isfinite, where
 

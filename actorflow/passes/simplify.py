@@ -16,7 +16,8 @@ and when it has control inputs or is a control input of another op.
 """
 from __future__ import annotations
 
-from actorflow.job.job import SYSTEM_OPS, Job
+from actorflow.job.job import Job
+from actorflow.job.system_ops import SYSTEM_OPS
 from actorflow.ops import registry
 from actorflow.passes.fuse_common import remap_train_blobs
 

@@ -1,7 +1,9 @@
 """The actor runtime: threads, the message bus, actors, registers and buffers (see
-``runtime.py``)."""
+``runtime.py``), and ``RuntimeExecutor``, the graph executor built on them."""
 from actorflow.runtime.actors import ActorError
 from actorflow.runtime.buffer import Buffer, BufferStatus
-from actorflow.runtime.runtime import Future, Runtime, RuntimeAborted
+from actorflow.runtime.launcher import RuntimeExecutor
+from actorflow.runtime.runtime import Runtime, RuntimeAborted
 
-__all__ = ["Runtime", "Future", "RuntimeAborted", "Buffer", "BufferStatus", "ActorError"]
+__all__ = ["Runtime", "RuntimeExecutor", "RuntimeAborted", "Buffer", "BufferStatus",
+           "ActorError"]

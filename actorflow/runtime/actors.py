@@ -24,11 +24,13 @@ from actorflow.compiler.task_id import thread_id_of
 from actorflow.runtime.buffer import BufferStatus
 from actorflow.runtime.message import ACK, EORD, REGST, START
 from actorflow.runtime.regst import make_regsts
+from actorflow.errors import KernelError, UnboundVariableError, kernel_failure
 from actorflow.tensor import unsynced_array
 
 
 class ActorError(RuntimeError):
-    """A kernel failed inside an actor; the message names the op and its module path."""
+    """The runtime met a Plan it can't run (a task kind without an actor, a missing input);
+    a failing kernel raises ``actorflow.errors.KernelError`` instead."""
 
 
 class Actor:
@@ -148,11 +150,11 @@ class Actor:
     def compute(self, ins: list, out) -> None:
         """What one act does (ticks do nothing)."""
 
-    def fail(self, e: BaseException) -> ActorError:
+    def fail(self, e: BaseException, arrays=None) -> KernelError:
+        """The error for ``e`` raised by this actor's kernel on input ``arrays``."""
         t = self.task
-        where = f" [in module {t.scope}]" if t.scope else ""
-        return ActorError(f"{t.op_type} (op {t.op_name}){where}: kernel failed: "
-                          f"{type(e).__name__}: {e}")
+        shapes = None if arrays is None else [a.shape for a in arrays]
+        return kernel_failure(f"{t.op_type} (op {t.op_name})", t.scope, shapes, e)
 
 
 class KernelActor(Actor):
@@ -175,7 +177,7 @@ class KernelActor(Actor):
         try:
             self.kernel(arrays, out.arrays, attrs)
         except Exception as e:
-            raise self.fail(e) from e
+            raise self.fail(e, arrays) from e
 
 
 class LightKernelActor(KernelActor):
@@ -236,7 +238,7 @@ class VariableActor(Actor):
         name = self.task.attrs["name"]
         t = self.rt.bindings.get(name)
         if t is None:
-            raise ActorError(f"variable {name!r} has no tensor bound to it")
+            raise UnboundVariableError(f"variable {name!r} has no tensor bound to it")
         self.name = name
         self.tensor = t
         self.overrides = self.rt.overrides

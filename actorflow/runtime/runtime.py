@@ -15,10 +15,10 @@ woken and stop; nothing waits forever.
 from __future__ import annotations
 
 import itertools
-import os
 import threading
 
 from actorflow.compiler.task_id import thread_id_of
+from actorflow.job.executor import Future
 from actorflow.runtime.actors import make_actor
 from actorflow.runtime.buffer import Buffer, BufferStatus
 from actorflow.runtime.message import CONSTRUCT_ACTOR, START, STOP_THREAD
@@ -26,67 +26,8 @@ from actorflow.runtime.msg_bus import ActorMsgBus
 from actorflow.runtime.regst import allocate_blocks
 from actorflow.runtime.thread import ActorThread
 
-_DEFAULT_WAIT = float(os.environ.get("ACTORFLOW_GRAPH_TIMEOUT", "600"))
-
-
 class RuntimeAborted(RuntimeError):
     """The runtime stopped because of an earlier error; the message says which."""
-
-
-class Future:
-    """The outcome of one graph call: output arrays, or the error that stopped it."""
-
-    __slots__ = ("_event", "_value", "_error", "piece", "_callbacks", "_lock")
-
-    def __init__(self, piece: int):
-        self._event = threading.Event()
-        self._value = None
-        self._error = None
-        self.piece = piece
-        self._callbacks: list = []
-        self._lock = threading.Lock()
-
-    def set_result(self, value) -> None:
-        self._value = value
-        self._finish()
-
-    def set_error(self, error: BaseException) -> None:
-        if not self._event.is_set():
-            self._error = error
-            self._finish()
-
-    def _finish(self) -> None:
-        with self._lock:
-            if self._event.is_set():
-                return
-            self._event.set()
-            callbacks, self._callbacks = self._callbacks, []
-        for cb in callbacks:
-            cb(self)
-
-    def add_done_callback(self, fn) -> None:
-        """Call ``fn(future)`` when the call finishes (at once if it has); it runs on the thread
-        that completes the future (the sink's actor thread) and must be quick."""
-        with self._lock:
-            if not self._event.is_set():
-                self._callbacks.append(fn)
-                return
-        fn(self)
-
-    def exception(self):
-        """The error the call failed with, or None (once done)."""
-        return self._error
-
-    def done(self) -> bool:
-        return self._event.is_set()
-
-    def result(self, timeout: float | None = None):
-        """Wait for the call to finish; raise its error if it failed."""
-        if not self._event.wait(_DEFAULT_WAIT if timeout is None else timeout):
-            raise TimeoutError(f"graph call {self.piece} did not finish in time")
-        if self._error is not None:
-            raise self._error
-        return self._value
 
 
 class Runtime:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import ctypes
 import os
 
-from actorflow.framework.env import env_flag
+from actorflow.settings import env_flag
 
 TUNING_VAR = "ACTORFLOW_BLAS_TUNING"
 TIMEOUT_VAR = "OPENBLAS_THREAD_TIMEOUT"

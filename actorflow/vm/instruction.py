@@ -12,16 +12,10 @@ import linecache
 import os
 import sys
 
+from actorflow.errors import KernelError, kernel_failure, with_issue_site
+
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _STACK_LIMIT = 14   # frames recorded at issue (from the op's caller outwards)
-
-
-class KernelError(RuntimeError):
-    """A kernel (or launched callable) failed on a VM worker thread.
-
-    The message names the op, its module path and input shapes, the original exception, and
-    the Python stack of the call that issued the op; the original exception is the ``__cause__``.
-    """
 
 
 class Storage:
@@ -128,18 +122,13 @@ def format_stack(stack: list | None) -> str:
 
 
 def make_error(ins: Instruction, exc: BaseException) -> KernelError:
-    """The ``KernelError`` reporting that ``ins`` raised ``exc``."""
-    where = ".".join(n for n in ins.where if n) if ins.where else ""
-    msg = f"{ins.name}: kernel failed"
-    if where:
-        msg += f" [in module {where}]"
-    if ins.shapes is not None:
-        msg += " (input shapes: " + ", ".join(str(tuple(a.shape)) for a in ins.shapes) + ")"
-    msg += f": {type(exc).__name__}: {exc}\nThe op was issued at (most recent call last):\n"
+    """The ``KernelError`` reporting that ``ins`` raised ``exc`` (a ``KernelError`` from a graph
+    call keeps its op and gets the call site), with the stack of the call that issued it."""
+    if not isinstance(exc, KernelError):
+        where = ".".join(n for n in ins.where if n) if ins.where else ""
+        shapes = None if ins.shapes is None else [a.shape for a in ins.shapes]
+        exc = kernel_failure(ins.name, where, shapes, exc)
     stack = ins.stack
     if stack is None:  # ran inline on the issuing thread: that thread's stack is the one
         stack = capture_stack(2, limit=64)
-    msg += format_stack(stack)
-    err = KernelError(msg.rstrip("\n"))
-    err.__cause__ = exc
-    return err
+    return with_issue_site(exc, format_stack(stack))

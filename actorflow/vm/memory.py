@@ -23,7 +23,7 @@ import ctypes
 import ctypes.util
 import sys
 
-from actorflow.framework.env import env_flag
+from actorflow.settings import env_flag
 
 TUNING_VAR = "ACTORFLOW_MALLOC_TUNING"
 _M_TRIM_THRESHOLD = -1

@@ -27,7 +27,7 @@ import sys
 import threading
 from _thread import allocate_lock as _allocate_lock
 
-from actorflow.framework.env import env_flag, env_int
+from actorflow.settings import env_flag, env_int
 from actorflow.vm.instruction import Instruction, KernelError, Storage, capture_stack, make_error
 from actorflow.vm.worker import WorkerPool
 

@@ -15,7 +15,7 @@ import threading
 from collections import deque
 from queue import SimpleQueue
 
-from actorflow.framework.env import env_int
+from actorflow.settings import env_int
 
 LIMIT_VAR = "ACTORFLOW_VM_WORKER_THREAD_LIMIT"
 DEFAULT_LIMIT = 16

@@ -2,9 +2,10 @@
 
 The first call with a given input signature (the structure of the arguments with their
 constants, every tensor's shape, dtype, device and requires_grad, and the training mode of the
-graph's modules) traces ``build`` with a ``JobBuilder`` pushed on the dispatcher (lazy mode),
-runs the pass pipeline and makes an executor; later calls with the same signature reuse it. New
-signatures compile again into a least-recently-used cache of ``config.cache_size`` entries.
+graph's modules) traces ``build`` with a ``LazyInterpreter`` set on the thread (lazy mode),
+runs the pass pipeline and makes a ``CompiledGraph`` (``compiled.py``); later calls with the
+same signature reuse it. New signatures compile again into a least-recently-used cache of
+``config.cache_size`` entries.
 A call feeds the input tensors and the live state (parameters, buffers, optimizer state,
 learning rates) to the executor and returns eager tensors in the structure ``build`` returned.
 """
@@ -12,22 +13,17 @@ from __future__ import annotations
 
 import inspect
 import itertools
-import os
 import time
 import weakref
 from collections import OrderedDict
 
 import numpy as np
 
-from actorflow.dispatch import scope
+from actorflow.dispatch.lazy import LazyInterpreter
 from actorflow.framework import dtype as dt
-from actorflow.job import builder as job_builder
-from actorflow.job.builder import JobBuilder
-from actorflow.compiler import CompileOptions, compile_job
-from actorflow.job.executor import ReferenceExecutor
-from actorflow.runtime.launcher import RuntimeExecutor, draw_seeds, random_ops_in_draw_order
 from actorflow.nn.graph import args_tree
 from actorflow.nn.graph.args_tree import GraphArgumentError
+from actorflow.nn.graph.compiled import CompiledGraph
 from actorflow.nn.graph.config import GraphConfig
 from actorflow.nn.graph.proxy import (GraphModule, Proxy, ProxyModule, ProxyTensor, iter_proxies,
                                       make_proxy)
@@ -51,156 +47,6 @@ class _OptimizerEntry:
     def refresh_lr(self) -> None:
         for t, group in zip(self.lr_tensors, self.optimizer.param_groups):
             t._array_for_write()[...] = float(group["lr"]) * float(group.get("lr_scale", 1.0))
-
-
-class CompiledGraph:
-    """What one input signature compiles to: the traced and the optimised Job, the executor,
-    the state each variable op reads, how to rebuild the outputs, and the ring of output
-    buffers (``config.outputs_buffer_size`` tuples of tensors)."""
-
-    def __init__(self, signature, forward_job, full_job, bindings, out_structure,
-                 pass_log, named_args=None, input_paths=None, buffer_size=2):
-        self.signature = signature
-        self.forward_job = forward_job
-        self.full_job = full_job
-        self.bindings = bindings
-        self.out_structure = out_structure
-        self.pass_log = pass_log
-        self.named_args = named_args or []
-        self.input_paths = input_paths or []
-        self.executor = _make_executor(full_job, buffer_size)
-        self.state_access = _state_access(full_job, bindings)
-        self._seed_order = random_ops_in_draw_order(full_job)
-        # the actor runtime's output actors copy results out of register memory already
-        self.copy_outputs = [] if isinstance(self.executor, RuntimeExecutor) \
-            else _outputs_needing_copy(full_job)
-        self.out_descs = [o.outputs[0] for o in full_job.outputs]
-        # The output registers: the reference executor allocates fresh output arrays every
-        # run, so a slot takes over the arrays of the run it holds (no copy); an executor that
-        # reuses its memory fills the slot instead. Callers get tensors of their own.
-        self.output_buffer = [tuple(Tensor._wrap(np.empty(d.shape, d.dtype.np), d.dtype)
-                                    for d in self.out_descs) for _ in range(buffer_size)]
-        self.next_buffer = 0
-
-    def draw_seeds(self) -> dict:
-        """The random seeds of one call (see ``actorflow.runtime.launcher.draw_seeds``)."""
-        return draw_seeds(self.full_job, self._seed_order)
-
-    @property
-    def plan(self):
-        """The Plan the actor runtime runs (compiled now if the graph runs op by op)."""
-        plan = getattr(self.executor, "plan", None)
-        return plan if plan is not None else compile_job(self.full_job)
-
-    def close(self) -> None:
-        """Wait for the calls in flight, then shut down the executor's runtime (its threads
-        are joined). A call's own error is reported at its outputs' sync point, not here."""
-        last = self.__dict__.get("last_call")
-        if last is not None and not last.done:
-            from actorflow.vm.scheduler import wait_for
-
-            wait_for(last)
-        close = getattr(self.executor, "close", None)
-        if close is not None:
-            close()
-
-
-def _state_access(job, bindings: dict) -> tuple:
-    """``(read, written)``: the bound state tensors a call of ``job`` only reads, and those it
-    writes in place (parameters and optimizer state an update writes, running statistics...)."""
-    from actorflow.job.job import SYSTEM_OPS
-    from actorflow.ops import registry
-
-    var_of_blob = {o.out(0): o.attrs["name"] for o in job.ops if o.op_type == "variable"}
-    # learning rates are passed to every call as values, not read from their tensors
-    per_call = {o.attrs["name"] for o in job.ops
-                if o.op_type == "variable" and o.attrs.get("kind") == "lr"}
-    written: set = set()
-    for o in job.ops:
-        if o.op_type in SYSTEM_OPS:
-            continue
-        for i in registry.get(o.op_type).mutated_inputs(len(o.inputs), o.attrs):
-            if i < len(o.inputs) and o.inputs[i] in var_of_blob:
-                written.add(var_of_blob[o.inputs[i]])
-    read = [t for name, t in bindings.items() if name not in written and name not in per_call]
-    return read, [bindings[n] for n in sorted(written) if n in bindings]
-
-
-def launch_call(compiled: "CompiledGraph", inputs: list, lr: dict, name: str) -> list:
-    """One graph call as a deferred VM instruction: it runs after the last writers of the
-    inputs and of the state it reads, and after every earlier access to the state it writes;
-    it feeds the executor and completes when the executor's sink fires, filling the returned
-    output blobs. Calls of one compiled graph form a chain: the runtime orders them itself, so
-    a call waits for the previous one only to be launched and several can be in flight. Eager
-    code that reads a parameter after a call waits for that call's update. ``lr``: this call's
-    learning rates (variable name -> array), passed per call so calls in flight keep theirs."""
-    from actorflow import vm
-    from actorflow.tensor import EagerBlob, unsynced_array
-
-    blobs = [EagerBlob(np.empty(d.shape, d.dtype.np)) for d in compiled.out_descs]
-    executor = compiled.executor
-    seeds = compiled.draw_seeds()  # now, on the caller's thread: the order eager code draws
-    bindings = compiled.bindings
-    copy_outputs = compiled.copy_outputs
-
-    def deliver(outs, finish) -> None:
-        for i in copy_outputs:
-            outs[i] = outs[i].copy()
-        for b, a in zip(blobs, outs):
-            b.raw = a
-        finish()
-
-    def run(finish) -> None:
-        arrays = []
-        for t in inputs:
-            a = unsynced_array(t)
-            arrays.append(a if a.flags.c_contiguous else np.ascontiguousarray(a).reshape(a.shape))
-        if isinstance(executor, RuntimeExecutor):
-            fut = executor.launch(arrays, bindings, lr, seeds)
-
-            def done(f) -> None:
-                err = f.exception()
-                if err is not None:
-                    finish(err)
-                else:
-                    deliver(list(f.result()), finish)
-
-            fut.add_done_callback(done)
-        else:
-            state = dict(bindings)
-            state.update({k: Tensor._wrap(v, dt.float64) for k, v in lr.items()})
-            deliver(executor.run(arrays, state, seeds), finish)
-
-    read, written = compiled.state_access
-    compiled.last_call = vm.launch(run, reads=[*inputs, *read], writes=[*written, *blobs],
-                                   name=f"{name}-call", deferred=True, chain=compiled)
-    return blobs
-
-
-def _make_executor(job, buffer_size: int = 2):
-    """The executor a graph runs on: the actor runtime, or with ``ACTORFLOW_RUN_GRAPH_BY_VM=1``
-    (OneFlow's name for the op-by-op mode) the reference executor. ``buffer_size`` bounds how
-    many calls the runtime's source hands out ahead (``config.set_outputs_buffer_size``)."""
-    if os.environ.get("ACTORFLOW_RUN_GRAPH_BY_VM", "0") not in ("", "0"):
-        return ReferenceExecutor(job)
-    return RuntimeExecutor(job, CompileOptions(source_regst_num=buffer_size))
-
-
-def _outputs_needing_copy(job) -> list:
-    """Output indices whose array would alias state, an input or another output (so the
-    caller gets a copy)."""
-    from actorflow.job.job import split_blob
-
-    ops = job.op_map()
-    aliasing = ("variable", "input", "literal", "micro_repeat", "micro_unpack")
-    seen: set = set()
-    out = []
-    for o in job.outputs:
-        blob = o.inputs[0]
-        if ops[split_blob(blob)[0]].op_type in aliasing or blob in seen:
-            out.append(o.attrs["index"])
-        seen.add(blob)
-    return out
 
 
 class Graph:
@@ -387,7 +233,7 @@ class Graph:
         for proxy in self._modules.values():
             for p in iter_proxies(proxy):
                 p._of_gm.calls = 0
-        b = JobBuilder(self._name, self._state_names(), graph_name=self._name)
+        b = LazyInterpreter(self._name, self._state_names(), graph_name=self._name)
         b.namer = self._name_optimizer_state
         b.registered_modules = {id(m) for proxy in self._modules.values()
                                 for m in proxy.to(Module).modules()}
@@ -430,7 +276,7 @@ class Graph:
             print(full_job.summary())
         return compiled
 
-    def _trace_input(self, b: JobBuilder, index: int, path: str, t: Tensor) -> Tensor:
+    def _trace_input(self, b: LazyInterpreter, index: int, path: str, t: Tensor) -> Tensor:
         """The lazy tensor build() gets for input ``t``: a micro-batch of it when gradient
         accumulation is on (see ``actorflow.passes.grad_acc``)."""
         n = self.config.accumulation_steps
@@ -515,7 +361,7 @@ class Graph:
             hit = cache.get(id(p))
         return hit[0] if hit is not None and hit[2] is p else f"param{id(p)}"
 
-    def _collect_gradients(self, b: JobBuilder) -> None:
+    def _collect_gradients(self, b: LazyInterpreter) -> None:
         """Record, for every trained variable, the blob of its gradient (for the optimizer
         pass)."""
         grads = {}
@@ -540,11 +386,11 @@ class Graph:
                 for j, group in enumerate(entry.optimizer.param_groups)}
 
     def _run(self, compiled: CompiledGraph, inputs: list):
-        """Issue the call as a VM instruction (see ``launch_call``) and return its outputs,
-        tensors that become ready when the call completes."""
+        """Issue the call as a VM instruction (see ``CompiledGraph.launch``) and return its
+        outputs, tensors that become ready when the call completes."""
         for entry in self._optimizers:  # the lr tensors show the latest values (direct
             entry.refresh_lr()          # executor use); a call itself gets a snapshot
-        blobs = launch_call(compiled, inputs, self._lr_snapshot(), self._name)
+        blobs = compiled.launch(inputs, self._lr_snapshot(), self._name)
         tensors = [Tensor._from_handle(b, tuple(d.shape), d.dtype)
                    for b, d in zip(blobs, compiled.out_descs)]
         compiled.output_buffer[compiled.next_buffer] = tuple(
@@ -672,7 +518,7 @@ class _PassContext:
     """What passes may need from the Graph: its optimizers and config, and a way to add
     variables (learning rates, scaler state) the run must bind."""
 
-    def __init__(self, graph: Graph, builder: JobBuilder):
+    def __init__(self, graph: Graph, builder: LazyInterpreter):
         self.graph = graph
         self.config = graph.config
         self.optimizers = graph._optimizers
@@ -681,5 +527,4 @@ class _PassContext:
         self.bindings = builder.bindings  # variable op name -> eager tensor; passes add to it
 
 
-__all__ = ["Graph", "GraphModule", "GraphConfig", "CompiledGraph", "Proxy", "job_builder",
-           "scope"]
+__all__ = ["Graph", "GraphModule", "GraphConfig", "CompiledGraph", "Proxy"]

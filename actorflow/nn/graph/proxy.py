@@ -17,12 +17,11 @@ errors name the module. ``proxy.to(nn.Module)`` returns the original module and
 """
 from __future__ import annotations
 
-import threading
 from collections import OrderedDict
 
-from actorflow.dispatch import scope
-from actorflow.job import builder as job_builder
-from actorflow.nn.module import Module, _calls
+from actorflow import scope
+from actorflow.dispatch.lazy import current_tracer
+from actorflow.nn.module import Module
 from actorflow.nn.parameter import Parameter
 from actorflow.tensor import Tensor
 
@@ -30,19 +29,6 @@ from actorflow.tensor import Tensor
 class Proxy:
     """Base of the objects a Graph puts in front of its modules and tensors
     (``flow.nn.graph.Proxy``)."""
-
-
-class _CallStack(threading.local):
-    def __init__(self):
-        self.modules: list = []  # GraphModules whose forward is running (outermost first)
-
-
-_graph_calls = _CallStack()
-
-
-def current_graph_modules() -> list:
-    """The GraphModules being called on this thread, outermost first (used by scope_util)."""
-    return list(_graph_calls.modules)
 
 
 class _Named:
@@ -191,11 +177,11 @@ def unwrap(value):
     if isinstance(value, (ProxyModule, ProxyTensor)):
         return value.__dict__["_of_origin"]
     if isinstance(value, Tensor):
-        b = job_builder.current_builder()
+        b = current_tracer()
         if b is not None and value.is_lazy:
-            hit = getattr(b, "_eager_of_lazy", {}).get(id(value))
-            if hit is not None and hit[0] is value:
-                return hit[1]
+            eager = b.eager_of(value)
+            if eager is not None:
+                return eager
         return value
     t = type(value)
     if t in (list, tuple):
@@ -221,7 +207,7 @@ def _parent_path(value) -> str:
     """The module path the first proxy, tensor proxy or traced parameter in ``value`` lives
     in (``m.layers`` for ``m.layers.1``), or ""."""
     stack = [value]
-    b = job_builder.current_builder()
+    b = current_tracer()
     while stack:
         v = stack.pop(0)
         if isinstance(v, ProxyModule):
@@ -288,7 +274,7 @@ class ProxyModule(Proxy):
         tracing, else a ProxyTensor."""
         if t is None:
             return None
-        b = job_builder.current_builder()
+        b = current_tracer()
         if b is not None:
             return t if t.is_lazy else b.variable(t)
         cache = self.__dict__["_of_tensors"]
@@ -308,7 +294,7 @@ class ProxyModule(Proxy):
             return OrderedDict((k, None if m is None else self._child(k, m))
                                for k, m in od["_modules"].items())
         if name in ("_parameters", "_buffers"):
-            if job_builder.current_builder() is None:
+            if current_tracer() is None:
                 return od[name]  # outside build: the real state (parameters(), state_dict())
             return OrderedDict((k, self._state(k, t)) for k, t in od[name].items())
         mods = od.get("_modules")
@@ -335,32 +321,23 @@ class ProxyModule(Proxy):
     # -- calling ---------------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
         origin = self.__dict__["_of_origin"]
-        if job_builder.current_builder() is None:
+        if current_tracer() is None:
             return origin(*args, **kwargs)  # eager use outside build: the module itself
         gm = self.__dict__["_of_gm"]
-        saved = scope._scope.names
-        scope._scope.names = [gm.path]  # the full path, however the module was reached
-        _calls.modules.append(origin)
-        _graph_calls.modules.append(gm)
-        try:
-            with job_builder.checkpoint_scope(gm.path, gm.activation_checkpointing):
-                ins = _shapes(args, kwargs)
-                if origin._forward_pre_hooks:
-                    args, kwargs = origin._run_pre_hooks(args, kwargs)
-                forward = origin.__dict__.get("forward")
-                if forward is not None:  # an instance-level override
-                    result = forward(*args, **kwargs)
-                else:
-                    result = type(origin).forward(self, *args, **kwargs)
-                if origin._forward_hooks:
-                    result = origin._run_hooks(args, kwargs, result)
-                if gm.calls == 0:
-                    gm.ins, gm.outs = ins, _shapes((result,), {})
-                gm.calls += 1
-        finally:
-            _graph_calls.modules.pop()
-            _calls.modules.pop()
-            scope._scope.names = saved
+        with scope.graph_module_scope(gm.path, origin, gm):
+            ins = _shapes(args, kwargs)
+            if origin._forward_pre_hooks:
+                args, kwargs = origin._run_pre_hooks(args, kwargs)
+            forward = origin.__dict__.get("forward")
+            if forward is not None:  # an instance-level override
+                result = forward(*args, **kwargs)
+            else:
+                result = type(origin).forward(self, *args, **kwargs)
+            if origin._forward_hooks:
+                result = origin._run_hooks(args, kwargs, result)
+            if gm.calls == 0:
+                gm.ins, gm.outs = ins, _shapes((result,), {})
+            gm.calls += 1
         return result
 
     def __repr__(self) -> str:

@@ -1,0 +1,61 @@
+"""What every interpreter shares: inference with errors that say where, the in-place checks,
+and the autograd record made after whichever interpreter ran."""
+from __future__ import annotations
+
+from actorflow import scope
+from actorflow.autograd.engine import Node
+from actorflow.ops.registry import Op, OpError
+from actorflow.tensor import Tensor
+
+
+def infer(op: Op, inputs: list, attrs: dict) -> list:
+    """Run the op's shape/dtype inference, turning failures into errors that name the op,
+    the module path and the input shapes."""
+    try:
+        metas = op.infer_fn(inputs, attrs)
+    except OpError as e:
+        raise OpError(where(str(e), inputs)) from None
+    except (ValueError, TypeError, IndexError) as e:
+        raise OpError(where(f"{op.name}: {e}", inputs)) from None
+    return metas
+
+
+def where(msg: str, inputs: list) -> str:
+    """``msg`` with the current module path and the input shapes appended."""
+    path = scope.current_path()
+    if path:
+        msg += f" [in module {path}]"
+    if "shapes:" not in msg and inputs:
+        msg += " (input shapes: " + ", ".join(
+            str(tuple(t._shape)) if isinstance(t, Tensor) else repr(t) for t in inputs) + ")"
+    return msg
+
+
+def check_inplace(op: Op, inputs: list, out: list, metas: list, record: bool) -> None:
+    """Raise if ``op``'s results (``metas``) can't be written into the tensors ``out`` (shape,
+    a dtype they can't be cast to, or a leaf that requires grad while autograd records).
+    Every interpreter checks in-place calls with it."""
+    for t, m in zip(out, metas):
+        if tuple(m[0]) != tuple(t._shape):
+            raise OpError(where(f"{op.name}_: output of shape {tuple(m[0])} can't be written in "
+                                f"place into a tensor of shape {tuple(t._shape)}", inputs))
+        if m[1] is not t.dtype and m[1]._category > t.dtype._category:
+            raise OpError(where(f"{op.name}_: result type {m[1]} can't be cast to the "
+                                f"in-place output's dtype {t.dtype}", inputs))
+    if record:
+        for t in out:
+            if t.grad_fn is None and t.requires_grad:
+                raise RuntimeError(where(f"{op.name}_: a leaf tensor that requires grad is "
+                                         f"being used in an in-place operation (use it under "
+                                         f"no_grad(), or clone it first)", inputs))
+
+
+def record(op: Op, inputs: list, outputs: list, attrs: dict) -> None:
+    """Record an autograd node for one op call: its floating-point outputs require grad and
+    point to the node."""
+    node = Node(op, attrs, inputs, outputs, scope.current_path())
+    for i, r in enumerate(outputs):
+        if r.dtype.is_floating_point:
+            r.requires_grad = True
+            r.grad_fn = node
+            r._out_idx = i

@@ -1,0 +1,176 @@
+"""The eager-local interpreter: run an op now on local tensors, through the VM.
+
+Inference, output allocation and random seeds happen on the caller's thread; the kernel is
+issued to the VM (``actorflow.vm``) and runs on the current worker thread once the memory it
+reads and writes is ready. View ops alias their input at once; in-place calls write into the
+given tensors.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from actorflow import scope, vm
+from actorflow.dispatch.common import check_inplace, infer
+from actorflow.ops.registry import Op
+from actorflow.random import default_generator
+from actorflow.tensor import EagerBlob, Tensor
+from actorflow.vm import scheduler as _scheduler
+
+_state = scope.state
+
+
+class EagerInterpreter:
+    """Runs ops on eager tensors (the default interpreter of every thread)."""
+
+    def apply(self, op: Op, inputs: list, attrs: dict, out: list | None, record: bool):
+        """``(results, node inputs, node outputs)``: see ``actorflow.dispatch.apply``."""
+        metas = infer(op, inputs, attrs)
+        if op.random and attrs.get("seed") is None:
+            attrs = dict(attrs, seed=default_generator.next_seed())
+        if out is not None:
+            return _apply_inplace(op, inputs, attrs, out, metas, record)
+        if op.view_fn is not None:
+            results = _apply_view(op, inputs, attrs, metas)
+        else:
+            results = [Tensor._wrap(np.empty(m[0], m[1].np), m[1]) for m in metas]
+            _issue_kernel(op, inputs, attrs, [r._h.raw for r in results],
+                          [r._h.storage for r in results])
+            if op.mutates or op.mutates_fn is not None:
+                for i in op.mutated_inputs(len(inputs), attrs):
+                    inputs[i]._vc[0] += 1  # inputs written in place (optimizer state)
+        return results, inputs, results
+
+    def old_identity(self, t: Tensor) -> Tensor:
+        """A tensor with ``t``'s autograd identity and its current values, for a gradient rule
+        that needs the values an in-place op is about to overwrite."""
+        return old_identity(t)
+
+
+def storage_and_array(t: Tensor):
+    """(VM storage or None, array) of an input; a non-eager handle is read synchronously."""
+    h = t._h
+    if type(h) is EagerBlob:
+        return h.storage, h.raw
+    return None, t._array()
+
+
+def _issue_kernel(op: Op, inputs: list, attrs: dict, outs: list, fresh: list,
+                  out_storages=()) -> None:
+    """Issue ``op``'s kernel writing ``outs`` (new storages ``fresh``, existing storages
+    ``out_storages``) as a VM instruction."""
+    arrays, reads, writes = [], [], list(out_storages)
+    mutates = op.mutated_inputs(len(inputs), attrs) \
+        if (op.mutates or op.mutates_fn is not None) else ()
+    n = 0
+    i = 0
+    for t in inputs:
+        h = t._h
+        if type(h) is EagerBlob:
+            a = h.raw
+            if mutates and i in mutates:
+                writes.append(h.storage)
+            else:
+                reads.append(h.storage)
+        else:
+            a = t._array()
+        arrays.append(a)
+        n += a.size
+        i += 1
+    for o in outs:
+        n += o.size
+    vm.issue(op.kernel_cpu, (arrays, outs, attrs), reads, writes, op.name, fresh,
+             _state.names, arrays, "compute", False, n <= _scheduler.INLINE_MAX_ELEMENTS)
+
+
+def _apply_view(op: Op, inputs: list, attrs: dict, metas: list) -> list:
+    """View ops alias their input: the view is made now, on memory the VM may still be
+    filling; it shares the base's storage record, so it is ordered like the base."""
+    base = inputs[0]
+    s, a = storage_and_array(base)
+    arrays = [a] + [storage_and_array(t)[1] for t in inputs[1:]]
+    strided = a.size and not a.flags.c_contiguous
+    views = None
+    if strided and op.name == "reshape":  # the one view op that may copy: ask without copying
+        try:
+            views = [a.reshape(metas[0][0], copy=False)]
+        except ValueError:  # not expressible as a view
+            views = ()
+        except TypeError:   # NumPy < 2.1 has no copy=: run the view function and check below
+            pass
+    if views is None:
+        views = op.view_fn(arrays, attrs)
+    if views == () or (strided and
+                       not all(v.size == 0 or np.may_share_memory(v, a) for v in views)):
+        # the "view" had to copy (reshape of a strided array): it read values that may not
+        # be there yet, so run the op as a kernel instead
+        results = [Tensor._wrap(np.empty(m[0], m[1].np), m[1], base._vc) for m in metas]
+        _issue_kernel(op, inputs, attrs, [r._h.raw for r in results],
+                      [r._h.storage for r in results])
+    else:
+        if s is not None and s.writer is not None and s.writer.error is not None:
+            vm.sync_read(s)  # a view of a failed result: raise its error now
+        results = [Tensor._wrap(v, m[1], base._vc, s) for v, m in zip(views, metas)]
+    root = base if base._base is None else base._base
+    for t in results:
+        t._base = root
+    return results
+
+
+def _apply_inplace(op, inputs, attrs, out, metas, record):
+    check_inplace(op, inputs, out, metas, record)
+    saved = inputs
+    if record:
+        # inputs that are also outputs keep their pre-op autograd identity for backward
+        saved = [old_identity(t) if any(t is o for o in out) else t for t in inputs]
+    outs, out_storages = [], []
+    for t in out:
+        s, a = storage_and_array(t)
+        outs.append(a)
+        if s is not None:
+            out_storages.append(s)
+    if all(m[1] is t.dtype for t, m in zip(out, metas)):
+        _issue_kernel(op, inputs, attrs, outs, (), out_storages)
+    else:
+        _issue_kernel(_CastInto(op, metas), inputs, attrs, outs, (), out_storages)
+    for t in out:
+        t._vc[0] += 1
+    results = list(out)
+    return results, saved, results
+
+
+class _CastInto:
+    """Stands in for an op whose in-place result must be cast: the kernel writes temporaries
+    of the inferred dtypes, which are then cast into the outputs (on the worker)."""
+
+    __slots__ = ("name", "mutates", "mutates_fn", "mutated_inputs", "_op", "_metas")
+
+    def __init__(self, op: Op, metas: list):
+        self.name, self.mutates, self._op, self._metas = op.name, op.mutates, op, metas
+        self.mutates_fn, self.mutated_inputs = op.mutates_fn, op.mutated_inputs
+
+    def kernel_cpu(self, arrays, outs, attrs):
+        tmp = [np.empty(m[0], m[1].np) for m in self._metas]
+        self._op.kernel_cpu(arrays, tmp, attrs)
+        for o, r in zip(outs, tmp):
+            o[...] = r
+
+
+def _copy_kernel(ins, outs, attrs):
+    np.copyto(outs[0], ins[0])
+
+
+def old_identity(t: Tensor) -> Tensor:
+    """``t``'s pre-op values, copied by an instruction issued before the in-place kernel (the
+    kernel overwrites t and gradient rules such as mul_, pow_, sin_ read the old values),
+    with ``t``'s autograd identity."""
+    s, a = storage_and_array(t)
+    a = Tensor._wrap(np.empty(a.shape, a.dtype), t.dtype)
+    if s is None:
+        np.copyto(a._h.raw, t._array())
+    else:
+        vm.issue(_copy_kernel, ([t._h.raw], [a._h.raw], None), [s], (), "copy",
+                 fresh=[a._h.storage], where=_state.names, shapes=[t._h.raw])
+    a.requires_grad = t.requires_grad
+    a.grad_fn = t.grad_fn
+    a._out_idx = t._out_idx
+    return a

@@ -1,0 +1,135 @@
+"""CompiledGraph: what one input signature of an ``nn.Graph`` compiles to, and how it is called
+(OneFlow's NNGraph role).
+
+It owns the traced Job, the Job after passes, the executor that runs it (the actor runtime, or
+with ``ACTORFLOW_RUN_GRAPH_BY_VM=1`` the reference executor: both implement
+``actorflow.job.executor.Executor``), the state each variable op reads, how to rebuild the
+outputs, and the ring of output buffers. ``launch`` makes one call a VM instruction.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from actorflow import vm
+from actorflow.compiler import CompileOptions, compile_job
+from actorflow.job.executor import Executor, ReferenceExecutor
+from actorflow.job.schedule import draw_seeds, seed_draw_order
+from actorflow.job.system_ops import system_op
+from actorflow.ops import registry
+from actorflow.runtime import RuntimeExecutor
+from actorflow.tensor import EagerBlob, Tensor, unsynced_array
+
+
+class CompiledGraph:
+    """One compiled signature of a Graph (see the module docstring). ``buffer_size``: how
+    many calls' outputs the ring keeps, and how many calls the runtime's source hands out
+    ahead (``config.set_outputs_buffer_size``)."""
+
+    def __init__(self, signature, forward_job, full_job, bindings, out_structure,
+                 pass_log, named_args=None, input_paths=None, buffer_size=2):
+        self.signature = signature
+        self.forward_job = forward_job
+        self.full_job = full_job
+        self.bindings = bindings
+        self.out_structure = out_structure
+        self.pass_log = pass_log
+        self.named_args = named_args or []
+        self.input_paths = input_paths or []
+        self.executor = make_executor(full_job, buffer_size)
+        self.state_access = state_access(full_job, bindings)
+        self._seed_order = seed_draw_order(full_job)
+        self.out_descs = [o.outputs[0] for o in full_job.outputs]
+        # The output registers (OneFlow's outputs buffer): each slot holds one call's outputs.
+        self.output_buffer = [tuple(Tensor._wrap(np.empty(d.shape, d.dtype.np), d.dtype)
+                                    for d in self.out_descs) for _ in range(buffer_size)]
+        self.next_buffer = 0
+        self.last_call = None
+        self._plan = None
+
+    @property
+    def plan(self):
+        """The Plan the actor runtime runs (compiled on first use if the executor runs the Job
+        op by op)."""
+        if self.executor.plan is not None:
+            return self.executor.plan
+        if self._plan is None:
+            self._plan = compile_job(self.full_job)
+        return self._plan
+
+    def launch(self, inputs: list, lr: dict, name: str) -> list:
+        """One graph call as a deferred VM instruction; returns the output blobs, complete when
+        the call is.
+
+        The call runs after the last writers of the inputs and of the state it reads, and after
+        every earlier access to the state it writes; it feeds the executor and completes when
+        the executor's Future does. Calls of one compiled graph form a chain: the executor
+        orders them itself, so a call waits for the previous one only to be launched and
+        several can be in flight. Eager code that reads a parameter after a call waits for that
+        call's update. Random seeds are drawn now, on the caller's thread (the order eager code
+        draws them). ``lr``: this call's learning rates (variable name -> array), so calls in
+        flight keep theirs."""
+        blobs = [EagerBlob(np.empty(d.shape, d.dtype.np)) for d in self.out_descs]
+        executor = self.executor
+        seeds = draw_seeds(self.full_job, self._seed_order)
+        bindings = self.bindings
+
+        def run(finish) -> None:
+            arrays = []
+            for t in inputs:
+                a = unsynced_array(t)
+                arrays.append(a if a.flags.c_contiguous
+                              else np.ascontiguousarray(a).reshape(a.shape))
+
+            def done(f) -> None:
+                err = f.exception()
+                if err is not None:
+                    finish(err)
+                    return
+                for b, a in zip(blobs, f.result()):
+                    b.raw = a
+                finish()
+
+            executor.launch(arrays, bindings, lr, seeds).add_done_callback(done)
+
+        read, written = self.state_access
+        self.last_call = vm.launch(run, reads=[*inputs, *read], writes=[*written, *blobs],
+                                   name=f"{name}-call", deferred=True, chain=self)
+        return blobs
+
+    def close(self) -> None:
+        """Wait for the calls in flight, then shut down the executor (its threads are joined).
+        A call's own error is reported at its outputs' sync point, not here."""
+        last = self.last_call
+        if last is not None and not last.done:
+            from actorflow.vm.scheduler import wait_for
+
+            wait_for(last)
+        self.executor.close()
+
+
+def make_executor(job, buffer_size: int = 2) -> Executor:
+    """The executor a graph runs on: the actor runtime, or with ``ACTORFLOW_RUN_GRAPH_BY_VM=1``
+    (OneFlow's name for the op-by-op mode) the reference executor."""
+    if os.environ.get("ACTORFLOW_RUN_GRAPH_BY_VM", "0") not in ("", "0"):
+        return ReferenceExecutor(job)
+    return RuntimeExecutor(job, CompileOptions(source_regst_num=buffer_size))
+
+
+def state_access(job, bindings: dict) -> tuple:
+    """``(read, written)``: the bound state tensors a call of ``job`` only reads, and those it
+    writes in place (parameters and optimizer state an update writes, running statistics...)."""
+    var_of_blob = {o.out(0): o.attrs["name"] for o in job.ops if o.op_type == "variable"}
+    # learning rates are passed to every call as values, not read from their tensors
+    per_call = {o.attrs["name"] for o in job.ops
+                if o.op_type == "variable" and o.attrs.get("kind") == "lr"}
+    written: set = set()
+    for o in job.ops:
+        if system_op(o.op_type) is not None:
+            continue
+        for i in registry.get(o.op_type).mutated_inputs(len(o.inputs), o.attrs):
+            if o.inputs[i] in var_of_blob:
+                written.add(var_of_blob[o.inputs[i]])
+    read = [t for name, t in bindings.items() if name not in written and name not in per_call]
+    return read, [bindings[n] for n in sorted(written) if n in bindings]
