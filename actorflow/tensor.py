@@ -225,7 +225,7 @@ class Tensor:
         return self
 
     def retain_grad(self) -> None:
-        from actorflow.autograd import engine
+        from actorflow.autograd import engine  # late: autograd sits above tensor
         engine.retain_grad(self)
 
     @property
@@ -235,12 +235,12 @@ class Tensor:
     def register_hook(self, hook):
         """Call ``hook(grad)`` when this tensor's gradient is computed; a returned tensor
         replaces the gradient. Returns a handle with ``remove()``."""
-        from actorflow.autograd import engine
+        from actorflow.autograd import engine  # late: autograd sits above tensor
         return engine.register_hook(self, hook)
 
     def backward(self, gradient=None, retain_graph=None, create_graph: bool = False,
                  inputs=None) -> None:
-        from actorflow.autograd import engine
+        from actorflow.autograd import engine  # late: autograd sits above tensor
         engine.backward([self], [gradient], retain_graph=retain_graph,
                         create_graph=create_graph, inputs=inputs)
 

@@ -183,6 +183,7 @@ def retain_grad(t: Tensor) -> None:
 # -- running backward ---------------------------------------------------------------------------
 
 def _F():
+    # late: the functional API sits above autograd (it records through it)
     import actorflow.functional as F
     return F
 

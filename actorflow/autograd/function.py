@@ -63,6 +63,7 @@ class _FunctionNode(Node):
             raise RuntimeError(f"{self.name()}: trying to backward through the graph a second "
                                f"time; pass retain_graph=True to the first backward()")
         if self.ctx.materialize_grads:
+            # late: the functional API sits above autograd
             from actorflow.functional import zeros
             douts = [d if d is not None else zeros(m[0], dtype=m[1])
                      for d, m in zip(douts, self.output_metas)]

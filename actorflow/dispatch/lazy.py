@@ -251,6 +251,7 @@ class LazyInterpreter:
     def _write_in_place(self, op, ins, inputs, out, results, record):
         """An in-place op in a Job is an ordinary op; the written tensors are rebound to its
         outputs (lazy tensors), or written back with an ``assign`` op (eager state)."""
+        # late: functional sits above dispatch (it calls dispatch.apply)
         from actorflow.functional import cast
 
         check_inplace(op, inputs, out, [(r._shape, r.dtype) for r in results], record)

@@ -398,6 +398,7 @@ def _gelu_second_derivative(x, approximate):
     if approximate == "tanh":
         # differentiate the composite first derivative with autograd itself
         from actorflow.autograd import grad as _agrad
+        # late: the gradient rule's double-backward path needs grad mode
         from actorflow.autograd import enable_grad
         with enable_grad():
             xd = F.detach(x)

@@ -252,6 +252,7 @@ class Optimizer:
     def clip_grad(self, error_if_nonfinite: bool = False) -> None:
         """Clip each group's gradients by its ``clip_grad_max_norm`` / ``clip_grad_norm_type``
         (OneFlow): the group's gradients are scaled so their total norm is at most the max."""
+        # late: clip_grad_norm_ is nn.utils API, above optim
         from actorflow.nn.utils.clip_grad import clip_grad_norm_
 
         for group in self.param_groups:
