@@ -38,9 +38,11 @@ _DEFAULT_WAIT = float(os.environ.get("ACTORFLOW_GRAPH_TIMEOUT", "600"))
 
 
 class Future:
-    """The outcome of one graph call: output arrays, or the error that stopped it."""
+    """The outcome of one graph call: output arrays, or the error that stopped it.
+    ``wrote_state`` turns True once a kernel that writes its inputs in place (an update op)
+    has started for the call: a failed call with it False left the state untouched."""
 
-    __slots__ = ("_event", "_value", "_error", "piece", "_callbacks", "_lock")
+    __slots__ = ("_event", "_value", "_error", "piece", "_callbacks", "_lock", "wrote_state")
 
     def __init__(self, piece: int):
         self._event = threading.Event()
@@ -49,6 +51,7 @@ class Future:
         self.piece = piece
         self._callbacks: list = []
         self._lock = threading.Lock()
+        self.wrote_state = False
 
     def set_result(self, value) -> None:
         self._value = value
@@ -113,7 +116,7 @@ class Executor:
 
 class _Step:
     __slots__ = ("conf", "kind", "kernel", "ins", "outs", "descs", "attrs", "random",
-                 "seed_key", "stage", "system")
+                 "seed_key", "stage", "system", "writes_inputs")
 
 
 class ReferenceExecutor(Executor):
@@ -156,6 +159,7 @@ class ReferenceExecutor(Executor):
                 s.kernel = op.kernel_cpu
                 s.random = op.random and conf.attrs.get("seed") is None
                 s.seed_key = conf.tags.get("seed_of", conf.name)
+                s.writes_inputs = bool(op.mutated_inputs(len(conf.inputs), conf.attrs))
             self.steps.append(s)
         self.output_slots.sort()
         self.stages = {st: [s for s in self.steps if s.stage == st] for st in STAGES}
@@ -166,18 +170,18 @@ class ReferenceExecutor(Executor):
         fut = Future(self._calls)
         self._calls += 1
         try:
-            fut.set_result(self._run(inputs, bindings, overrides, seeds))
+            fut.set_result(self._run(inputs, bindings, overrides, seeds, fut))
         except Exception as e:
             fut.set_error(e)
         return fut
 
-    def _run(self, inputs, bindings, overrides, seeds) -> list:
+    def _run(self, inputs, bindings, overrides, seeds, fut: Future) -> list:
         if seeds is None:
             seeds = draw_seeds(self.job, self._order)
         slots: list = [None] * self.n_slots
         for s in self.input_steps:
             slots[s.outs[0]] = inputs[s.conf.attrs["index"]]
-        ctx = _RunContext(slots, bindings, overrides, seeds, self.n_micro)
+        ctx = _RunContext(slots, bindings, overrides, seeds, self.n_micro, fut)
         self._run_steps(self.stages["pre"], ctx)
         for i in range(self.n_micro):
             ctx.micro = i
@@ -200,6 +204,8 @@ class ReferenceExecutor(Executor):
             ins = [slots[i] for i in s.ins]
             if s.random:
                 attrs = dict(attrs, seed=ctx.seeds[s.seed_key][ctx.micro])
+            if s.writes_inputs:
+                ctx.fut.wrote_state = True
             try:
                 s.kernel(ins, outs, attrs)
             except Exception as e:
@@ -211,11 +217,11 @@ class ReferenceExecutor(Executor):
 
 
 class _RunContext:
-    __slots__ = ("slots", "bindings", "overrides", "seeds", "n", "micro", "acc")
+    __slots__ = ("slots", "bindings", "overrides", "seeds", "n", "micro", "acc", "fut")
 
-    def __init__(self, slots, bindings, overrides, seeds, n):
+    def __init__(self, slots, bindings, overrides, seeds, n, fut):
         self.slots, self.bindings, self.overrides, self.seeds = slots, bindings, overrides, seeds
-        self.n, self.micro, self.acc = n, 0, {}
+        self.n, self.micro, self.acc, self.fut = n, 0, {}, fut
 
 
 def _outputs_aliasing_memory(job: Job) -> list:

@@ -168,12 +168,17 @@ class KernelActor(Actor):
         self.attrs = self.task.attrs
         self.random = op.random and self.attrs.get("seed") is None
         self.seed_key = self.task.tags.get("seed_of", self.task.op_name)
+        self.writes_inputs = bool(op.mutates) or op.mutates_fn is not None
 
     def compute(self, ins: list, out) -> None:
         arrays = [ins[k].arrays[i] for k, i in self.input_pos]
         attrs = self.attrs
         if self.random:
             attrs = dict(attrs, seed=self.rt.seed_for(out.piece, self.seed_key, out.micro))
+        if self.writes_inputs:  # the call's state may change from here on
+            fut = self.rt.pending.get(out.piece)
+            if fut is not None:
+                fut.wrote_state = True
         try:
             self.kernel(arrays, out.arrays, attrs)
         except Exception as e:

@@ -45,7 +45,8 @@ def _storage_of(x) -> Storage:
 
 
 def launch(fn, reads=(), writes=(), name: str = "launch", *, args: tuple = (),
-           stream: str = "launch", deferred: bool = False, chain=None) -> Instruction:
+           stream: str = "launch", deferred: bool = False, chain=None,
+           creates=()) -> Instruction:
     """Run ``fn(*args)`` (``fn(finish, *args)`` when ``deferred``) as a VM instruction on the
     current worker's ``stream``, ordered by the storages it ``reads`` and ``writes`` (eager
     tensors, ``EagerBlob``s or ``Storage``s). Returns the ``Instruction``; ``wait(ins)`` blocks
@@ -58,10 +59,15 @@ def launch(fn, reads=(), writes=(), name: str = "launch", *, args: tuple = (),
     ``chain``: deferred launches with the same (non-None) ``chain`` go to one executor that
     orders their work itself (a graph's actor runtime: iteration k+1 reads a parameter only
     after iteration k's update). Such a launch waits for an earlier one of its chain only until
-    that one is launched, not until it completes, so several can be in flight."""
+    that one is launched, not until it completes, so several can be in flight.
+
+    ``creates``: blobs whose memory this instruction fills for the first time (outputs, not
+    yet read by anything). If it fails, they carry its error; what it ``writes`` in place gets
+    its previous writer back (readable, with whatever the instruction wrote before failing)."""
     r = [_storage_of(x) for x in reads]
     w = [_storage_of(x) for x in writes]
-    return issue(fn, tuple(args), r, w, name, kind=stream, deferred=deferred, chain=chain)
+    c = [_storage_of(x) for x in creates]
+    return issue(fn, tuple(args), r, w, name, c, kind=stream, deferred=deferred, chain=chain)
 
 
 def wait(ins: Instruction) -> None:

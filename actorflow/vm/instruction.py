@@ -49,7 +49,7 @@ class Instruction:
 
     __slots__ = ("fn", "args", "name", "stream", "after", "war", "done", "error", "stack",
                  "where", "shapes", "deferred", "waiters", "started", "chain", "launched",
-                 "__weakref__")
+                 "restore", "__weakref__")
 
     def __init__(self, fn, args, name: str, stream, where=None, shapes=None,
                  deferred: bool = False):
@@ -72,6 +72,8 @@ class Instruction:
         # to be launched; ``launched`` turns True when ``fn(finish)`` has returned
         self.chain = None
         self.launched = False
+        # (storage, previous writer) of what it writes in place: handed back if it fails
+        self.restore = None
 
     def __repr__(self) -> str:
         state = "failed" if self.error is not None else ("done" if self.done else "pending")

@@ -136,6 +136,11 @@ def issue(fn, args: tuple, reads, writes, name: str, fresh=(), where=None, shape
                         else:
                             war.append(y)
             s.readers = None
+            if x is not ins:
+                if ins.restore is None:
+                    ins.restore = [(s, x)]
+                else:
+                    ins.restore.append((s, x))
             s.writer = ins
         for s in fresh:
             s.writer = ins
@@ -165,7 +170,7 @@ def issue(fn, args: tuple, reads, writes, name: str, fresh=(), where=None, shape
             except Exception as e:  # kept for the next sync point, as if on the worker
                 _complete(ins, _error_for(ins, e))
             else:
-                ins.fn = ins.args = ins.shapes = None
+                ins.fn = ins.args = ins.shapes = ins.restore = None
                 ins.done = True
                 ws = ins.waiters
                 if ws is not None:
@@ -226,6 +231,17 @@ def _complete(ins: Instruction, err) -> None:
     ins.error = err
     if err is None:
         ins.stack = ins.shapes = None
+    elif ins.restore is not None:
+        # A failure poisons only the outputs the instruction created: memory it writes in
+        # place (parameters, optimizer state, in-place ops) gets its previous writer back, so
+        # it stays readable and writable. Instructions issued after this one and ordered on
+        # that memory still carry the error (they depend on this instruction itself).
+        with _lock:
+            for s, prev in ins.restore:
+                if s.writer is ins:
+                    s.writer = None if prev is not None and prev.done and \
+                        prev.error is not None else prev
+    ins.restore = None
     ins.done = True
     # A waiter registers, then re-checks ``done``; we set ``done``, then read ``waiters``:
     # under the GIL one of the two sees the other, so no wake-up is lost.

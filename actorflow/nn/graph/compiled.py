@@ -14,6 +14,7 @@ import numpy as np
 
 from actorflow import vm
 from actorflow.compiler import CompileOptions, compile_job
+from actorflow.errors import KernelError
 from actorflow.job.executor import Executor, ReferenceExecutor
 from actorflow.job.schedule import draw_seeds, seed_draw_order
 from actorflow.job.system_ops import system_op
@@ -85,7 +86,7 @@ class CompiledGraph:
             def done(f) -> None:
                 err = f.exception()
                 if err is not None:
-                    finish(err)
+                    finish(_with_state_note(err, f.wrote_state))
                     return
                 for b, a in zip(blobs, f.result()):
                     b.raw = a
@@ -94,7 +95,9 @@ class CompiledGraph:
             executor.launch(arrays, bindings, lr, seeds).add_done_callback(done)
 
         read, written = self.state_access
-        self.last_call = vm.launch(run, reads=[*inputs, *read], writes=[*written, *blobs],
+        # a failed call poisons only its outputs: the state it writes gets its previous
+        # writer back (see _with_state_note for what the error then says)
+        self.last_call = vm.launch(run, reads=[*inputs, *read], writes=written, creates=blobs,
                                    name=f"{name}-call", deferred=True, chain=self)
         return blobs
 
@@ -107,6 +110,22 @@ class CompiledGraph:
 
             wait_for(last)
         self.executor.close()
+
+
+def _with_state_note(err: BaseException, wrote_state: bool) -> BaseException:
+    """``err`` of a failed call, saying what became of the state it writes."""
+    if wrote_state:
+        note = ("this call had started updating parameters or optimizer state when it failed: "
+                "they hold what it wrote (readable, and overwritten by the next good call)")
+    else:
+        note = "parameters and optimizer state are as they were before this call"
+    if isinstance(err, KernelError):
+        new = KernelError(f"{err}\n({note})")
+        new.__cause__ = err.__cause__ if err.__cause__ is not None else err
+        return new
+    new = KernelError(f"graph call failed: {type(err).__name__}: {err}\n({note})")
+    new.__cause__ = err
+    return new
 
 
 def make_executor(job, buffer_size: int = 2) -> Executor:
