@@ -145,7 +145,7 @@ isnan = unary("isnan", _ufunc(np.isnan), float_only=False, out_dtype=dt.bool_)
 isinf = unary("isinf", _ufunc(np.isinf), float_only=False, out_dtype=dt.bool_)
 isfinite = unary("isfinite", _ufunc(np.isfinite), float_only=False, out_dtype=dt.bool_)
 logical_not = unary("logical_not", _ufunc(np.logical_not), float_only=False, out_dtype=dt.bool_)
-bitwise_not = unary("bitwise_not", _ufunc(np.invert), float_only=False)
+bitwise_not = unary("bitwise_not", _ufunc(np.invert), float_only=False, elementwise=False)
 _integral_only(bitwise_not)
 
 
@@ -170,38 +170,41 @@ nan_to_num = unary("nan_to_num", _nan_to_num, float_only=False,
 # ---- exponentials, logarithms, powers -----------------------------------------------------------
 
 exp2 = unary("exp2", _quiet_ufunc(np.exp2), grad_uses_outputs=True,
-             grad=lambda ctx, g: F.mul(g, F.mul(_y(ctx), _LN2)))
+             grad=lambda ctx, g: F.mul(g, F.mul(_y(ctx), _LN2)), amp="deny")
 expm1 = unary("expm1", _quiet_ufunc(np.expm1), grad_uses_outputs=True,
-              grad=lambda ctx, g: F.mul(g, F.add(_y(ctx), 1)))
-log = unary("log", _quiet_ufunc(np.log), grad=lambda ctx, g: F.div(g, _x(ctx)))
+              grad=lambda ctx, g: F.mul(g, F.add(_y(ctx), 1)), amp="deny")
+log = unary("log", _quiet_ufunc(np.log), grad=lambda ctx, g: F.div(g, _x(ctx)), amp="deny")
 log2 = unary("log2", _quiet_ufunc(np.log2),
-             grad=lambda ctx, g: F.div(g, F.mul(_x(ctx), _LN2)))
+             grad=lambda ctx, g: F.div(g, F.mul(_x(ctx), _LN2)), amp="deny")
 log10 = unary("log10", _quiet_ufunc(np.log10),
-              grad=lambda ctx, g: F.div(g, F.mul(_x(ctx), _LN10)))
-log1p = unary("log1p", _quiet_ufunc(np.log1p), grad=lambda ctx, g: F.div(g, F.add(_x(ctx), 1)))
+              grad=lambda ctx, g: F.div(g, F.mul(_x(ctx), _LN10)), amp="deny")
+log1p = unary("log1p", _quiet_ufunc(np.log1p), amp="deny",
+              grad=lambda ctx, g: F.div(g, F.add(_x(ctx), 1)))
 sqrt = unary("sqrt", _quiet_ufunc(np.sqrt), grad_uses_outputs=True,
              grad=lambda ctx, g: F.div(F.mul(g, 0.5), _y(ctx)))
 rsqrt = unary("rsqrt", _composite(lambda a, attrs: 1.0 / np.sqrt(a)), grad_uses_outputs=True,
-              grad=lambda ctx, g: F.mul(g, F.mul(F.pow(_y(ctx), 3), -0.5)))
+              grad=lambda ctx, g: F.mul(g, F.mul(F.pow(_y(ctx), 3), -0.5)), amp="deny")
 reciprocal = unary("reciprocal", _quiet_ufunc(np.reciprocal), grad_uses_outputs=True,
-                   grad=lambda ctx, g: F.neg(F.mul(g, F.square(_y(ctx)))))
+                   grad=lambda ctx, g: F.neg(F.mul(g, F.square(_y(ctx)))), amp="deny")
 
 # ---- trigonometric and hyperbolic ---------------------------------------------------------------
 
 sin = unary("sin", _quiet_ufunc(np.sin), grad=lambda ctx, g: F.mul(g, F.cos(_x(ctx))))
 cos = unary("cos", _quiet_ufunc(np.cos), grad=lambda ctx, g: F.neg(F.mul(g, F.sin(_x(ctx)))))
 tan = unary("tan", _quiet_ufunc(np.tan), grad_uses_outputs=True,
-            grad=lambda ctx, g: F.mul(g, F.add(F.square(_y(ctx)), 1)))
+            grad=lambda ctx, g: F.mul(g, F.add(F.square(_y(ctx)), 1)), amp="deny")
 asin = unary("asin", _quiet_ufunc(np.arcsin),
-             grad=lambda ctx, g: F.mul(g, F.rsqrt(F.rsub(F.square(_x(ctx)), 1))))
+             grad=lambda ctx, g: F.mul(g, F.rsqrt(F.rsub(F.square(_x(ctx)), 1))), amp="deny")
 acos = unary("acos", _quiet_ufunc(np.arccos),
-             grad=lambda ctx, g: F.neg(F.mul(g, F.rsqrt(F.rsub(F.square(_x(ctx)), 1)))))
+             grad=lambda ctx, g: F.neg(F.mul(g, F.rsqrt(F.rsub(F.square(_x(ctx)), 1)))), amp="deny")
 atan = unary("atan", _quiet_ufunc(np.arctan),
              grad=lambda ctx, g: F.div(g, F.add(F.square(_x(ctx)), 1)))
-sinh = unary("sinh", _quiet_ufunc(np.sinh), grad=lambda ctx, g: F.mul(g, F.cosh(_x(ctx))))
-cosh = unary("cosh", _quiet_ufunc(np.cosh), grad=lambda ctx, g: F.mul(g, F.sinh(_x(ctx))))
+sinh = unary("sinh", _quiet_ufunc(np.sinh), amp="deny",
+             grad=lambda ctx, g: F.mul(g, F.cosh(_x(ctx))))
+cosh = unary("cosh", _quiet_ufunc(np.cosh), amp="deny",
+             grad=lambda ctx, g: F.mul(g, F.sinh(_x(ctx))))
 tanh = unary("tanh", _quiet_ufunc(np.tanh), grad_uses_outputs=True,
-             grad=lambda ctx, g: F.mul(g, F.rsub(F.square(_y(ctx)), 1)))
+             grad=lambda ctx, g: F.mul(g, F.rsub(F.square(_y(ctx)), 1)), activation=True)
 asinh = unary("asinh", _quiet_ufunc(np.arcsinh),
               grad=lambda ctx, g: F.mul(g, F.rsqrt(F.add(F.square(_x(ctx)), 1))))
 acosh = unary("acosh", _quiet_ufunc(np.arccosh),
@@ -222,11 +225,12 @@ erf = unary("erf", _composite(lambda a, attrs: erf_array(a)),
 erfc = unary("erfc", _composite(lambda a, attrs: erfc_array(a)),
              grad=lambda ctx, g: F.mul(g, F.mul(_gauss(_x(ctx)), -_TWO_OVER_SQRT_PI)))
 sigmoid = unary("sigmoid", _composite(lambda a, attrs: _sigmoid_array(a)), grad_uses_outputs=True,
-                grad=lambda ctx, g: F.mul(g, F.mul(_y(ctx), F.rsub(_y(ctx), 1))))
+                grad=lambda ctx, g: F.mul(g, F.mul(_y(ctx), F.rsub(_y(ctx), 1))), activation=True)
 
 # ---- clamp ------------------------------------------------------------------------------------
 
-clamp = register("clamp", doc="Clamp to [min, max]; either bound (a number) may be None.")
+clamp = register("clamp", elementwise=True, alias_safe=True,
+                 doc="Clamp to [min, max]; either bound (a number) may be None.")
 
 
 @clamp.infer
@@ -272,8 +276,9 @@ def _(ctx, g):  # the gradient passes where min <= x <= max
     return F.where(inside, g, 0.0)
 
 
-clamp_tensor = register("clamp_tensor", doc="Clamp to tensor bounds (broadcasting); inputs are "
-                                            "x, then min and/or max as attrs has_min/has_max say.")
+clamp_tensor = register("clamp_tensor", elementwise=True, alias_safe=True,
+                        doc="Clamp to tensor bounds (broadcasting); inputs are x, then min "
+                            "and/or max as attrs has_min/has_max say.")
 
 
 @clamp_tensor.infer
@@ -350,8 +355,9 @@ def _gelu_derivative64(x: np.ndarray, approximate: str, cdf: np.ndarray | None) 
     return cdf + x * np.exp(-0.5 * x * x) * _INV_SQRT_2PI
 
 
-gelu_grad = register("gelu_grad", doc="dout * gelu'(x): the gradient of gelu in one kernel "
-                                        "(inputs dout, x, [Phi(x), if gelu saved it]).")
+gelu_grad = register("gelu_grad", elementwise=True, alias_safe=True,
+                     doc="dout * gelu'(x): the gradient of gelu in one kernel "
+                         "(inputs dout, x, [Phi(x), if gelu saved it]).")
 
 
 @gelu_grad.infer
@@ -424,6 +430,7 @@ def _gelu_first_derivative_composite(x, approximate):
 
 
 gelu = register("gelu", grad_uses_outputs=(1,), optional_outputs={"save_cdf": 1},
+                elementwise=True, alias_safe=True, activation=True,
                 doc="gelu(x) = x Phi(x), or its tanh form; with attr save_cdf (exact form) it "
                     "also outputs Phi(x), which its gradient reads instead of recomputing it "
                     "(only that output is saved, so y may still change in place).")
@@ -451,7 +458,8 @@ def _silu_grad(ctx, g):  # s (1 + x (1 - s)), s = sigmoid(x)
     return F.mul(g, F.mul(s, F.add(F.mul(x, F.rsub(s, 1)), 1)))
 
 
-silu = unary("silu", _composite(lambda a, attrs: a * _sigmoid_array(a)), grad=_silu_grad)
+silu = unary("silu", _composite(lambda a, attrs: a * _sigmoid_array(a)), grad=_silu_grad,
+             activation=True)
 
 
 def _mish_grad(ctx, g):  # tanh(sp) + x sigmoid(x) (1 - tanh(sp)^2), sp = softplus(x)
@@ -461,12 +469,13 @@ def _mish_grad(ctx, g):  # tanh(sp) + x sigmoid(x) (1 - tanh(sp)^2), sp = softpl
 
 
 mish = unary("mish", _composite(lambda a, attrs: a * np.tanh(np.logaddexp(0.0, a))),
-             grad=_mish_grad)
+             grad=_mish_grad, activation=True)
 
 leaky_relu = unary(
     "leaky_relu",
     _composite(lambda a, attrs: np.where(a > 0, a, a * attrs["negative_slope"])),
-    grad=lambda ctx, g: F.where(F.gt(_x(ctx), 0), g, F.mul(g, ctx.attrs["negative_slope"])))
+    grad=lambda ctx, g: F.where(F.gt(_x(ctx), 0), g, F.mul(g, ctx.attrs["negative_slope"])),
+    activation=True)
 
 
 def _elu_kernel(a, attrs):
@@ -483,7 +492,7 @@ def _elu_grad(ctx, g):
 
 # elu(alpha); selu = elu(SELU_ALPHA, scale=SELU_SCALE);
 # celu(alpha) = elu(alpha, input_scale=1/alpha)
-elu = unary("elu", _composite(_elu_kernel), grad=_elu_grad)
+elu = unary("elu", _composite(_elu_kernel), grad=_elu_grad, activation=True)
 
 
 def _softplus_kernel(a, attrs):
@@ -497,7 +506,8 @@ def _softplus_grad(ctx, g):  # sigmoid(beta x), or 1 on the linear part
     return F.where(F.gt(bx, ctx.attrs["threshold"]), g, F.mul(g, F.sigmoid(bx)))
 
 
-softplus = unary("softplus", _composite(_softplus_kernel), grad=_softplus_grad)
+softplus = unary("softplus", _composite(_softplus_kernel), grad=_softplus_grad,
+                 activation=True, amp="deny")
 
 
 def _hardtanh_kernel(x, out, attrs):
@@ -510,7 +520,8 @@ def _hardtanh_grad(ctx, g):  # passes strictly inside (min_val, max_val)
     return F.where(inside, g, 0.0)
 
 
-hardtanh = unary("hardtanh", _hardtanh_kernel, float_only=False, grad=_hardtanh_grad)
+hardtanh = unary("hardtanh", _hardtanh_kernel, float_only=False, grad=_hardtanh_grad,
+                 activation=True)
 
 threshold = unary(
     "threshold",
@@ -522,7 +533,7 @@ threshold = unary(
 hardsigmoid = unary(
     "hardsigmoid", _composite(lambda a, attrs: np.clip(a / 6.0 + 0.5, 0.0, 1.0)),
     grad=lambda ctx, g: F.where(F.logical_and(F.gt(_x(ctx), -3), F.lt(_x(ctx), 3)),
-                                F.div(g, 6), 0.0))
+                                F.div(g, 6), 0.0), activation=True)
 
 
 def _hardswish_grad(ctx, g):  # 0 up to -3, x/3 + 1/2 on (-3, 3), 1 from 3 on (as PyTorch)
@@ -533,10 +544,10 @@ def _hardswish_grad(ctx, g):  # 0 up to -3, x/3 + 1/2 on (-3, 3), 1 from 3 on (a
 
 hardswish = unary("hardswish",
                   _composite(lambda a, attrs: a * np.clip(a / 6.0 + 0.5, 0.0, 1.0)),
-                  grad=_hardswish_grad)
+                  grad=_hardswish_grad, activation=True)
 
 softsign = unary("softsign", _composite(lambda a, attrs: a / (1.0 + np.abs(a))),
-                 grad=lambda ctx, g: F.div(g, F.square(F.add(F.abs(_x(ctx)), 1))))
+                 grad=lambda ctx, g: F.div(g, F.square(F.add(F.abs(_x(ctx)), 1))), activation=True)
 
 logsigmoid = unary(
     "logsigmoid",

@@ -28,7 +28,7 @@ from actorflow.ops.registry import Meta, fail, register
 _NAME = "scaled_dot_product_attention"
 _GRAD = _NAME + "_grad"
 
-sdpa = register(_NAME, grad_uses_outputs=True,
+sdpa = register(_NAME, grad_uses_outputs=True, amp="deny",
                 doc="softmax(q @ k^T * scale + mask) @ v in one kernel; outputs out and the "
                     "attention probabilities (saved for backward).")
 
@@ -181,9 +181,10 @@ def _(ctx, dout, dprobs=None):
 
 # ---- gradient ---------------------------------------------------------------------------------
 
-sdpa_grad = register(_GRAD, doc="Gradient of scaled_dot_product_attention from its saved "
-                                "probabilities and output: inputs dout, q, k, v, probs, out "
-                                "[, dprobs]; outputs dq, dk, dv [, dmask].")
+sdpa_grad = register(_GRAD, amp="deny",
+                     doc="Gradient of scaled_dot_product_attention from its saved "
+                         "probabilities and output: inputs dout, q, k, v, probs, out "
+                         "[, dprobs]; outputs dq, dk, dv [, dmask].")
 
 
 @sdpa_grad.infer

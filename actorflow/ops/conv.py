@@ -201,12 +201,15 @@ def conv_out_shape(name: str, n: int, xs: tuple, ws: tuple, attrs: dict) -> tupl
 
 def _register(n: int) -> None:
     name = f"conv{n}d"
-    conv = register(name, doc=f"{n}-d convolution (cross-correlation): inputs input, weight "
-                              f"and optionally bias.")
-    gin = register(name + "_grad_input", doc=f"Gradient of {name} with respect to its input "
-                                              f"(inputs dout, weight; attr input_shape).")
-    gw = register(name + "_grad_weight", doc=f"Gradient of {name} with respect to its weight "
-                                             f"(inputs input, dout; attr weight_shape).")
+    conv = register(name, add_to_output=True, bias_input=2, amp="allow",
+                    doc=f"{n}-d convolution (cross-correlation): inputs input, weight and "
+                        f"optionally bias.")
+    gin = register(name + "_grad_input", amp="allow",
+                   doc=f"Gradient of {name} with respect to its input (inputs dout, weight; "
+                       f"attr input_shape).")
+    gw = register(name + "_grad_weight", amp="allow",
+                  doc=f"Gradient of {name} with respect to its weight (inputs input, dout; "
+                      f"attr weight_shape).")
 
     @conv.infer
     def _(inputs, attrs):

@@ -18,7 +18,7 @@ from actorflow.ops.registry import Meta, fail, register
 
 # ---- broadcasting helpers ---------------------------------------------------------------------
 
-sum_to_shape = register("sum_to_shape", doc="Sum a broadcast result back to a shape.")
+sum_to_shape = register("sum_to_shape", doc="Sum a broadcast result back to a shape.", amp="deny")
 
 
 @sum_to_shape.infer
@@ -44,7 +44,8 @@ def _(ctx, dout):
     return F.expand(dout, ctx.input_metas[0][0])
 
 
-expand = register("expand", doc="Broadcast a tensor to a larger shape (a view in eager mode).")
+expand = register("expand", is_identity=lambda attrs: True,
+                  doc="Broadcast a tensor to a larger shape (a view in eager mode).")
 
 
 @expand.infer
@@ -84,7 +85,8 @@ def _(ctx, dout):
     return F.sum_to(dout, ctx.input_metas[0][0])
 
 
-cast = register("cast", doc="Convert to another dtype.")
+cast = register("cast", elementwise=True, alias_safe=True, is_identity=lambda attrs: True,
+                doc="Convert to another dtype.")
 
 
 @cast.infer
@@ -120,7 +122,7 @@ def _(ctx, dout):
     return dout
 
 
-assign = register("assign", mutates=(0,),
+assign = register("assign", mutates=(0,), amp="deny",
                   doc="Write value (input 1, broadcast and cast) into ref (input 0) in place; no "
                       "outputs. nn.Graph uses it for in-place writes to state inside build.")
 
@@ -187,8 +189,16 @@ def bf16_safe(ufunc):
     return call
 
 
+def _elementwise_traits(traits: dict) -> dict:
+    """The traits of an op the ``unary`` / ``binary`` helpers register: elementwise and
+    alias-safe (one ufunc call) unless ``traits`` says otherwise."""
+    traits.setdefault("elementwise", True)
+    traits.setdefault("alias_safe", traits["elementwise"])
+    return traits
+
+
 def binary(name: str, ufunc, *, kind: str = "arith", grad=None, scalar_grad=None,
-           grad_uses_outputs: bool = False, exact_scalar: bool = False):
+           grad_uses_outputs: bool = False, exact_scalar: bool = False, **traits):
     """Register ``name`` (tensor op tensor) and ``scalar_<name>`` (tensor op scalar).
 
     ``kind``: "arith" (promoted dtype), "float" (integers promote to the default float),
@@ -196,8 +206,11 @@ def binary(name: str, ufunc, *, kind: str = "arith", grad=None, scalar_grad=None
     input shapes; ``scalar_grad(ctx, dout, x, scalar, reverse)`` returns dx. Integral scalars
     wrap to an integer tensor's dtype (``int_scalar``); ``exact_scalar``: instead an
     unrepresentable right-hand scalar is an error (pow's exponent, as in PyTorch).
+    ``traits``: registry traits of both ops (default: elementwise and alias-safe).
     """
-    op = register(name, grad_uses_outputs=grad_uses_outputs)
+    traits = _elementwise_traits(traits)
+    op = register(name, grad_uses_outputs=grad_uses_outputs,
+                  doc=f"{name}(x, y) elementwise, broadcasting x and y.", **traits)
     op.infer(_binary_infer(name, kind))
     ufunc = bf16_safe(ufunc)
 
@@ -215,7 +228,9 @@ def binary(name: str, ufunc, *, kind: str = "arith", grad=None, scalar_grad=None
             return (F.sum_to(dx, sx) if dx is not None else None,
                     F.sum_to(dy, sy) if dy is not None else None)
 
-    sop = register("scalar_" + name, grad_uses_outputs=grad_uses_outputs)
+    sop = register("scalar_" + name, grad_uses_outputs=grad_uses_outputs,
+                   doc=f"{name}(x, scalar) elementwise; attr scalar (a Python number), attr "
+                       f"reverse: {name}(scalar, x).", **traits)
     sop.infer(_scalar_infer(sop.name, kind, exact_scalar))
     wraps = kind != "float"  # "float" ops compute in floating point: the scalar stays exact
 
@@ -276,13 +291,15 @@ div, scalar_div = binary("div", np.true_divide, kind="float", grad=_div_grad,
 # ---- unary math -------------------------------------------------------------------------------
 
 def unary(name: str, fn, *, grad=None, float_only: bool = True, out_dtype=None,
-          grad_uses_outputs: bool = False):
+          grad_uses_outputs: bool = False, **traits):
     """Register a one-input elementwise op computing ``fn(x, out=out)``.
 
     ``float_only``: integer inputs produce the default float dtype (exp, sin...).
-    ``grad(ctx, dout)`` returns dx.
+    ``grad(ctx, dout)`` returns dx. ``traits``: registry traits (default: elementwise and
+    alias-safe).
     """
-    op = register(name, grad_uses_outputs=grad_uses_outputs)
+    op = register(name, grad_uses_outputs=grad_uses_outputs, doc=f"{name}(x) elementwise.",
+                  **_elementwise_traits(traits))
 
     @op.infer
     def _(inputs, attrs):
@@ -307,7 +324,7 @@ def _ufunc(u):
 
 neg = unary("neg", _ufunc(np.negative), float_only=False, grad=lambda ctx, g: F.neg(g))
 exp = unary("exp", _ufunc(np.exp), grad_uses_outputs=True,
-            grad=lambda ctx, g: F.mul(g, ctx.outputs[0]))
+            grad=lambda ctx, g: F.mul(g, ctx.outputs[0]), amp="deny")
 
 
 def _relu_kernel(x, out, attrs):
@@ -315,9 +332,9 @@ def _relu_kernel(x, out, attrs):
 
 
 relu = unary("relu", _relu_kernel, float_only=False, grad_uses_outputs=True,
-             grad=lambda ctx, g: F.threshold_backward(g, ctx.outputs[0]))
+             grad=lambda ctx, g: F.threshold_backward(g, ctx.outputs[0]), activation=True)
 
-threshold_backward = register("threshold_backward",
+threshold_backward = register("threshold_backward", elementwise=True, alias_safe=True,
                               doc="dout where y > 0, else 0 (the gradient of relu).")
 
 
@@ -453,7 +470,7 @@ def _int_power(a, b: np.ndarray, out: np.ndarray) -> None:
 
 
 pow_op, scalar_pow = binary("pow", _quiet(_power), grad=_pow_grad, scalar_grad=_scalar_pow_grad,
-                            exact_scalar=True)
+                            exact_scalar=True, amp="deny")
 
 
 def _scalar_pow_infer(inputs, attrs, base=scalar_pow.infer_fn):
@@ -521,9 +538,9 @@ ge, scalar_ge = binary("ge", np.greater_equal, kind="bool")
 logical_and, scalar_logical_and = binary("logical_and", np.logical_and, kind="bool")
 logical_or, scalar_logical_or = binary("logical_or", np.logical_or, kind="bool")
 logical_xor, scalar_logical_xor = binary("logical_xor", np.logical_xor, kind="bool")
-bitwise_and, scalar_bitwise_and = binary("bitwise_and", np.bitwise_and)
-bitwise_or, scalar_bitwise_or = binary("bitwise_or", np.bitwise_or)
-bitwise_xor, scalar_bitwise_xor = binary("bitwise_xor", np.bitwise_xor)
+bitwise_and, scalar_bitwise_and = binary("bitwise_and", np.bitwise_and, elementwise=False)
+bitwise_or, scalar_bitwise_or = binary("bitwise_or", np.bitwise_or, elementwise=False)
+bitwise_xor, scalar_bitwise_xor = binary("bitwise_xor", np.bitwise_xor, elementwise=False)
 _integral_only(bitwise_and, scalar_bitwise_and, bitwise_or, scalar_bitwise_or, bitwise_xor,
                scalar_bitwise_xor)
 
@@ -550,7 +567,7 @@ def _(ins, outs, attrs):
 
 # ---- where, masked_fill, fill ------------------------------------------------------------------
 
-where = register("where", doc="x where cond else y (broadcasting all three).")
+where = register("where", doc="x where cond else y (broadcasting all three).", elementwise=True)
 
 
 @where.infer
@@ -580,7 +597,8 @@ def _(ctx, g):
     return None, dx, dy
 
 
-masked_fill = register("masked_fill", doc="x with ``value`` where mask is true (broadcasting).")
+masked_fill = register("masked_fill", elementwise=True, alias_safe=True,
+                       doc="x with ``value`` where mask is true (broadcasting).")
 
 
 @masked_fill.infer

@@ -9,8 +9,8 @@ bits with or without fusion.
   fused op's inputs or earlier steps' results. Output 0 is the last step's result; further
   outputs expose intermediate results other ops of the Job still read (e.g. the pre-activation a
   backward op needs). A step whose input is an intermediate read by nobody else writes over that
-  input when the op is elementwise and alias-safe (``ALIAS_SAFE``), so ``matmul -> add bias ->
-  relu`` computes the matmul into the output and adds the bias and applies relu in place.
+  input when the op is alias-safe (the registry trait ``alias_safe``), so ``matmul -> add bias
+  -> relu`` computes the matmul into the output and adds the bias and applies relu in place.
 * ``multi_tensor_update`` applies one optimizer update op (same kind, same attrs, same learning
   rate) to many parameters: inputs ``[lr, p0, g0, state0..., p1, g1, state1..., ...]``.
 
@@ -27,41 +27,6 @@ from __future__ import annotations
 import numpy as np
 
 from actorflow.ops.registry import Meta, OpError, fail, get, register
-
-# Elementwise ops the fusion passes may put in a program. Every one has a single output.
-ELEMENTWISE = frozenset((
-    # unary math and activations
-    "abs", "sign", "square", "floor", "ceil", "trunc", "round", "neg", "exp", "exp2", "expm1",
-    "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tan", "asin",
-    "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc", "sigmoid",
-    "relu", "gelu", "silu", "mish", "leaky_relu", "elu", "softplus", "hardtanh", "threshold",
-    "hardsigmoid", "hardswish", "softsign", "logsigmoid", "hardshrink", "softshrink",
-    "nan_to_num", "isnan", "isinf", "isfinite", "logical_not", "clamp", "clamp_tensor", "cast",
-    # binary, tensor-tensor and tensor-scalar
-    "add", "sub", "mul", "div", "pow", "maximum", "minimum", "atan2", "floor_divide",
-    "remainder", "fmod", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
-    "logical_xor",
-    "scalar_add", "scalar_sub", "scalar_mul", "scalar_div", "scalar_pow", "scalar_maximum",
-    "scalar_minimum", "scalar_atan2", "scalar_floor_divide", "scalar_remainder", "scalar_fmod",
-    "scalar_eq", "scalar_ne", "scalar_lt", "scalar_le", "scalar_gt", "scalar_ge",
-    "scalar_logical_and", "scalar_logical_or", "scalar_logical_xor",
-    # gradients and selections that are elementwise
-    "threshold_backward", "gelu_grad", "dropout_grad", "where", "masked_fill",
-))
-
-# Ops whose CPU kernel gives the same result when its output array is one of its inputs (same
-# shape and dtype): one ufunc call, or a result computed in full before it is copied out.
-# ``where`` is not: it copies y into the output before reading x. tests/test_passes.py checks
-# every elementwise op against this set.
-ALIAS_SAFE = ELEMENTWISE - {"where"}
-
-# Activations fuse_matmul_bias_act may fold after a matmul / linear (+ bias).
-ACTIVATIONS = frozenset((
-    "relu", "gelu", "silu", "sigmoid", "tanh", "leaky_relu", "elu", "softplus", "hardtanh",
-    "hardsigmoid", "hardswish", "mish", "softsign",
-))
-
-PROGRAM_OPS = ("fused_elementwise", "fused_matmul_bias_act", "fused_add_to_output")
 
 
 class _NoValue:
@@ -150,7 +115,7 @@ def buffer_plan(n_in: int, attrs: dict) -> list:
     for s in range(k - 1, -1, -1):
         if key[s] is None:
             key[s] = ("t", s)
-        if ops[s] not in ALIAS_SAFE:
+        if not get(ops[s]).alias_safe:
             continue
         for r in args[s]:
             t = r - n_in
@@ -200,8 +165,16 @@ for _name, _doc in (
 
 # ---- multi-tensor optimizer update -------------------------------------------------------------
 
+def _multi_mutates(n_inputs: int, attrs: dict) -> tuple:
+    arity = attrs["arity"]
+    base = get(attrs["update"]).mutated_inputs(arity + 1, attrs["update_attrs"])
+    # base layout: 0 param, 1 grad, 2 lr, 3.. state  ->  block layout: param, grad, state...
+    local = [0 if j == 0 else j - 1 for j in base if j != 1 and j != 2]
+    return tuple(1 + start + j for start in range(0, n_inputs - 1, arity) for j in local)
+
+
 multi_tensor_update = register(
-    "multi_tensor_update",
+    "multi_tensor_update", mutates_fn=_multi_mutates,
     doc="One optimizer update op applied to many parameters: inputs [lr, p0, g0, state0..., "
         "p1, g1, state1..., ...]; attrs: update (the update op), update_attrs (its attrs), arity "
         "(inputs per parameter: param, grad, then the update op's inputs after lr). Writes "
@@ -238,10 +211,6 @@ def _(inputs, attrs):
     return []
 
 
-# Update ops whose math is elementwise over the parameter (no norms, unlike LAMB): the kernel
-# may run several small parameters as one flat array, with the same bits as one by one.
-POINTWISE_UPDATES = frozenset(("sgd_update", "momentum_update", "adam_update", "rmsprop_update",
-                               "adagrad_update", "adadelta_update"))
 _MERGE_MAX = 1 << 13  # parameters up to this many elements are merged (per-call overhead wins)
 
 
@@ -250,7 +219,7 @@ def _(ins, outs, attrs):
     op = get(attrs["update"])
     base_attrs = attrs["update_attrs"]
     blocks = _blocks(ins, attrs)
-    if op.name in POINTWISE_UPDATES and not base_attrs.get("skip_if"):
+    if op.elementwise and not base_attrs.get("skip_if"):  # no norms (LAMB has): merge params
         blocks = _run_merged(op, blocks, base_attrs)
     for block in blocks:
         op.kernel_cpu(block, [], base_attrs)
@@ -293,15 +262,4 @@ def _run_merged(op, blocks: list, attrs: dict) -> list:
     return rest
 
 
-def _multi_mutates(n_inputs: int, attrs: dict) -> tuple:
-    arity = attrs["arity"]
-    base = get(attrs["update"]).mutated_inputs(arity + 1, attrs["update_attrs"])
-    # base layout: 0 param, 1 grad, 2 lr, 3.. state  ->  block layout: param, grad, state...
-    local = [0 if j == 0 else j - 1 for j in base if j != 1 and j != 2]
-    return tuple(1 + start + j for start in range(0, n_inputs - 1, arity) for j in local)
-
-
-multi_tensor_update.mutates_fn = _multi_mutates
-
-__all__ = ["ELEMENTWISE", "ALIAS_SAFE", "ACTIVATIONS", "PROGRAM_OPS", "POINTWISE_UPDATES",
-           "program_attrs", "buffer_plan"]
+__all__ = ["program_attrs", "buffer_plan"]

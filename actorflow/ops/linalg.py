@@ -6,7 +6,9 @@ import numpy as np
 from actorflow.ops._common import F, broadcast_shapes, promote
 from actorflow.ops.registry import Meta, fail, register
 
-matmul = register("matmul")
+matmul = register("matmul", bias_act_epilogue=True, add_to_output=True, amp="allow",
+                  doc="a @ b with NumPy's matmul rules (1-d operands, broadcast batch dims); "
+                      "attrs transpose_a / transpose_b swap the last two dims of an operand.")
 
 
 @matmul.infer

@@ -186,7 +186,7 @@ def _mean_denominator(wy, ys) -> float:
 
 cross_entropy = register("cross_entropy", grad_uses_outputs=True, doc=(
     "Softmax cross entropy over dim 1 with class-index or class-probability targets; "
-    "outputs (loss, softmax probabilities)."))
+    "outputs (loss, softmax probabilities)."), amp="deny")
 
 
 @cross_entropy.infer
@@ -285,7 +285,7 @@ def _weight_needs_no_grad(name: str, rule):
 cross_entropy.grad(_weight_needs_no_grad(
     "cross_entropy", grad_rule("cross_entropy", extra_outputs=True)))
 
-cross_entropy_backward = register("cross_entropy_backward", doc=(
+cross_entropy_backward = register("cross_entropy_backward", amp="deny", doc=(
     "Gradients of cross_entropy: inputs (dout, input, target[, weight], probabilities)."))
 cross_entropy_backward.infer(backward_infer)
 cross_entropy_backward.grad(no_double_backward("cross_entropy"))
@@ -339,7 +339,8 @@ def _(ins, outs, attrs):
 
 # ---- nll_loss ---------------------------------------------------------------------------------
 
-nll_loss = register("nll_loss", doc="Negative log likelihood of class indices over dim 1.")
+nll_loss = register("nll_loss", amp="deny",
+                    doc="Negative log likelihood of class indices over dim 1.")
 
 
 @nll_loss.infer
@@ -366,7 +367,7 @@ def _(ins, outs, attrs):
 nll_loss.grad(_weight_needs_no_grad("nll_loss", grad_rule("nll_loss")))
 
 nll_loss_backward = register("nll_loss_backward", doc=(
-    "Gradient of nll_loss: inputs (dout, input, target[, weight])."))
+    "Gradient of nll_loss: inputs (dout, input, target[, weight])."), amp="deny")
 nll_loss_backward.infer(backward_infer)
 nll_loss_backward.grad(no_double_backward("nll_loss"))
 

@@ -72,8 +72,9 @@ def _infer(name: str, reductions: tuple, check):
 
 def pointwise_loss(name: str, value, deriv, *, reductions: tuple = REDUCTIONS, check=None,
                    doc: str = ""):
-    """Register loss op ``name`` and ``<name>_backward`` from ``value`` and ``deriv``."""
-    op = register(name, doc=doc)
+    """Register loss op ``name`` and ``<name>_backward`` from ``value`` and ``deriv`` (both
+    run in float32 under AMP)."""
+    op = register(name, amp="deny", doc=doc)
     op.infer(_infer(name, reductions, check))
 
     @op.kernel("cpu")
@@ -92,8 +93,9 @@ def pointwise_loss(name: str, value, deriv, *, reductions: tuple = REDUCTIONS, c
                 out[...] = np.sum(loss) / _denominator(x, w, attrs)
 
     op.grad(grad_rule(name))
-    bwd = register(name + "_backward", doc=f"Gradients of {name}: inputs (dout, input, "
-                                           f"target[, weight][, pos_weight]).")
+    bwd = register(name + "_backward", amp="deny",
+                   doc=f"Gradients of {name}: inputs (dout, input, target[, weight]"
+                       f"[, pos_weight]).")
     bwd.infer(backward_infer)
     bwd.grad(no_double_backward(name))
 

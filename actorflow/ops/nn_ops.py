@@ -14,8 +14,9 @@ from actorflow.random import numpy_rng
 
 # ---- linear -----------------------------------------------------------------------------------
 
-linear = register("linear", doc="x @ weight.T + bias with weight (out, in): one GEMM over all "
-                                "leading dims of x.")
+linear = register("linear", bias_act_epilogue=True, add_to_output=True, bias_input=2, amp="allow",
+                  doc="x @ weight.T + bias with weight (out, in): one GEMM over all leading "
+                      "dims of x.")
 
 
 @linear.infer
@@ -85,7 +86,7 @@ def _shifted(x, dim, safe):
     return x - m
 
 
-softmax = register("softmax", grad_uses_outputs=True,
+softmax = register("softmax", grad_uses_outputs=True, amp="deny",
                    doc="exp(x) / sum(exp(x)) along ``dim`` (max-shifted). With ``safe`` a row "
                        "of only -inf gives zeros (used by attention with fully masked rows).")
 softmax.infer(_softmax_infer("softmax"))
@@ -108,7 +109,7 @@ def _(ctx, dout):
 
 
 log_softmax = register("log_softmax", grad_uses_outputs=True,
-                       doc="x - logsumexp(x) along ``dim`` (max-shifted).")
+                       doc="x - logsumexp(x) along ``dim`` (max-shifted).", amp="deny")
 log_softmax.infer(_softmax_infer("log_softmax"))
 
 
@@ -133,7 +134,7 @@ def _grad_infer(inputs, attrs):
 
 
 softmax_grad = register("softmax_grad", doc="y * (dout - sum(dout * y, dim)): the gradient of "
-                                            "softmax from its output y.")
+                                            "softmax from its output y.", amp="deny")
 softmax_grad.infer(_grad_infer)
 
 
@@ -158,8 +159,9 @@ def _(ctx, ggx):
     return dg, dy
 
 
-log_softmax_grad = register("log_softmax_grad", doc="dout - exp(y) * sum(dout, dim): the "
-                                                    "gradient of log_softmax from its output y.")
+log_softmax_grad = register("log_softmax_grad", amp="deny",
+                            doc="dout - exp(y) * sum(dout, dim): the gradient of log_softmax "
+                                "from its output y.")
 log_softmax_grad.infer(_grad_infer)
 
 
@@ -220,7 +222,8 @@ def _(ctx, dout, _dmask=None):
     return F.dropout_grad(dout, ctx.outputs[1], dropout_scale(ctx.attrs["p"]))
 
 
-dropout_grad = register("dropout_grad", doc="dout * mask * scale (the gradient of dropout).")
+dropout_grad = register("dropout_grad", elementwise=True, alias_safe=True,
+                        doc="dout * mask * scale (the gradient of dropout).")
 
 
 @dropout_grad.infer

@@ -118,7 +118,7 @@ def _bn_grad(ctx, dout, first):
 
 batch_norm = register("batch_norm", mutates=(1, 2), grad_uses_outputs=True,
                       doc="Batch normalisation over dim 1 (inputs x, running_mean, running_var, "
-                          "[weight], [bias]); outputs y, mean, invstd.")
+                          "[weight], [bias]); outputs y, mean, invstd.", amp="deny")
 batch_norm.infer(lambda inputs, attrs: _bn_shape("batch_norm", inputs, attrs, 3))
 batch_norm.kernel("cpu")(lambda ins, outs, attrs: _bn_kernel(ins, outs, attrs, 3))
 batch_norm.grad(lambda ctx, dout, _dm=None, _di=None: _bn_grad(ctx, dout, 3))
@@ -126,7 +126,7 @@ batch_norm.grad(lambda ctx, dout, _dm=None, _di=None: _bn_grad(ctx, dout, 3))
 batch_norm_batch_stats = register(
     "batch_norm_batch_stats", grad_uses_outputs=True,
     doc="Training-mode batch normalisation without running statistics (inputs x, [weight], "
-        "[bias]); outputs y, mean, invstd.")
+        "[bias]); outputs y, mean, invstd.", amp="deny")
 batch_norm_batch_stats.infer(
     lambda inputs, attrs: _bn_shape("batch_norm", inputs, dict(attrs, training=True), 1))
 batch_norm_batch_stats.kernel("cpu")(
@@ -135,7 +135,7 @@ batch_norm_batch_stats.grad(lambda ctx, dout, _dm=None, _di=None: _bn_grad(ctx, 
 
 batch_norm_grad = register("batch_norm_grad",
                            doc="Gradient of batch_norm: inputs dout, x, mean, invstd, [weight]; "
-                               "outputs dx, dweight, dbias.")
+                               "outputs dx, dweight, dbias.", amp="deny")
 
 
 @batch_norm_grad.infer
@@ -221,7 +221,7 @@ def _norm_size(x_shape: tuple, k: int) -> int:
 
 layer_norm = register("layer_norm", grad_uses_outputs=True,
                       doc="Layer normalisation over the last ``normalized_ndim`` dims (inputs x, "
-                          "[weight], [bias]); outputs y, mean, invstd.")
+                          "[weight], [bias]); outputs y, mean, invstd.", amp="deny")
 
 
 @layer_norm.infer
@@ -294,7 +294,7 @@ def _(ctx, dout, _dm=None, _di=None):
     return _grad_outputs(ctx, grads, 1)
 
 
-layer_norm_grad = register("layer_norm_grad",
+layer_norm_grad = register("layer_norm_grad", amp="deny",
                            doc="Gradient of layer_norm: inputs dout, x, mean, invstd, [weight]; "
                                "outputs dx, dweight, dbias (shaped like the normalised dims).")
 
@@ -347,7 +347,7 @@ layer_norm_grad.grad(_no_double_backward("layer_norm"))
 group_norm = register("group_norm", grad_uses_outputs=True,
                       doc="Group normalisation of (N, C, ...) over ``num_groups`` channel groups "
                           "(inputs x, [weight], [bias]); outputs y, mean, invstd of shape "
-                          "(N, groups).")
+                          "(N, groups).", amp="deny")
 
 
 @group_norm.infer
@@ -394,7 +394,7 @@ def _(ctx, dout, _dm=None, _di=None):
 
 group_norm_grad = register("group_norm_grad",
                            doc="Gradient of group_norm: inputs dout, x, mean, invstd, [weight]; "
-                               "outputs dx, dweight, dbias.")
+                               "outputs dx, dweight, dbias.", amp="deny")
 
 
 @group_norm_grad.infer

@@ -63,9 +63,18 @@ def _check_update(name: str, inputs: list, has_step: bool, n_state: int) -> None
             fail(name, f"state tensors must be floating point, got {s.dtype}")
 
 
-def _update_op(name: str, mutates: tuple, has_step: bool, n_state, doc: str):
-    """Register an update op; ``n_state(attrs)`` is the number of state inputs it takes."""
-    op = register(name, mutates=mutates, doc=doc + _SKIP_DOC)
+def _update_op(name: str, mutates: tuple, has_step: bool, n_state, doc: str, *,
+               elementwise: bool):
+    """Register an update op; ``n_state(attrs)`` is the number of state inputs it takes;
+    ``elementwise``: each element is updated from its own param/grad/state (the registry
+    trait: multi_tensor_update may run several parameters as one array)."""
+
+    def mutated(n_inputs: int, attrs: dict) -> tuple:  # never the skip flag
+        n = n_inputs - 1 if attrs.get("skip_if", False) else n_inputs
+        return tuple(i for i in mutates if i < n)
+
+    op = register(name, mutates=mutates, mutates_fn=mutated, optimizer_update=True,
+                  elementwise=elementwise, doc=doc + _SKIP_DOC)
 
     @op.infer
     def _(inputs, attrs):
@@ -74,16 +83,11 @@ def _update_op(name: str, mutates: tuple, has_step: bool, n_state, doc: str):
         _check_update(name, inputs, has_step, n_state(attrs))
         return []
 
-    def mutated(n_inputs: int, attrs: dict) -> tuple:  # never the skip flag
-        n = n_inputs - 1 if attrs.get("skip_if", False) else n_inputs
-        return tuple(i for i in mutates if i < n)
-
-    op.mutates_fn = mutated
-    UPDATE_OPS.append(op)
+    _UPDATE_OPS.append(op)
     return op
 
 
-UPDATE_OPS: list = []
+_UPDATE_OPS: list = []  # to wrap their kernels with the skip flag, below
 _SKIP_DOC = (" With attrs skip_if=True a last input, a one-element flag, is appended; the update "
              "does nothing (param and state unchanged) when the flag is nonzero (nn.Graph's "
              "GradScaler skips a step whose gradients are not finite).")
@@ -132,7 +136,8 @@ def _regularized(g, p, weight_decay: float, negate: bool):
 
 sgd_update = _update_op(
     "sgd_update", (0,), False, lambda attrs: 0,
-    "Plain SGD (param, grad, lr): p -= lr * (g + weight_decay * p).")
+    "Plain SGD (param, grad, lr): p -= lr * (g + weight_decay * p).",
+    elementwise=True)
 
 
 @sgd_update.kernel("cpu")
@@ -148,7 +153,8 @@ momentum_update = _update_op(
     "momentum_update", (0, 3), False, lambda attrs: 1,
     "SGD with momentum (param, grad, lr, momentum_buffer); the buffer starts at zero: "
     "buf = momentum * buf + (1 - dampening) * (g + weight_decay * p); "
-    "d = g + momentum * buf (nesterov) or buf; p -= lr * d (p += lr * d when maximize).")
+    "d = g + momentum * buf (nesterov) or buf; p -= lr * d (p += lr * d when maximize).",
+    elementwise=True)
 
 
 @momentum_update.kernel("cpu")
@@ -177,7 +183,8 @@ adam_update = _update_op(
     "adam_update", (0, 3, 4, 5, 6), True, lambda attrs: 3 if attrs.get("amsgrad") else 2,
     "Adam/AdamW (param, grad, lr, step, exp_avg, exp_avg_sq[, max_exp_avg_sq when amsgrad]). "
     "attrs: beta1, beta2, eps, weight_decay, decoupled (AdamW: p *= 1 - lr * weight_decay; "
-    "otherwise L2: g += weight_decay * p), amsgrad, bias_correction, maximize.")
+    "otherwise L2: g += weight_decay * p), amsgrad, bias_correction, maximize.",
+    elementwise=True)
 
 
 @adam_update.kernel("cpu")
@@ -219,7 +226,8 @@ rmsprop_update = _update_op(
     "RMSprop (param, grad, lr, square_avg[, grad_avg when centered][, momentum_buffer when "
     "momentum > 0]); OneFlow's form: eps inside the square root and lr inside the momentum "
     "buffer: sq = a*sq + (1-a)*g^2; denom = sqrt(sq [- grad_avg^2] + eps); "
-    "buf = momentum*buf + lr*g/denom; p -= buf.")
+    "buf = momentum*buf + lr*g/denom; p -= buf.",
+    elementwise=True)
 
 
 @rmsprop_update.kernel("cpu")
@@ -259,7 +267,8 @@ def _(ins, outs, attrs):
 adagrad_update = _update_op(
     "adagrad_update", (0, 3, 4), True, lambda attrs: 1,
     "Adagrad (param, grad, lr, step, sum): sum += g^2; "
-    "p -= lr / (1 + (step - 1) * lr_decay) * g / (sqrt(sum) + eps).")
+    "p -= lr / (1 + (step - 1) * lr_decay) * g / (sqrt(sum) + eps).",
+    elementwise=True)
 
 
 @adagrad_update.kernel("cpu")
@@ -281,7 +290,8 @@ adadelta_update = _update_op(
     "adadelta_update", (0, 3, 4), False, lambda attrs: 2,
     "Adadelta (param, grad, lr, square_avg, acc_delta): sq = rho*sq + (1-rho)*g^2; "
     "delta = sqrt(acc + eps) / sqrt(sq + eps) * g; acc = rho*acc + (1-rho)*delta^2; "
-    "p -= lr * delta.")
+    "p -= lr * delta.",
+    elementwise=True)
 
 
 @adadelta_update.kernel("cpu")
@@ -313,7 +323,8 @@ lamb_update = _update_op(
     "lamb_update", (0, 3, 4, 5), True, lambda attrs: 2,
     "LAMB (param, grad, lr, step, exp_avg, exp_avg_sq), OneFlow's form: u = m_hat / "
     "(sqrt(v_hat) + eps); trust = ||p|| / ||u|| (1 when either is 0); "
-    "p -= lr * trust * (u + weight_decay * p) when adam_w_mode, else weight decay is L2 on g.")
+    "p -= lr * trust * (u + weight_decay * p) when adam_w_mode, else weight decay is L2 on g.",
+    elementwise=False)
 
 
 def _l2norm(a: np.ndarray) -> float:
@@ -352,14 +363,14 @@ def _(ins, outs, attrs):
     p -= tmp
 
 
-for _op in UPDATE_OPS:  # every update op honours attrs["skip_if"] (eager never sets it)
+for _op in _UPDATE_OPS:  # every update op honours attrs["skip_if"] (eager never sets it)
     _op.kernel("cpu")(_skippable(_op.kernel_cpu))
 
 
 # ---- gradient clipping --------------------------------------------------------------------------
 
 grad_norm = register(
-    "grad_norm",
+    "grad_norm", amp="deny",
     doc="The norm of several tensors taken together (as if concatenated); 0-d output. "
         "norm_type p: (sum |x|^p)^(1/p); inf / -inf: max / min |x|; 0: the number of tensors "
         "that have a non-zero element (the 0-norm of the per-tensor 0-norms, as PyTorch).")
@@ -404,7 +415,7 @@ def _(ins, outs, attrs):
 
 
 clip_grad_by_norm = register(
-    "clip_grad_by_norm", mutates=(0,),
+    "clip_grad_by_norm", mutates=(0,), amp="deny",
     doc="In place: grad *= min(max_norm / (total_norm + 1e-6), 1) (inputs: grad, total_norm).")
 
 
@@ -429,7 +440,7 @@ def _(ins, outs, attrs):
 
 clip_grad_by_value = register(
     "clip_grad_by_value", mutates=(0,),
-    doc="In place: grad = clamp(grad, -clip_value, clip_value).")
+    doc="In place: grad = clamp(grad, -clip_value, clip_value).", amp="deny")
 
 
 @clip_grad_by_value.infer

@@ -104,7 +104,7 @@ def count(shape: tuple, axes: tuple) -> int:
 
 # ---- sum, mean, prod ----------------------------------------------------------------------------
 
-sum_ = register("sum", doc="Sum over ``dim`` (None: all).")
+sum_ = register("sum", doc="Sum over ``dim`` (None: all).", amp="deny")
 sum_.infer(reduce_infer("sum", int_to_long))
 
 
@@ -121,7 +121,7 @@ def _(ctx, dout):
     return broadcast_back(ctx, dout)
 
 
-mean = register("mean", doc="Arithmetic mean over ``dim`` (None: all).")
+mean = register("mean", doc="Arithmetic mean over ``dim`` (None: all).", amp="deny")
 mean.infer(reduce_infer("mean", float_only("mean")))
 
 
@@ -148,7 +148,7 @@ def _(ctx, dout):
     return broadcast_back(ctx, F.mul(dout, 1.0 / max(n, 1)))
 
 
-prod = register("prod", doc="Product over one ``dim`` (None: all elements).")
+prod = register("prod", doc="Product over one ``dim`` (None: all elements).", amp="deny")
 prod.infer(reduce_infer("prod", int_to_long))
 
 
@@ -201,7 +201,7 @@ def _centered(ctx):
     return centered, count(shape, axes) - ctx.attrs.get("correction", 1)
 
 
-var = register("var", doc="Variance over ``dim`` with ``correction`` (1: unbiased).")
+var = register("var", doc="Variance over ``dim`` with ``correction`` (1: unbiased).", amp="deny")
 var.infer(float_input_infer("var"))
 
 
@@ -220,7 +220,7 @@ def _(ctx, dout):
     return F.mul(broadcast_back(ctx, F.mul(dout, scale)), centered)
 
 
-std = register("std", grad_uses_outputs=True, doc="Standard deviation over ``dim``.")
+std = register("std", grad_uses_outputs=True, doc="Standard deviation over ``dim``.", amp="deny")
 std.infer(float_input_infer("std"))
 
 
@@ -241,7 +241,7 @@ def _(ctx, dout):
 
 
 logsumexp = register("logsumexp", grad_uses_outputs=True,
-                     doc="``log(sum(exp(x)))`` over ``dim``, computed stably.")
+                     doc="``log(sum(exp(x)))`` over ``dim``, computed stably.", amp="deny")
 logsumexp.infer(float_input_infer("logsumexp"))
 
 
@@ -304,7 +304,7 @@ def _scan_kernel(name, fn):
     return kernel
 
 
-cumsum = register("cumsum", doc="Cumulative sum along ``dim``.")
+cumsum = register("cumsum", doc="Cumulative sum along ``dim``.", amp="deny")
 cumsum.infer(_scan_infer("cumsum"))
 cumsum.kernel("cpu")(_scan_kernel("cumsum", np.cumsum))
 
@@ -317,7 +317,7 @@ def _(ctx, dout):
     return F.flip(F.cumsum(F.flip(dout, (d,)), d), (d,))
 
 
-cumprod = register("cumprod", doc="Cumulative product along ``dim``.")
+cumprod = register("cumprod", doc="Cumulative product along ``dim``.", amp="deny")
 cumprod.infer(_scan_infer("cumprod"))
 cumprod.kernel("cpu")(_scan_kernel("cumprod", np.cumprod))
 
@@ -328,7 +328,7 @@ def _(ctx, dout):
 
 
 cumprod_backward = register(
-    "cumprod_backward",
+    "cumprod_backward", amp="deny",
     doc="Gradient of cumprod: dx[k] = sum_{i>=k} g[i] * prod_{j<=i, j!=k} x[j] (exact at 0).")
 
 

@@ -176,7 +176,7 @@ argmin = _arg_extremum("argmin", np.argmin)
 
 # ---- norm ----------------------------------------------------------------------------------------
 
-norm = register("norm", grad_uses_outputs=True,
+norm = register("norm", grad_uses_outputs=True, amp="deny",
                 doc="Vector p-norm over ``dim`` (None: all): p = 2, 1, inf, -inf, 0 or any float.")
 
 
@@ -222,7 +222,7 @@ def _(ctx, dout):
 
 norm_grad_factor = register("norm_grad_factor",
                             doc="d norm_p(x) / dx given x and the norm y (kept dims); 0 where "
-                                "the norm is 0, shared among ties for p = +-inf.")
+                                "the norm is 0, shared among ties for p = +-inf.", amp="deny")
 
 
 @norm_grad_factor.infer

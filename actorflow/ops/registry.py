@@ -1,22 +1,60 @@
 """The op registry: one record per op, shared by eager execution, tracing, passes and actors.
 
-An op record holds
+Behaviour, attached with decorators after ``register``:
   * ``infer(inputs, attrs) -> list[Meta]``: output shapes and dtypes from input metas,
-  * ``kernels[device_type](ins, outs, attrs)``: writes into the output arrays it is given,
+  * ``kernel(device_type)``: ``kernels[device_type](ins, outs, attrs)`` writes into the output
+    arrays it is given (``kernel_cpu`` is ``kernels["cpu"]``),
   * ``grad(ctx, *douts) -> tuple``: the gradient rule, written with functional ops so it runs
     eagerly or emits lazy ops,
-  * ``sbp``: a generator of SBP signatures (used by global tensors and the compiler),
+  * ``sbp``: a generator of SBP signatures (for global tensors and the compiler),
   * ``view``: optional; returns an output that aliases the input (eager views share memory;
-    the compiled runtime uses the kernel, which copies),
-  * ``mutates``: indices of inputs the kernel writes in place (optimizer updates, running stats),
+    the compiled runtime uses the kernel, which copies).
+
+Traits, keyword arguments of ``register`` (every consumer - dispatch, autograd, the passes,
+the compiler - reads them from the record; nothing keeps its own list of op names):
+  * ``doc``: what the op computes and its input layout; ``Op.describe()`` shows it with the
+    traits (``python -m actorflow.ops [name ...]`` prints the registry).
+  * ``mutates``: indices of the inputs the kernel may write in place (optimizer updates, running
+    stats, ``assign``); ``mutates_fn(n_inputs, attrs) -> indices`` for ops whose written inputs
+    depend on the call. Ask ``Op.mutated_inputs(n_inputs, attrs)``, the one accessor.
+  * ``grad_uses_outputs``: the gradient rule reads the outputs (True), or these output indices.
+  * ``random``: the dispatcher draws ``attrs["seed"]`` from the global generator.
   * ``optional_outputs``: ``{bool attr: output index}`` for trailing outputs an attr switches on
-    (gelu's saved Phi(x)); a Job pass switches them off where nothing reads them.
+    (gelu's saved Phi(x)); the unread_outputs pass switches them off where nothing reads them.
+  * ``elementwise``: each output element depends only on the input elements at its (broadcast)
+    index, and the fusion passes may run the op as a step of a fused program (fuse_elementwise;
+    with one output, no in-place write and no randomness). On an optimizer update: each
+    parameter element is updated from the elements at its index alone (no norms), so
+    ``multi_tensor_update`` may run several parameters as one flat array.
+  * ``alias_safe`` (elementwise ops): the kernel gives the same result when its output array is
+    one of its inputs (same shape and dtype), so a program step may run in place.
+  * ``activation`` (alias-safe ops): an activation function; fuse_matmul_bias_act may apply it
+    in place to a product's result.
+  * ``bias_act_epilogue``: a matrix product (matmul, linear) whose result fuse_matmul_bias_act
+    may extend with a bias add over the last dim and an ``activation``.
+  * ``bias_input``: the index of the op's own optional bias input (linear, convolutions); a
+    call that has one takes no second bias add.
+  * ``add_to_output``: fuse_add_to_output may fold an ``add`` of this op's result and another
+    tensor into the op (OneFlow's ``_add_to_output``: matmul, linear, convolutions).
+  * ``optimizer_update``: an optimizer update op - inputs ``(param, grad, lr, [step],
+    state...)``, no outputs, param and state written in place, ``attrs["skip_if"]`` honoured
+    (``ops/optim_ops.py``); fuse_model_update batches these, the GradScaler gates them.
+  * ``amp``: the op's class under automatic mixed precision (OneFlow's white / black / gray
+    lists): ``"allow"`` (runs in float16/bfloat16: matmuls, convolutions), ``"deny"`` (runs in
+    float32: losses, softmax, norms, reductions, exp/log...) or ``"follow"`` (the default: its
+    inputs' precision).
+  * ``is_identity(attrs) -> bool`` (one input, one output): given a call whose output has its
+    input's shape and dtype, whether it returns the input unchanged (reshape, expand and cast
+    always, transpose for the identity permutation); identity_elimination removes such calls.
 """
 from __future__ import annotations
 
+import textwrap
 from typing import Callable, NamedTuple
 
 from actorflow.framework.dtype import dtype
+
+AMP_CLASSES = ("allow", "deny", "follow")
 
 
 class Meta(NamedTuple):
@@ -33,45 +71,106 @@ class OpError(RuntimeError):
 class Op:
     """One registered op. See the module docstring for its parts."""
 
-    __slots__ = ("name", "infer_fn", "kernels", "grad_fn", "sbp_fn", "view_fn", "mutates",
-                 "grad_uses_outputs", "random", "n_outputs_hint", "kernel_cpu", "doc",
-                 "mutates_fn", "optional_outputs")
+    __slots__ = ("name", "doc", "infer_fn", "kernels", "grad_fn", "sbp_fn", "view_fn",
+                 "mutates", "mutates_fn", "grad_uses_outputs", "random", "optional_outputs",
+                 "elementwise", "alias_safe", "activation", "bias_act_epilogue", "bias_input",
+                 "add_to_output", "optimizer_update", "amp", "is_identity")
 
-    def __init__(self, name: str, *, mutates: tuple = (),
-                 grad_uses_outputs: bool | tuple[int, ...] = False,
-                 random: bool = False, optional_outputs: dict | None = None, doc: str = ""):
+    def __init__(self, name: str, *, doc: str = "", mutates: tuple = (),
+                 mutates_fn: Callable | None = None,
+                 grad_uses_outputs: bool | tuple[int, ...] = False, random: bool = False,
+                 optional_outputs: dict | None = None, elementwise: bool = False,
+                 alias_safe: bool = False, activation: bool = False,
+                 bias_act_epilogue: bool = False, bias_input: int | None = None,
+                 add_to_output: bool = False, optimizer_update: bool = False,
+                 amp: str = "follow", is_identity: Callable | None = None):
+        if amp not in AMP_CLASSES:
+            raise ValueError(f"op {name!r}: amp must be one of {AMP_CLASSES}, got {amp!r}")
+        if alias_safe and not elementwise:
+            raise ValueError(f"op {name!r}: alias_safe is a trait of elementwise ops")
+        if activation and not alias_safe:
+            raise ValueError(f"op {name!r}: an activation must be alias_safe (it is applied in "
+                             f"place to a product's result)")
         self.name = name
+        self.doc = doc
         self.infer_fn: Callable | None = None
         self.kernels: dict[str, Callable] = {}
-        self.kernel_cpu: Callable | None = None
         self.grad_fn: Callable | None = None
         self.sbp_fn: Callable | None = None
         self.view_fn: Callable | None = None
         self.mutates = tuple(mutates)
+        self.mutates_fn = mutates_fn
         self.grad_uses_outputs = grad_uses_outputs
-        self.random = random  # the dispatcher draws attrs["seed"] from the global generator
-        self.doc = doc
-        self.mutates_fn: Callable | None = None  # (n_inputs, attrs) -> indices, when they vary
+        self.random = random
         self.optional_outputs = dict(optional_outputs or {})
+        self.elementwise = elementwise
+        self.alias_safe = alias_safe
+        self.activation = activation
+        self.bias_act_epilogue = bias_act_epilogue
+        self.bias_input = bias_input
+        self.add_to_output = add_to_output
+        self.optimizer_update = optimizer_update
+        self.amp = amp
+        self.is_identity = is_identity
+
+    @property
+    def kernel_cpu(self) -> Callable | None:
+        """The CPU kernel (``kernels["cpu"]``), or None."""
+        return self.kernels.get("cpu")
 
     def mutated_inputs(self, n_inputs: int, attrs: dict) -> tuple:
         """Indices of the inputs one call with ``n_inputs`` inputs and ``attrs`` writes in
         place: ``mutates`` (those present), or what ``mutates_fn`` says for ops whose written
-        inputs depend on the call (multi-tensor updates)."""
+        inputs depend on the call (multi-tensor updates, the skip flag of updates)."""
         if self.mutates_fn is not None:
             return tuple(self.mutates_fn(n_inputs, attrs))
         return tuple(i for i in self.mutates if i < n_inputs)
 
+    def traits(self) -> list:
+        """The traits that differ from a plain op, as short strings (for ``describe``)."""
+        out = [t for t in ("elementwise", "alias_safe", "activation", "bias_act_epilogue",
+                           "add_to_output", "optimizer_update", "random")
+               if getattr(self, t)]
+        if self.bias_input is not None:
+            out.append(f"bias_input={self.bias_input}")
+        if self.mutates_fn is not None:
+            out.append(f"mutates={self.mutates} per call" if self.mutates else "mutates per call")
+        elif self.mutates:
+            out.append(f"mutates={self.mutates}")
+        if self.grad_uses_outputs:
+            out.append(f"grad_uses_outputs={self.grad_uses_outputs}")
+        if self.optional_outputs:
+            out.append(f"optional_outputs={self.optional_outputs}")
+        if self.is_identity is not None:
+            out.append("is_identity")
+        if self.view_fn is not None:
+            out.append("view")
+        if self.amp != "follow":
+            out.append(f"amp={self.amp}")
+        return out
+
+    def describe(self) -> str:
+        """The op's name, doc, kernels, gradient and traits, as a few lines of text."""
+        lines = textwrap.wrap(f"{self.name}: {self.doc or '(no description)'}", 100,
+                              subsequent_indent="    ")
+        grad = "yes" if self.grad_fn is not None else "no"
+        lines.append(f"  kernels: {', '.join(self.kernels) or 'none'}; gradient rule: {grad}")
+        traits = self.traits()
+        if traits:
+            lines += textwrap.wrap("traits: " + ", ".join(traits), 100, initial_indent="  ",
+                                   subsequent_indent="    ")
+        return "\n".join(lines)
+
     # decorators -------------------------------------------------------------------------------
     def infer(self, fn: Callable) -> Callable:
+        """Set the shape/dtype inference (decorator)."""
         self.infer_fn = fn
         return fn
 
     def kernel(self, device_type: str = "cpu") -> Callable:
+        """Set the kernel for ``device_type`` (decorator; registering again replaces it)."""
         def deco(fn):
             self.kernels[device_type] = fn
-            if device_type == "cpu":
-                self.kernel_cpu = fn
             return fn
         return deco
 
@@ -95,7 +194,8 @@ _REGISTRY: dict[str, Op] = {}
 
 
 def register(name: str, **kw) -> Op:
-    """Create and register a new op; registering a name twice is an error."""
+    """Create and register a new op (``kw``: the traits of the module docstring); registering
+    a name twice is an error."""
     if name in _REGISTRY:
         raise ValueError(f"op {name!r} is already registered")
     op = Op(name, **kw)

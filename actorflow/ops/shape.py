@@ -35,7 +35,8 @@ def infer_reshape(op_name: str, shape: tuple, target) -> tuple:
     return target
 
 
-reshape = register("reshape", doc="Same values in a new shape (a view when the input allows).")
+reshape = register("reshape", is_identity=lambda attrs: True,
+                   doc="Same values in a new shape (a view when the input allows).")
 
 
 @reshape.infer
@@ -64,7 +65,13 @@ def _permuted(shape, perm):
     return tuple(shape[p] for p in perm)
 
 
-transpose = register("transpose", doc="Permute dimensions (``perm`` attr); a view in eager.")
+def _identity_perm(attrs: dict) -> bool:
+    perm = attrs.get("perm")
+    return perm is not None and list(perm) == list(range(len(perm)))
+
+
+transpose = register("transpose", is_identity=_identity_perm,
+                     doc="Permute dimensions (``perm`` attr); a view in eager.")
 
 
 @transpose.infer

@@ -1,15 +1,16 @@
 """Automatic mixed precision: cast insertion over the whole Job (``config.enable_amp``).
 
 Autograd already ran while tracing, so the pass sees forward, backward and optimizer ops and
-gives each a precision, in Job order:
+gives each a precision, in Job order, from its registry record's ``amp`` class (what OneFlow
+keeps as white / black / gray lists):
 
-* white-list ops (matmul, linear, convolutions and their input/weight gradients) run in the AMP
+* ``"allow"`` ops (matmul, linear, convolutions and their input/weight gradients) run in the AMP
   dtype (float16 or bfloat16): their float32 inputs are cast to it;
-* black-list ops (losses and their gradients, softmax / log_softmax, fused attention, norms,
-  reductions such as sum / mean, exp / log / pow..., every optimizer-phase op and every op that
-  writes an input in place) run in float32: their half-precision inputs are cast to float32;
-* every other op follows its inputs (the op's registered type promotion); if its inference
-  rejects mixed precisions, its half-precision inputs are cast to float32.
+* ``"deny"`` ops (losses and their gradients, softmax / log_softmax, fused attention, norms,
+  reductions such as sum / mean, exp / log / pow...), every optimizer-phase op and every op that
+  writes an input in place run in float32: their half-precision inputs are cast to float32;
+* ``"follow"`` ops (all others) follow their inputs (the op's registered type promotion); if its
+  inference rejects mixed precisions, its half-precision inputs are cast to float32.
 
 Each op's outputs are re-inferred from its new inputs, so shapes and dtypes stay consistent down
 the Job. One cast op is made per (blob, dtype) and reused by later readers (a weight is cast to
@@ -28,22 +29,6 @@ from actorflow.job.system_ops import SYSTEM_OPS
 from actorflow.job.verify import JobError
 from actorflow.ops import registry
 
-_CONV = tuple(f"conv{n}d{s}" for n in (1, 2, 3) for s in ("", "_grad_input", "_grad_weight"))
-WHITE_LIST = frozenset(("matmul", "linear") + _CONV)
-
-_LOSSES = ("cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
-           "kl_div", "binary_cross_entropy", "binary_cross_entropy_with_logits")
-BLACK_LIST = frozenset(
-    _LOSSES + tuple(f"{n}_backward" for n in _LOSSES)
-    + ("scaled_dot_product_attention", "scaled_dot_product_attention_grad")
-    + ("softmax", "softmax_grad", "log_softmax", "log_softmax_grad", "logsumexp",
-       "layer_norm", "layer_norm_grad", "batch_norm", "batch_norm_grad",
-       "batch_norm_batch_stats", "group_norm", "group_norm_grad", "norm", "norm_grad_factor",
-       "sum", "sum_to_shape", "mean", "var", "std", "prod", "cumsum", "cumprod",
-       "cumprod_backward", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "pow",
-       "scalar_pow", "reciprocal", "rsqrt", "softplus", "acos", "asin", "cosh", "sinh", "tan",
-       "grad_norm", "clip_grad_by_norm", "clip_grad_by_value", "assign"))
-
 _HALF = (dt.float16, dt.bfloat16)
 
 
@@ -60,18 +45,16 @@ def make_amp_pass(ctx):
 
 
 def op_precision(conf: OpConf) -> str:
-    """``"white"``, ``"black"`` or ``"follow"`` for a registered op of the Job."""
+    """``"allow"``, ``"deny"`` or ``"follow"`` for a registered op of the Job: its ``amp``
+    class, but ``"deny"`` in the optimizer phase and for ops that write an input in place."""
     op = registry.get(conf.op_type)
-    if conf.tags.get("phase") == "optimizer" or conf.op_type in BLACK_LIST \
-            or op.mutated_inputs(len(conf.inputs), conf.attrs):
-        return "black"
-    if conf.op_type in WHITE_LIST:
-        return "white"
-    return "follow"
+    if conf.tags.get("phase") == "optimizer" or op.mutated_inputs(len(conf.inputs), conf.attrs):
+        return "deny"
+    return op.amp
 
 
 def insert_casts(job: Job, low) -> Job:
-    """``job`` with white-list ops in ``low`` precision (see the module docstring)."""
+    """``job`` with the ``"allow"`` ops in ``low`` precision (see the module docstring)."""
     low = dt.as_dtype(low)
     if low not in _HALF:
         raise ValueError(f"AMP: the low precision dtype must be float16 or bfloat16, got {low}")
@@ -141,10 +124,10 @@ def _retype(o: OpConf, low, descs: dict, cast) -> None:
     kind = op_precision(o)
     mutated = set(op.mutated_inputs(len(o.inputs), o.attrs))
     metas = [descs[b] for b in o.inputs]
-    if kind == "white":
+    if kind == "allow":
         o.inputs = [cast(b, low, o) if m.dtype is dt.float32 else b
                     for b, m in zip(o.inputs, metas)]
-    elif kind == "black":
+    elif kind == "deny":
         o.inputs = [cast(b, dt.float32, o) if m.dtype in _HALF and i not in mutated else b
                     for i, (b, m) in enumerate(zip(o.inputs, metas))]
     try:

@@ -57,13 +57,16 @@ def attrs_key(attrs: dict) -> str:
                       sort_keys=True)
 
 
-def plain_op(conf: OpConf, types) -> bool:
-    """``conf`` is a registered op of one of ``types`` with one output, no in-place writes and
-    no randomness (what a program step may be)."""
-    if conf.op_type in SYSTEM_OPS or conf.op_type not in types or len(conf.outputs) != 1:
-        return False
+def plain_op(conf: OpConf) -> registry.Op | None:
+    """The registry record of ``conf`` when it is a registered op with one output, no in-place
+    writes and no randomness (what a program step may be), else None. The caller asks the
+    record for the trait it needs (``elementwise``, ``activation`` ...)."""
+    if conf.op_type in SYSTEM_OPS or len(conf.outputs) != 1:
+        return None
     op = registry.get(conf.op_type)
-    return not op.random and not op.mutated_inputs(len(conf.inputs), conf.attrs)
+    if op.random or op.mutated_inputs(len(conf.inputs), conf.attrs):
+        return None
+    return op
 
 
 def deps_after(index: JobIndex, members: list, end: int) -> bool:

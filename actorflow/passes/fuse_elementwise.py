@@ -1,7 +1,7 @@
 """fuse_elementwise: chains of elementwise ops become one ``fused_elementwise`` op.
 
-Walking the Job in order, an elementwise op (``actorflow.ops.fused.ELEMENTWISE``: one output,
-not random, no in-place write) joins the group of the op producing one of its inputs when both
+Walking the Job in order, an elementwise op (registry trait ``elementwise``; one output, not
+random, no in-place write) joins the group of the op producing one of its inputs when both
 have the same tags and no op outside the group that depends on the group comes before it;
 otherwise it starts a group. A group of two or more ops becomes one program op at the place of
 its last member; a member result other ops still read is an extra output (the forward values a
@@ -15,7 +15,6 @@ from __future__ import annotations
 import heapq
 
 from actorflow.job.job import Job, split_blob
-from actorflow.ops.fused import ELEMENTWISE
 from actorflow.passes.fuse_common import JobIndex, Namer, build_program, plain_op, rewrite, tags_key
 
 
@@ -35,7 +34,8 @@ def fuse_elementwise(job: Job, max_steps: int = 0) -> Job:
     group_of: dict = {}
     groups = []
     for q, o in enumerate(job.ops):
-        if not plain_op(o, ELEMENTWISE):
+        op = plain_op(o)
+        if op is None or not op.elementwise:
             continue
         tags = tags_key(o)
         chosen = None

@@ -1,28 +1,30 @@
 """Fusions around matrix products.
 
-* ``fuse_matmul_bias_act``: ``matmul`` or ``linear`` followed by a bias ``add`` (a 1-d tensor
-  over the last dim; only when the product has no bias of its own) and / or an activation
-  (``actorflow.ops.fused.ACTIVATIONS``) becomes one ``fused_matmul_bias_act`` op. The product is
-  computed into the output, the bias added and the activation applied in place, with the
-  registered kernels, so the numbers are the same bits. A pre-activation value another op still
-  reads (gelu's backward reads its input) is an extra output.
+* ``fuse_matmul_bias_act``: a product (registry trait ``bias_act_epilogue``: matmul, linear)
+  followed by a bias ``add`` (a 1-d tensor over the last dim; only when the product has no bias
+  of its own, see ``bias_input``) and / or an activation (trait ``activation``) becomes one
+  ``fused_matmul_bias_act`` op. The product is computed into the output, the bias added and the
+  activation applied in place, with the registered kernels, so the numbers are the same bits.
+  A pre-activation value another op still reads (gelu's backward reads its input) is an extra
+  output.
 * ``fuse_add_to_output`` (``config.allow_fuse_add_to_output()``): an ``add`` one of whose
-  operands is the result of a ``matmul`` / ``linear`` / ``conv{1,2,3}d`` (or of a
-  ``fused_matmul_bias_act`` without activation) read by nothing else becomes one
-  ``fused_add_to_output`` op: the product is written to the output and the other operand added
-  in place (the add must not broadcast the product to a larger shape).
+  operands is the result of an op with the trait ``add_to_output`` (matmul, linear,
+  convolutions), or of a ``fused_matmul_bias_act`` without activation, read by nothing else
+  becomes one ``fused_add_to_output`` op: the product is written to the output and the other
+  operand added in place (the add must not broadcast the product to a larger shape).
 
 Both walk the Job once; each candidate looks at a bounded neighbourhood, so cost is linear.
 """
 from __future__ import annotations
 
 from actorflow.job.job import Job, OpConf, split_blob
-from actorflow.ops.fused import ACTIVATIONS, program_attrs
+from actorflow.ops import registry
+from actorflow.ops.fused import program_attrs
 from actorflow.passes.fuse_common import (JobIndex, Namer, build_program, deps_after, plain_op,
                                           rewrite, tags_key)
 
-PRODUCTS = ("matmul", "linear")
-ADD_TO_OUTPUT_PRODUCERS = ("matmul", "linear", "conv1d", "conv2d", "conv3d")
+# the op the patterns below fold in (a bias, a residual) and put into the programs they build
+_ADD = "add"
 
 
 def _next(index: JobIndex, cur, tags: str, taken: set):
@@ -33,8 +35,12 @@ def _next(index: JobIndex, cur, tags: str, taken: set):
             yield n
 
 
+def _is_add(conf) -> bool:
+    return conf.op_type == _ADD and plain_op(conf) is not None
+
+
 def _bias_add(index, cur, n) -> bool:
-    if not plain_op(n, ("add",)) or n.inputs.count(cur.out(0)) != 1:
+    if not _is_add(n) or n.inputs.count(cur.out(0)) != 1:
         return False
     other = n.inputs[1] if n.inputs[0] == cur.out(0) else n.inputs[0]
     b = index.producer(other).outputs[split_blob(other)[1]]
@@ -44,7 +50,9 @@ def _bias_add(index, cur, n) -> bool:
 
 
 def _activation(cur, n) -> bool:
-    return plain_op(n, ACTIVATIONS) and n.inputs == [cur.out(0)] and n.outputs[0] == cur.outputs[0]
+    op = plain_op(n)
+    return (op is not None and op.activation and n.inputs == [cur.out(0)]
+            and n.outputs[0] == cur.outputs[0])
 
 
 def fuse_matmul_bias_act(job: Job) -> Job:
@@ -54,12 +62,15 @@ def fuse_matmul_bias_act(job: Job) -> Job:
     taken: set = set()
     replacements = []
     for m in job.ops:
-        if m.name in taken or not plain_op(m, PRODUCTS):
+        if m.name in taken:
+            continue
+        op = plain_op(m)
+        if op is None or not op.bias_act_epilogue:
             continue
         tags = tags_key(m)
         members = [m]
         cur = m
-        if m.op_type == "matmul" or len(m.inputs) == 2:
+        if op.bias_input is None or len(m.inputs) <= op.bias_input:  # no bias of its own
             for n in _next(index, cur, tags, taken):
                 if _bias_add(index, cur, n):
                     members.append(n)
@@ -81,11 +92,13 @@ def fuse_matmul_bias_act(job: Job) -> Job:
 
 
 def _takes_add(p) -> bool:
-    """``p`` is a product an add can be folded into: a plain matmul / linear / conv, or a fused
-    matmul + bias without activation."""
-    if plain_op(p, ADD_TO_OUTPUT_PRODUCERS):
+    """``p`` is a product an add can be folded into: a plain op with the ``add_to_output``
+    trait, or a fused matmul + bias without activation."""
+    op = plain_op(p)
+    if op is not None and op.add_to_output:
         return True
-    return p.op_type == "fused_matmul_bias_act" and p.attrs["ops"][-1] not in ACTIVATIONS
+    return (p.op_type == "fused_matmul_bias_act"
+            and not registry.get(p.attrs["ops"][-1]).activation)
 
 
 def fuse_add_to_output(job: Job) -> Job:
@@ -95,7 +108,7 @@ def fuse_add_to_output(job: Job) -> Job:
     taken: set = set()
     replacements = []
     for a in job.ops:
-        if a.name in taken or not plain_op(a, ("add",)) or len(a.inputs) != 2:
+        if a.name in taken or not _is_add(a) or len(a.inputs) != 2:
             continue
         if a.inputs[0] == a.inputs[1]:
             continue
@@ -139,7 +152,7 @@ def _extend(index: JobIndex, p, a, i: int, name: str):
     args.append([last_ref, ref_other] if i == 0 else [ref_other, last_ref])
     exports = [k] + list(at["exports"][1:])
     attrs = program_attrs(
-        list(at["ops"]) + ["add"], list(at["op_attrs"]) + [a.attrs], args,
+        list(at["ops"]) + [_ADD], list(at["op_attrs"]) + [a.attrs], args,
         list(at["shapes"]) + [a.outputs[0].shape], list(at["dtypes"]) + [a.outputs[0].dtype],
         exports, list(at["parts"]) + [a.name])
     return OpConf(name, "fused_add_to_output", inputs, attrs, [a.outputs[0]] + p.outputs[1:],

@@ -1,4 +1,5 @@
 """fuse_model_update (``config.allow_fuse_model_update_ops()``): the per-parameter update ops
+(registry trait ``optimizer_update``: inputs ``(param, grad, lr, [step], state...)``, no outputs)
 of one kind with equal attrs, the same learning-rate blob and the same tags become one
 ``multi_tensor_update`` op, which runs the update op's kernel for each parameter in the original
 order (the same bits).
@@ -10,12 +11,13 @@ that member later would change what the op sees.
 from __future__ import annotations
 
 from actorflow.job.job import Job, OpConf
+from actorflow.job.system_ops import SYSTEM_OPS
 from actorflow.ops import registry
 from actorflow.passes.fuse_common import JobIndex, Namer, attrs_key, rewrite, tags_key
 
-# update ops laid out as (param, grad, lr, [step], state...) with no outputs (ops/optim_ops.py)
-UPDATE_OPS = ("sgd_update", "momentum_update", "adam_update", "rmsprop_update",
-              "adagrad_update", "adadelta_update", "lamb_update")
+
+def _is_update(o: OpConf) -> bool:
+    return o.op_type not in SYSTEM_OPS and registry.get(o.op_type).optimizer_update
 
 
 def fuse_model_update(job: Job) -> Job:
@@ -24,7 +26,7 @@ def fuse_model_update(job: Job) -> Job:
     runs: dict = {}    # key -> the open run: [members, min position of outside dependents]
     done = []
     for q, o in enumerate(job.ops):
-        if o.op_type not in UPDATE_OPS or o.outputs or len(o.inputs) < 3:
+        if not _is_update(o) or o.outputs or len(o.inputs) < 3:
             continue
         key = (o.op_type, attrs_key(o.attrs), o.inputs[2], tags_key(o), len(o.inputs))
         run = runs.get(key)

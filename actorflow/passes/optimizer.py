@@ -145,7 +145,6 @@ def _emit_updates(b: LazyInterpreter, entry, grads: dict, state_names: dict, sca
     from actorflow.functional import isfinite
     # late: clip_grad_norm_ is nn.utils API, above passes
     from actorflow.nn.utils.clip_grad import clip_grad_norm_
-    from actorflow.ops.optim_ops import UPDATE_OPS
 
     opt = entry.optimizer
     groups = []
@@ -172,7 +171,6 @@ def _emit_updates(b: LazyInterpreter, entry, grads: dict, state_names: dict, sca
             unscaled_groups.append((j, group, pairs))
         groups = unscaled_groups
         found = finite.logical_not()
-    skippable = {op.name for op in UPDATE_OPS}
     for j, group, pairs in groups:
         if all(k in group for k in _CLIP_KEYS):
             holders = []
@@ -189,12 +187,13 @@ def _emit_updates(b: LazyInterpreter, entry, grads: dict, state_names: dict, sca
             start = len(b.job.ops)
             opt._update(p, g, lr, attrs, group)
             if found is not None:
-                _gate(b, b.job.ops[start:], found._h.name, skippable)
+                _gate(b, b.job.ops[start:], found._h.name)
     return found
 
 
-def _gate(b: LazyInterpreter, new_ops: list, flag: str, skippable: set) -> None:
-    """Make the update ops in ``new_ops`` skip when blob ``flag`` is true."""
+def _gate(b: LazyInterpreter, new_ops: list, flag: str) -> None:
+    """Make the update ops in ``new_ops`` (registry trait ``optimizer_update``; they take
+    ``skip_if``) skip when blob ``flag`` is true."""
     from actorflow.job.job import split_blob
     from actorflow.ops import registry
 
@@ -207,7 +206,7 @@ def _gate(b: LazyInterpreter, new_ops: list, flag: str, skippable: set) -> None:
                            for i in op.mutated_inputs(len(o.inputs), o.attrs))
         if not writes_state:
             continue
-        if o.op_type not in skippable:
+        if not op.optimizer_update:
             raise RuntimeError(f"nn.Graph GradScaler: optimizer op {o.name} ({o.op_type}) writes "
                                f"state but can't be skipped on a non-finite step; only the "
                                f"registered update ops take skip_if")

@@ -5,10 +5,12 @@ gradient) that no op of the Job reads is switched off - the attr set to False an
 dropped - so a forward-only Job computes no more than it needs and the op can join fusions,
 which take single-output ops.
 
-identity_elimination: removes ops that return their input unchanged - a ``reshape`` or
-``expand`` to the shape the tensor already has, a ``cast`` to its own dtype, a ``transpose``
-by the identity permutation. Gradient rules emit many of these (a linear's backward reshapes
-to 2-D what already is 2-D); in eager mode they are free views, in a Job they would be copies.
+identity_elimination: removes ops that return their input unchanged - ops whose registry
+record says so (``is_identity``) for a call whose output has its input's shape and dtype: a
+``reshape`` or ``expand`` to the shape the tensor already has, a ``cast`` to its own dtype, a
+``transpose`` by the identity permutation. Gradient rules emit many of these (a linear's
+backward reshapes to 2-D what already is 2-D); in eager mode they are free views, in a Job they
+would be copies.
 
 Readers of the removed op's blob read its input instead. An op is kept when the blob it reads
 or the blob it makes is written in place by some op (then the two must stay distinct memory),
@@ -21,22 +23,12 @@ from actorflow.job.system_ops import SYSTEM_OPS
 from actorflow.ops import registry
 from actorflow.passes.fuse_common import remap_train_blobs
 
-_SHAPE_OPS = ("reshape", "expand")
-
 
 def _is_identity(o, desc_of) -> bool:
-    if len(o.inputs) != 1 or len(o.outputs) != 1:
+    if len(o.inputs) != 1 or len(o.outputs) != 1 or desc_of[o.inputs[0]] != o.outputs[0]:
         return False
-    src = desc_of[o.inputs[0]]
-    out = o.outputs[0]
-    if src != out:
-        return False
-    if o.op_type in _SHAPE_OPS or o.op_type == "cast":
-        return True
-    if o.op_type == "transpose":
-        perm = o.attrs.get("perm")
-        return perm is not None and list(perm) == list(range(len(perm)))
-    return False
+    is_identity = registry.get(o.op_type).is_identity
+    return is_identity is not None and is_identity(o.attrs)
 
 
 def eliminate_identities(job: Job) -> Job:
