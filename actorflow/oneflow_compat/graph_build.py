@@ -1,23 +1,11 @@
-"""OneFlow-internal surfaces that OneFlow code and OneFlow's own tests import, in one place.
-
-They are registered under OneFlow's module names (``oneflow.framework.X`` is imported as
-``actorflow.framework.X``), each a thin view over the part of actorflow that owns the concept:
-
-* ``actorflow.framework.graph_build_util``: ``lazy_mode.is_enabled()`` (a Graph's ``build`` is
-  being traced on this thread), ``lazy_mode.guard(False)`` (run eagerly inside ``build``: ops
-  there compute values and add nothing to the Job), ``scope_to_proto(scope)`` (a scope's
-  attributes in the shape of OneFlow's scope proto);
-* ``actorflow.framework.scope_util``: ``current_scope()``, the scope of the code running now
-  (module path, activation checkpointing, pipeline stage, lazy or not), read from
-  ``actorflow.scope``.
-"""
+"""``oneflow.framework.graph_build_util`` and ``oneflow.framework.scope_util``: lazy mode and the
+current scope as OneFlow code reads them, views over ``actorflow.scope`` and the lazy
+interpreter (see the package docstring)."""
 from __future__ import annotations
 
-import sys
-import types
 from dataclasses import dataclass
 
-from actorflow import framework, scope
+from actorflow import scope
 from actorflow.dispatch.lazy import current_tracer
 
 
@@ -118,15 +106,3 @@ class ScopeProto:
 def scope_to_proto(s: Scope) -> ScopeProto:
     """The attributes of scope ``s`` (from ``scope_util.current_scope()``)."""
     return ScopeProto(s)
-
-
-def _register(name: str, **attrs) -> None:
-    module = types.ModuleType(f"actorflow.framework.{name}")
-    module.__dict__.update(attrs)
-    sys.modules[module.__name__] = module
-    setattr(framework, name, module)
-
-
-_register("graph_build_util", lazy_mode=lazy_mode, scope_to_proto=scope_to_proto,
-          ScopeProto=ScopeProto, AttrValue=AttrValue)
-_register("scope_util", Scope=Scope, current_scope=current_scope)
