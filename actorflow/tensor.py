@@ -198,6 +198,7 @@ class Tensor:
             raise TypeError("data: expected a Tensor")
         self._h, self._shape, self.dtype = other._h, other._shape, other.dtype
         self._vc = other._vc
+        _state_generation[0] += 1
 
     # -- grad -----------------------------------------------------------------------------------
     @property
@@ -564,6 +565,22 @@ def _wrap_dim(dim: int, ndim: int, op: str = "") -> int:
     if not -n <= dim < n:
         raise IndexError(f"{op}: dimension {dim} is out of range for a tensor of {ndim} dims")
     return dim % n
+
+
+# Bumped whenever state a compiled graph may have bound changes identity: a tensor's storage
+# swapped (``t.data = other``), a module's parameter, buffer or child replaced, an optimizer's
+# state loaded. A graph checks its bindings again when it has moved (``nn/graph/graph.py``).
+_state_generation = [0]
+
+
+def state_generation() -> int:
+    """The current state generation (see above)."""
+    return _state_generation[0]
+
+
+def bump_state_generation() -> None:
+    """Note that bound state may have changed identity (see above)."""
+    _state_generation[0] += 1
 
 
 def unsynced_array(t: "Tensor") -> np.ndarray:

@@ -19,7 +19,7 @@ from actorflow.dispatch.lazy import current_tracer
 from actorflow.framework import dtype as dt
 from actorflow.framework.device import as_device
 from actorflow.nn.parameter import Parameter
-from actorflow.tensor import Tensor
+from actorflow.tensor import Tensor, bump_state_generation
 
 _IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
@@ -165,6 +165,8 @@ class Module:
     def __setattr__(self, name: str, value: Any) -> None:
         d = self.__dict__
         params = d.get("_parameters")
+        if isinstance(value, (Tensor, Module)) or value is None:
+            bump_state_generation()  # a graph that bound the old state checks again
         if isinstance(value, Parameter):
             if params is None:
                 raise AttributeError("cannot assign parameters before Module.__init__() call")
@@ -197,6 +199,7 @@ class Module:
 
     def __delattr__(self, name: str) -> None:
         d = self.__dict__
+        bump_state_generation()
         for store in ("_parameters", "_buffers", "_modules"):
             if name in d.get(store, ()):
                 del d[store][name]
@@ -206,6 +209,7 @@ class Module:
 
     def _set_child(self, name: str, module: "Module | None") -> None:
         self._modules[name] = module
+        bump_state_generation()
         if module is not None:
             module.__dict__["_scope_attr_name"] = name
 
@@ -219,6 +223,7 @@ class Module:
             raise ValueError(f"cannot assign non-leaf tensor to parameter '{name}': parameters "
                              f"must be created explicitly (use .detach() or Parameter(...))")
         self._parameters[name] = param
+        bump_state_generation()
 
     def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
         """Add a buffer: module state that is not a parameter. Persistent buffers are part of
@@ -228,6 +233,7 @@ class Module:
             raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer "
                             f"'{name}' (actorflow.Tensor or None required)")
         self._buffers[name] = tensor
+        bump_state_generation()
         if persistent:
             self._non_persistent_buffers_set.discard(name)
         else:
@@ -461,6 +467,7 @@ class Module:
                 for name, b in m._buffers.items():
                     if b is not None:
                         m._buffers[name] = fn(b)
+        bump_state_generation()
         return self
 
     def apply(self, fn: Callable[["Module"], None]) -> "Module":

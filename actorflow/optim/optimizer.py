@@ -26,7 +26,7 @@ from actorflow.autograd.grad_mode import enable_grad, no_grad
 from actorflow.dispatch import apply
 from actorflow.framework import dtype as dt
 from actorflow.ops import registry
-from actorflow.tensor import EagerBlob, Tensor
+from actorflow.tensor import EagerBlob, Tensor, bump_state_generation
 
 _MULTI = registry.get("multi_tensor_update")
 
@@ -309,6 +309,7 @@ class Optimizer:
                 state[target] = {name: _load_state_value(target, name, v)
                                  for name, v in value.items()}
         self.state = state
+        bump_state_generation()  # a graph that bound the old state tensors binds these
         for group, saved in zip(self.param_groups, saved_groups):
             for k, v in saved.items():
                 if k != "params":

@@ -48,6 +48,7 @@ class CompiledGraph:
         self.next_buffer = 0
         self.last_call = None
         self._plan = None
+        self.generation = -1  # the state generation its bindings were checked at
 
     @property
     def plan(self):

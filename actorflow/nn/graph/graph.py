@@ -28,7 +28,7 @@ from actorflow.nn.graph.config import GraphConfig
 from actorflow.nn.graph.proxy import (GraphModule, Proxy, ProxyModule, ProxyTensor, iter_proxies,
                                       make_proxy)
 from actorflow.nn.module import Module
-from actorflow.tensor import Tensor
+from actorflow.tensor import Tensor, state_generation
 
 _graph_ids = itertools.count()
 
@@ -165,6 +165,15 @@ class Graph:
                     f"called inside another graph's build()")
         sig = (args_tree.signature(structure, tensors), self._modes())
         compiled = self._cache.get(sig)
+        if compiled is not None and compiled.generation != state_generation():
+            stale = self._stale_binding(compiled)
+            if stale is not None:  # state it bound was replaced: compile against the new state
+                del self._cache[sig]
+                compiled.close()
+                self.__dict__["_pending_reason"] = stale
+                compiled = None
+            else:
+                compiled.generation = state_generation()
         if compiled is None:
             compiled = self._compile(sig, structure, tensors, args, kwargs)
         else:
@@ -229,6 +238,7 @@ class Graph:
         paths = [p for n, s in named for p in args_tree.leaf_paths(s, n)]
         reason = self._compile_reason(sig, named, paths)
         self.__dict__["_compiles"] += 1
+        generation = state_generation()
         t0 = time.perf_counter()
         for proxy in self._modules.values():
             for p in iter_proxies(proxy):
@@ -258,6 +268,7 @@ class Graph:
         full_job, log = run_passes(forward_job.copy(), passes)
         compiled = CompiledGraph(sig, forward_job, full_job, dict(ctx.bindings), out_structure,
                                  log, named, paths, self.config.outputs_buffer_size)
+        compiled.generation = generation
         # the trace's lazy tensors keep the builder alive in a reference cycle: drop its links
         # back to this graph so deleting the graph frees it (and stops its runtime) at once
         b.namer = None
@@ -325,6 +336,32 @@ class Graph:
                 if buf is not None:
                     names.setdefault(id(buf), (bname, "buffer", buf))
         return names
+
+    def _stale_binding(self, compiled: CompiledGraph) -> str | None:
+        """Why ``compiled`` can't run on the current state (a parameter, buffer or optimizer
+        state tensor it bound was replaced, or a bound tensor changed shape or dtype), or
+        None when every binding still holds."""
+        current = {name: t for name, _kind, t in self._state_names().values()}
+        for entry in self._optimizers:
+            for p, state in entry.optimizer.state.items():
+                for key, v in state.items():
+                    if isinstance(v, Tensor):
+                        current[f"{self._param_name(p)}.{key}"] = v
+        for o in compiled.full_job.ops_of_type("variable"):
+            name, kind = o.attrs["name"], o.attrs.get("kind")
+            bound = compiled.bindings.get(name)
+            if kind in ("parameter", "buffer", "optimizer_state"):
+                now = current.get(name)
+                if now is None:
+                    return f"{kind} {name} is no longer part of the graph's state"
+                if now is not bound:
+                    return f"{kind} {name} was replaced by another tensor"
+            desc = o.outputs[0]
+            if bound is not None and (tuple(bound._shape) != tuple(desc.shape)
+                                      or bound.dtype is not desc.dtype):
+                return (f"{kind} {name} changed from {tuple(desc.shape)} {desc.dtype} to "
+                        f"{tuple(bound._shape)} {bound.dtype}")
+        return None
 
     def _name_optimizer_state(self, t: Tensor):
         """``(name, kind)`` of optimizer state or learning-rate tensor ``t``, else None.
