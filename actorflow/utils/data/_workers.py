@@ -6,6 +6,11 @@ of the previous one. Results go into one dict guarded by a condition variable, k
 index (map-style datasets) or by ``(worker id, n)`` (iterable datasets, where every worker
 iterates its own ``iter(dataset)``). The threads never reference the iterator that consumes
 them, so deleting the iterator can shut them down.
+
+A worker that raises stores the error as that batch's result and goes on with its next batch.
+A thread stuck in user code can't be stopped: shutdown joins for a bounded time and abandons
+it (it is a daemon thread), and what it stores later is dropped, its epoch being over or the
+pool closed.
 """
 from __future__ import annotations
 
@@ -102,12 +107,34 @@ class IterFetcher:
 
 OK, ERR, END = "ok", "err", "end"
 
+# Shutdown waits at most this long (in total) for the threads to finish the batches they are
+# loading; threads still inside user code after that are abandoned (they are daemon threads).
+JOIN_GRACE_S = 1.0
+
+
+class _Worker:
+    """One worker thread, its command queue, and since when it has been inside user code."""
+
+    __slots__ = ("wid", "queue", "thread", "busy_since")
+
+    def __init__(self, pool: WorkerPool, wid: int):
+        self.wid = wid
+        self.queue: queue.SimpleQueue = queue.SimpleQueue()
+        self.busy_since: float | None = None
+        self.thread = threading.Thread(target=_worker_loop, args=(pool, self),
+                                       name=f"actorflow-dataloader-{wid}", daemon=True)
+
 
 class WorkerPool:
-    """``num_workers`` threads loading batches; see the module docstring."""
+    """``num_workers`` threads loading batches; see the module docstring.
+
+    ``timeout`` (seconds, 0 = none) is the loader's: a thread that has been inside one call of
+    user code for longer than that when a new epoch starts is taken as stuck and replaced.
+    """
 
     def __init__(self, dataset, collate_fn, auto_collation: bool, batch_size, drop_last: bool,
-                 num_workers: int, prefetch_factor: int, worker_init_fn, base_seed: int):
+                 num_workers: int, prefetch_factor: int, worker_init_fn, base_seed: int,
+                 timeout: float = 0):
         self.dataset = dataset
         self.collate_fn = collate_fn
         self.auto_collation = auto_collation
@@ -115,36 +142,48 @@ class WorkerPool:
         self.drop_last = drop_last
         self.num_workers = num_workers
         self.prefetch_factor = prefetch_factor
+        self.worker_init_fn = worker_init_fn
+        self.base_seed = base_seed
+        self.timeout = timeout
         self.cv = threading.Condition()
         self.closed = False
         self.epoch = 0
         self.results: dict = {}
         self.consumed = [0] * num_workers
-        self.queues = [queue.SimpleQueue() for _ in range(num_workers)]
-        self.threads = []
-        for wid in range(num_workers):
-            t = threading.Thread(target=_worker_loop,
-                                 args=(self, wid, worker_init_fn, base_seed + wid),
-                                 name=f"actorflow-dataloader-{wid}", daemon=True)
-            t.start()
-            self.threads.append(t)
+        self.all_threads: set = set()  # every thread ever started, replaced ones included
+        self.workers = [self._start(wid) for wid in range(num_workers)]
+
+    def _start(self, wid: int) -> _Worker:
+        w = _Worker(self, wid)
+        self.all_threads.add(w.thread)
+        w.thread.start()
+        return w
 
     # -- main-thread side -----------------------------------------------------------------------
     def reset(self) -> int:
-        """Start a new epoch: forget the previous one's results and work; returns its number."""
+        """Start a new epoch: forget the previous one's results and work, replace threads stuck
+        in the previous one's user code for longer than ``timeout``; returns the epoch."""
         with self.cv:
             self.epoch += 1
             self.results.clear()
             self.consumed = [0] * self.num_workers
+            if self.timeout > 0:
+                now = time.monotonic()
+                for wid, w in enumerate(self.workers):
+                    since = w.busy_since
+                    if since is not None and now - since > self.timeout:
+                        w.queue.put(None)  # it exits once (if ever) its call returns
+                        self.workers[wid] = self._start(wid)
             self.cv.notify_all()
             return self.epoch
 
     def submit(self, worker_id: int, command: tuple) -> None:
-        self.queues[worker_id].put(command)
+        self.workers[worker_id].queue.put(command)
 
-    def wait(self, key, epoch: int, timeout: float):
-        """Block until the result for ``key`` arrives; returns ``(status, value)``."""
-        deadline = time.monotonic() + timeout if timeout > 0 else None
+    def wait(self, key, epoch: int, deadline: float | None, what: str, worker_id: int):
+        """Block until the result for ``key`` arrives, at most until ``deadline`` (a
+        ``time.monotonic()`` value, None = no bound); returns ``(status, value)``. ``what``
+        names the batch, loaded by ``worker_id``, in the timeout error."""
         with self.cv:
             while key not in self.results:
                 if self.closed:
@@ -154,12 +193,16 @@ class WorkerPool:
                                        "over the same persistent workers")
                 if deadline is None:
                     self.cv.wait()
-                else:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        raise RuntimeError(f"DataLoader timed out after {timeout} seconds "
-                                           f"waiting for batch {key}")
-                    self.cv.wait(left)
+                    continue
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    since = self.workers[worker_id].busy_since
+                    busy = ("" if since is None else f"; it has been in user code (dataset, "
+                            f"collate_fn) for {time.monotonic() - since:.1f} s")
+                    raise RuntimeError(f"DataLoader timed out after {self.timeout} seconds "
+                                       f"waiting for {what} from worker thread {worker_id}"
+                                       f"{busy}")
+                self.cv.wait(left)
             return self.results.pop(key)
 
     def mark_consumed(self, worker_id: int) -> None:
@@ -168,19 +211,23 @@ class WorkerPool:
             self.cv.notify_all()
 
     def shutdown(self) -> None:
-        """Stop the threads and wait for them (each finishes the batch it is loading)."""
+        """Stop the threads; wait at most ``JOIN_GRACE_S`` in all (no longer than ``timeout``
+        when one is set) for those finishing a batch, and abandon the rest: they are daemon
+        threads, and whatever they produce later is dropped."""
         with self.cv:
             if self.closed:
                 return
             self.closed = True
             self.results.clear()
             self.cv.notify_all()
-        for q in self.queues:
-            q.put(None)
-        if threading.current_thread() in self.threads:
+        for w in self.workers:
+            w.queue.put(None)
+        if threading.current_thread() in self.all_threads:
             return  # called from a worker (garbage collection there): signal, don't wait
-        for t in self.threads:
-            t.join()
+        grace = min(JOIN_GRACE_S, self.timeout) if self.timeout > 0 else JOIN_GRACE_S
+        deadline = time.monotonic() + grace
+        for w in self.workers:
+            w.thread.join(max(0.0, deadline - time.monotonic()))
 
     # -- worker side ----------------------------------------------------------------------------
     def _store(self, epoch: int, key, result: tuple) -> None:
@@ -194,17 +241,27 @@ class WorkerPool:
             return epoch == self.epoch and not self.closed
 
 
-def _worker_loop(pool: WorkerPool, wid: int, init_fn, seed: int) -> None:
-    _local.info = WorkerInfo(wid, pool.num_workers, seed, pool.dataset)
+def _user_call(me: _Worker, fn, *args):
+    """``fn(*args)``, with ``me.busy_since`` set while it runs (for stuck-thread detection)."""
+    me.busy_since = time.monotonic()
+    try:
+        return fn(*args)
+    finally:
+        me.busy_since = None
+
+
+def _worker_loop(pool: WorkerPool, me: _Worker) -> None:
+    wid = me.wid
+    _local.info = WorkerInfo(wid, pool.num_workers, pool.base_seed + wid, pool.dataset)
     init_error = None
-    if init_fn is not None:
+    if pool.worker_init_fn is not None:
         try:
-            init_fn(wid)
-        except BaseException as e:  # reported with the first batch this worker owes
+            _user_call(me, pool.worker_init_fn, wid)
+        except BaseException as e:  # reported with every batch this worker owes
             init_error = WorkerError(e, wid, "worker_init_fn")
     fetch = MapFetcher(pool.dataset, pool.collate_fn, pool.auto_collation)
     while True:
-        command = pool.queues[wid].get()
+        command = me.queue.get()
         if command is None:
             return
         kind, epoch, key, index = command
@@ -215,24 +272,30 @@ def _worker_loop(pool: WorkerPool, wid: int, init_fn, seed: int) -> None:
                 pool._store(epoch, key, (ERR, init_error))
                 continue
             try:
-                result = (OK, fetch(index))
+                result = (OK, _user_call(me, fetch, index))
             except BaseException as e:
                 result = (ERR, WorkerError(e, wid, f"batch {key}"))
             pool._store(epoch, key, result)
         else:
-            _iterate(pool, wid, epoch, init_error)
+            _iterate(pool, me, epoch, init_error)
 
 
-def _iterate(pool: WorkerPool, wid: int, epoch: int, init_error) -> None:
-    """One epoch over an IterableDataset, at most ``prefetch_factor`` batches ahead."""
+def _iterate(pool: WorkerPool, me: _Worker, epoch: int, init_error) -> None:
+    """One epoch over an IterableDataset, at most ``prefetch_factor`` batches ahead. A batch
+    that raises is reported and the same iterator is asked for the next one, as without
+    workers; a worker whose ``worker_init_fn`` or ``iter(dataset)`` failed reports that once
+    and ends."""
+    wid = me.wid
     if init_error is not None:
         pool._store(epoch, (wid, 0), (ERR, init_error))
+        pool._store(epoch, (wid, 1), (END, None))
         return
     try:
-        fetch = IterFetcher(pool.dataset, pool.collate_fn, pool.auto_collation,
-                            pool.batch_size, pool.drop_last)
+        fetch = _user_call(me, IterFetcher, pool.dataset, pool.collate_fn, pool.auto_collation,
+                           pool.batch_size, pool.drop_last)
     except BaseException as e:
         pool._store(epoch, (wid, 0), (ERR, WorkerError(e, wid, "iter(dataset)")))
+        pool._store(epoch, (wid, 1), (END, None))
         return
     n = 0
     while True:
@@ -243,12 +306,12 @@ def _iterate(pool: WorkerPool, wid: int, epoch: int, init_error) -> None:
             if pool.closed or pool.epoch != epoch:
                 return
         try:
-            result = (OK, fetch())
+            result = (OK, _user_call(me, fetch))
         except StopIteration:
             result = (END, None)
         except BaseException as e:
             result = (ERR, WorkerError(e, wid, f"batch {n} of worker {wid}"))
         pool._store(epoch, (wid, n), result)
-        if result[0] != OK:
+        if result[0] == END:
             return
         n += 1

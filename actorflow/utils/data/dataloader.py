@@ -3,6 +3,9 @@ threads (threads, not processes: NumPy releases the GIL in its loops, and nothin
 pickled)."""
 from __future__ import annotations
 
+import math
+import numbers
+import time
 from typing import Callable
 
 from actorflow.random import default_generator
@@ -19,8 +22,14 @@ class DataLoader:
     ``shuffle=True``, reproducible with ``actorflow.manual_seed`` or ``generator``) and grouped
     by ``batch_size``/``drop_last`` (or by a ``batch_sampler``); ``collate_fn`` merges each
     batch. ``num_workers > 0`` loads batches in that many threads, at most
-    ``prefetch_factor * num_workers`` batches ahead, and yields them in order. ``pin_memory``
-    is accepted and ignored (there is no accelerator).
+    ``prefetch_factor * num_workers`` batches ahead, and yields them in order. A batch that
+    raises re-raises its error (naming the batch and worker) in its turn; iterating on goes on
+    with the next batch, as without workers. ``timeout > 0`` (only with workers) bounds each
+    wait for a batch: it raises ``RuntimeError`` and the same batch can be waited for again.
+    Ending an iterator waits at most about a second for its threads; threads stuck in user
+    code are abandoned (daemon threads; their late results are dropped), and persistent
+    workers replace one stuck for longer than ``timeout`` when the next epoch starts.
+    ``pin_memory`` is accepted and ignored (there is no accelerator).
     """
 
     def __init__(self, dataset: Dataset, batch_size: int | None = 1, shuffle: bool = False,
@@ -32,8 +41,12 @@ class DataLoader:
         if not isinstance(num_workers, int) or num_workers < 0:
             raise ValueError(f"DataLoader: num_workers should be a non-negative integer, got "
                              f"{num_workers!r}")
-        if timeout < 0:
-            raise ValueError(f"DataLoader: timeout should be non-negative, got {timeout}")
+        if not isinstance(timeout, numbers.Real) or not 0 <= timeout < math.inf:
+            raise ValueError(f"DataLoader: timeout should be a non-negative number of seconds "
+                             f"(0 = no timeout), got {timeout!r}")
+        if num_workers == 0 and timeout > 0:
+            raise ValueError("DataLoader: timeout needs num_workers > 0 (without workers the "
+                             "batch is loaded in the calling thread, which can't be bounded)")
         if num_workers == 0 and prefetch_factor is not None:
             raise ValueError("DataLoader: prefetch_factor is only used with num_workers > 0")
         if num_workers == 0 and persistent_workers:
@@ -72,7 +85,7 @@ class DataLoader:
         self.num_workers = num_workers
         self.prefetch_factor = prefetch_factor
         self.pin_memory = pin_memory
-        self.timeout = timeout
+        self.timeout = float(timeout)
         self.worker_init_fn = worker_init_fn
         self.generator = generator
         self.persistent_workers = persistent_workers
@@ -111,7 +124,7 @@ class DataLoader:
     def _new_pool(self, base_seed: int) -> WorkerPool:
         return WorkerPool(self.dataset, self.collate_fn, self._auto_collation, self.batch_size,
                           self.drop_last, self.num_workers, self.prefetch_factor,
-                          self.worker_init_fn, base_seed)
+                          self.worker_init_fn, base_seed, self.timeout)
 
     def __del__(self):
         pool = getattr(self, "_pool", None)
@@ -148,8 +161,10 @@ class _WorkerIter:
 
     Map-style: batch ``i`` goes to worker ``i % num_workers``; at most
     ``prefetch_factor * num_workers`` batches are outstanding. Iterable: each worker iterates
-    the dataset and the batches are taken from the workers in turn. The pool is shut down when
-    the iterator is exhausted, fails or is deleted (unless it belongs to persistent workers).
+    the dataset and the batches are taken from the workers in turn. An error (from a worker,
+    or from the sampler in this thread) is raised in the batch's turn and leaves the iterator
+    usable, as does a timeout (which consumes nothing). The pool is shut down when the
+    iterator is exhausted or deleted (unless it belongs to persistent workers).
     """
 
     def __init__(self, loader: DataLoader, pool: WorkerPool, owns_pool: bool):
@@ -158,21 +173,26 @@ class _WorkerIter:
         self._timeout = loader.timeout
         self._loader = loader
         self._n = loader.num_workers
-        self._epoch = pool.reset()
         self._iterable = isinstance(loader.dataset, IterableDataset)
-        if self._iterable:
-            self._live = list(range(self._n))
-            self._turn = 0
-            self._taken = [0] * self._n
-            for w in range(self._n):
-                pool.submit(w, ("iter", self._epoch, None, None))
-        else:
-            self._indices = iter(loader._index_sampler)
-            self._sent = 0
-            self._received = 0
-            self._sampler_done = False
-            for _ in range(loader.prefetch_factor * self._n):
-                self._dispatch()
+        try:
+            self._epoch = pool.reset()
+            if self._iterable:
+                self._live = list(range(self._n))
+                self._turn = 0
+                self._taken = [0] * self._n
+                for w in range(self._n):
+                    pool.submit(w, ("iter", self._epoch, None, None))
+            else:
+                self._sent = 0
+                self._received = 0
+                self._sampler_done = False
+                self._sampler_errors: dict = {}
+                self._indices = iter(loader._index_sampler)
+                for _ in range(loader.prefetch_factor * self._n):
+                    self._dispatch()
+        except BaseException:
+            self._close()
+            raise
 
     def __iter__(self):
         return self
@@ -188,38 +208,47 @@ class _WorkerIter:
         except StopIteration:
             self._sampler_done = True
             return
-        self._pool.submit(self._sent % self._n, ("map", self._epoch, self._sent, index))
+        except Exception as e:  # raised in its turn, as without workers; the sampler goes on
+            self._sampler_errors[self._sent] = e
+        else:
+            self._pool.submit(self._sent % self._n, ("map", self._epoch, self._sent, index))
         self._sent += 1
 
     def __next__(self):
         if self._pool is None:
             raise StopIteration
-        try:
-            status, value = self._next_iterable() if self._iterable else self._next_map()
-        except BaseException:
-            self._close()
-            raise
+        status, value = self._next_iterable() if self._iterable else self._next_map()
         if status == END:
             self._close()
             raise StopIteration
         if status == ERR:
-            self._close()
             value.reraise()
         return value
+
+    def _deadline(self) -> float | None:
+        return time.monotonic() + self._timeout if self._timeout > 0 else None
 
     def _next_map(self) -> tuple:
         if self._received == self._sent:
             return END, None
-        result = self._pool.wait(self._received, self._epoch, self._timeout)
+        i = self._received
+        error = self._sampler_errors.pop(i, None)
+        if error is None:
+            result = self._pool.wait(i, self._epoch, self._deadline(), f"batch {i}", i % self._n)
         self._received += 1
         self._dispatch()
+        if error is not None:
+            raise error
         return result
 
     def _next_iterable(self) -> tuple:
+        deadline = self._deadline()  # one bound for the whole wait, over every worker asked
         while self._live:
             self._turn %= len(self._live)
             w = self._live[self._turn]
-            result = self._pool.wait((w, self._taken[w]), self._epoch, self._timeout)
+            n = self._taken[w]
+            result = self._pool.wait((w, n), self._epoch, deadline, f"batch {n} of worker {w}",
+                                     w)
             self._taken[w] += 1
             self._pool.mark_consumed(w)
             if result[0] == END:
