@@ -176,10 +176,6 @@ class Tensor:
     def is_global(self) -> bool:
         return getattr(self._h, "is_global", False)
 
-    @property
-    def is_floating_point_(self) -> bool:
-        return self.dtype.is_floating_point
-
     def is_floating_point(self) -> bool:
         return self.dtype.is_floating_point
 

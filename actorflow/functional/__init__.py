@@ -3,7 +3,7 @@
 Every function here ends in ``dispatch.apply`` on a registered op, so the same code runs
 eagerly, inside a Graph trace, and inside gradient rules.
 """
-from actorflow.functional._base import as_tensor_like, call, scalar_value  # noqa: F401
+from actorflow.functional._base import as_tensor_like, call  # noqa: F401
 from actorflow.functional.creation import *  # noqa: F401,F403
 from actorflow.functional.elementwise import *  # noqa: F401,F403
 from actorflow.functional.activation import *  # noqa: F401,F403

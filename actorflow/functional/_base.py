@@ -18,11 +18,6 @@ def call(op_name: str, *inputs, **attrs):
     return outs[0] if len(outs) == 1 else tuple(outs)
 
 
-def call1(op, inputs: list, attrs: dict) -> Tensor:
-    """Fast path for a single-output op given as an ``Op`` record."""
-    return apply(op, inputs, attrs)[0]
-
-
 def is_scalar(x) -> bool:
     return isinstance(x, (numbers.Number, np.bool_, np.number)) and not isinstance(x, Tensor)
 
@@ -51,8 +46,3 @@ def as_tensor_like(x, like: Tensor | None = None, op_name: str = "as_tensor_like
     return tensor(x)
 
 
-def scalar_value(x):
-    """A Python number from a number or a one-element tensor."""
-    if isinstance(x, Tensor):
-        return x.item()
-    return x

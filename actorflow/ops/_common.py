@@ -10,7 +10,7 @@ import importlib
 import numpy as np
 
 from actorflow.framework import dtype as dt
-from actorflow.ops.registry import Meta, fail
+from actorflow.ops.registry import fail
 
 
 class _Functional:
@@ -56,20 +56,6 @@ def norm_axis(op_name: str, axis: int, ndim: int) -> int:
     if not -n <= axis < n:
         fail(op_name, f"dim {axis} is out of range for a tensor of {ndim} dims")
     return axis % n
-
-
-def norm_axes(op_name: str, axes, ndim: int) -> tuple:
-    """Normalise ``None`` (all), an int, or a sequence of ints into a sorted tuple of axes."""
-    if axes is None:
-        return tuple(range(ndim))
-    if isinstance(axes, int):
-        axes = (axes,)
-    res = tuple(sorted({norm_axis(op_name, a, ndim) for a in axes}))
-    return res
-
-
-def same_meta(x) -> list:
-    return [Meta(x._shape, x.dtype)]
 
 
 def copy_reshaped(x: np.ndarray, out: np.ndarray) -> None:

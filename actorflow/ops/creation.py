@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from actorflow.framework import dtype as dt
 from actorflow.ops._common import F
 from actorflow.ops.registry import Meta, register
 from actorflow.random import numpy_rng
@@ -160,6 +159,3 @@ def _(ctx, dout):
     return F.zeros_like(ctx.inputs[0])
 
 
-def default_float(d):
-    """``d`` as an actorflow dtype, or the default float dtype when ``d`` is None."""
-    return dt.get_default_dtype() if d is None else dt.as_dtype(d)

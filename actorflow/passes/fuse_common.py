@@ -41,11 +41,6 @@ class JobIndex:
     def readers(self, blob: str) -> list:
         return self.consumers.get(blob, [])
 
-    def sole_reader(self, blob: str):
-        """The op reading ``blob`` when exactly one read of it exists, else None."""
-        r = self.consumers.get(blob, ())
-        return self.by_name[r[0]] if len(r) == 1 else None
-
 
 def tags_key(conf: OpConf) -> str:
     """Ops fuse only with ops whose tags (phase, stage, checkpointing ...) are equal."""
