@@ -105,3 +105,20 @@ def test_outputs_of_a_failed_call_carry_the_error_state_does_not(executor):
             (box[0] + 1).item()
     io.StringIO(repr(m.weight))  # printing the parameter works
     assert np.isfinite(m.weight.numpy()).all()
+
+
+def test_eager_ops_on_an_output_issued_before_the_call_finished_read_its_values(executor):
+    class Slow(nn.Graph):
+        def build(self, a):
+            for _ in range(6):
+                a = flow.matmul(a, a) * 0.01
+            return a.sum(), a
+
+    g = Slow()
+    x = flow.tensor(np.random.default_rng(0).standard_normal((300, 300)).astype(np.float32))
+    for _ in range(3):
+        s, a = g(x)
+        follow = (s.float() + 1, a * 2)  # issued at once, ordered after the call
+        ref_s, ref_a = s.numpy(), a.numpy()
+        np.testing.assert_allclose(follow[0].numpy(), ref_s + 1, rtol=1e-6)
+        np.testing.assert_allclose(follow[1].numpy(), ref_a * 2, rtol=1e-6)

@@ -89,8 +89,10 @@ class CompiledGraph:
                 if err is not None:
                     finish(_with_state_note(err, f.wrote_state))
                     return
+                # into the blobs' own arrays: eager ops issued on an output before the call
+                # finished already hold those arrays
                 for b, a in zip(blobs, f.result()):
-                    b.raw = a
+                    np.copyto(b.raw, a)
                 finish()
 
             executor.launch(arrays, bindings, lr, seeds).add_done_callback(done)
