@@ -28,7 +28,9 @@ import threading
 from _thread import allocate_lock as _allocate_lock
 
 from actorflow.framework.env import env_flag, env_int
-from actorflow.vm.instruction import Instruction, KernelError, Storage, capture_stack, make_error
+from actorflow.vm.instruction import (
+    Instruction, KernelError, Storage, capture_stack, detach_traceback, make_error,
+)
 from actorflow.vm.worker import WorkerPool
 
 BLOCKING_VAR = "ACTORFLOW_EAGER_BLOCKING"
@@ -217,15 +219,18 @@ def _error_for(ins: Instruction, exc: BaseException) -> KernelError:
     except Exception:  # formatting must not lose the failure
         err = KernelError(f"{ins.name}: kernel failed: {type(exc).__name__}: {exc}")
         err.__cause__ = exc
+    detach_traceback(exc)  # kept until reported: must not keep the failed call's frames
     _errors.append(err)
     return err
 
 
 def _complete(ins: Instruction, err) -> None:
-    ins.fn = ins.args = ins.after = ins.war = None
+    # A finished instruction keeps only what dependency tracking and error reporting need
+    # (``done``, ``error``, its name): workers remember their last few thousand instructions
+    # and storages their last writer, so anything else held here (the callable and its
+    # closure, arrays, a graph's compiled state through ``chain``) would outlive its user.
+    ins.fn = ins.args = ins.after = ins.war = ins.chain = ins.stack = ins.shapes = None
     ins.error = err
-    if err is None:
-        ins.stack = ins.shapes = None
     ins.done = True
     # A waiter registers, then re-checks ``done``; we set ``done``, then read ``waiters``:
     # under the GIL one of the two sees the other, so no wake-up is lost.
@@ -302,7 +307,15 @@ def _raise(err: KernelError):
         _errors.remove(err)
     except ValueError:
         pass
-    raise err.with_traceback(None)
+    # Raise a copy: ``err`` stays on its instruction (later readers of the failed result raise
+    # it too), and the traceback of where it was reported would keep those frames' locals
+    # (the caller's tensors) alive as long as the instruction is remembered.
+    copy = KernelError(*err.args)
+    copy.__cause__ = err.__cause__
+    try:
+        raise copy
+    finally:
+        del copy  # this frame is in the copy's traceback: no cycle through its locals
 
 
 def raise_pending() -> None:
