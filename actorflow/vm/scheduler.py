@@ -26,7 +26,9 @@ import os
 import sys
 import threading
 from _thread import allocate_lock as _allocate_lock
+from time import perf_counter
 
+from actorflow import profiler as _profiler
 from actorflow.framework.env import env_flag, env_int
 from actorflow.vm.instruction import (
     Instruction, KernelError, Storage, capture_stack, detach_traceback, make_error,
@@ -162,11 +164,17 @@ def issue(fn, args: tuple, reads, writes, name: str, fresh=(), where=None, shape
             _run_inline(ins, True)
         else:  # small, nothing pending: the fast path of _execute + _complete
             ins.started = True
+            prof = _profiler.ACTIVE
+            t0 = perf_counter() if prof is not None else 0.0
             try:
                 fn(*args)
             except Exception as e:  # kept for the next sync point, as if on the worker
+                if prof is not None:
+                    prof.record_instruction(name, stream.kind, t0, perf_counter())
                 _complete(ins, _error_for(ins, e))
             else:
+                if prof is not None:
+                    prof.record_instruction(name, stream.kind, t0, perf_counter())
                 ins.fn = ins.args = ins.shapes = None
                 ins.done = True
                 ws = ins.waiters
@@ -195,14 +203,20 @@ def _execute(ins: Instruction) -> None:
             if not d.done and not _chained(d, ins):
                 wait_for(d)
     if err is None:
+        prof = _profiler.ACTIVE
+        t0 = perf_counter() if prof is not None else 0.0
         try:
             if ins.deferred:
                 ins.fn(_Finisher(ins), *ins.args)
                 ins.launched = True
+                if prof is not None:  # the launch; its work shows in the executor's events
+                    prof.record_instruction(ins.name, ins.stream.kind, t0, perf_counter())
                 return  # completes when finish() is called (maybe already)
             ins.fn(*ins.args)
         except Exception as e:  # reported at the next sync point, with the issuing stack
             err = _error_for(ins, e)
+        if prof is not None:
+            prof.record_instruction(ins.name, ins.stream.kind, t0, perf_counter())
     _complete(ins, err)
 
 
