@@ -12,10 +12,13 @@ state dict; files written by other tools load as an ``OrderedDict`` of tensors.
 from __future__ import annotations
 
 import collections
+import hashlib
 import json
 import math
 import os
-import tempfile
+import re
+import secrets
+import socket
 
 import numpy as np
 
@@ -134,9 +137,12 @@ def save(obj, path) -> None:
     """Save tensors, state dicts and nested dict/list/tuple containers of tensors, numbers,
     strings, bools and None to ``path`` (a file name or a writable binary file object).
 
-    Writing to a path is atomic: a temporary file in the same directory is written, flushed to
-    disk and renamed over ``path``. Parameters are stored as their values; a leaf tensor that
-    requires grad keeps that flag.
+    Writing to a path is atomic: a temporary file ``.<name>.<host>.<pid>.<random>.tmp`` in the
+    same directory is written, flushed to disk and renamed over ``path``. A writer killed
+    before the rename leaves its temporary file behind; the next save to the same ``path``
+    removes those of writers that are no longer running (never a live writer's). The file gets
+    the mode new files get under the process's umask (``0o666 & ~umask``), like ``open``.
+    Parameters are stored as their values; a leaf tensor that requires grad keeps that flag.
     """
     head, chunks = _serialize(obj)
     if hasattr(path, "write"):
@@ -146,8 +152,9 @@ def save(obj, path) -> None:
         return
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.",
-                               suffix=".tmp")
+    stem = _temp_stem(path)
+    _remove_stale_temps(directory, stem)
+    fd, tmp = _create_temp(directory, stem)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(head)
@@ -163,6 +170,79 @@ def save(obj, path) -> None:
             pass
         raise
     _fsync_dir(directory)
+
+
+# ---- temporary files of save ------------------------------------------------------------------
+
+_FIELD = re.compile(r"[^A-Za-z0-9_-]")
+_TEMP_TAIL = r"\.([A-Za-z0-9_-]{1,32})\.(\d{1,10})\.[0-9a-f]{16}\.tmp"  # host, pid, random
+
+
+def _host() -> str:
+    """This machine's name as one temp-name field: a writer on another machine sharing the
+    directory can't be checked for life, so its files are never removed."""
+    return _FIELD.sub("_", socket.gethostname())[:32] or "host"
+
+
+def _temp_stem(path: str) -> str:
+    """``.<name>``: the part of a temporary file's name that names its target (long names are
+    shortened with a hash, so temporary names stay within the file-name limit)."""
+    base = os.path.basename(path)
+    if len(base) > 100:
+        digest = hashlib.sha1(base.encode("utf-8", "surrogateescape")).hexdigest()[:12]
+        base = f"{base[:80]}~{digest}"
+    return f".{base}"
+
+
+def _create_temp(directory: str, stem: str) -> tuple[int, str]:
+    """Create ``<stem>.<host>.<pid>.<random>.tmp`` exclusively, mode ``0o666 & ~umask``."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) \
+        | getattr(os, "O_BINARY", 0)
+    for _ in range(100):
+        name = f"{stem}.{_host()}.{os.getpid()}.{secrets.token_hex(8)}.tmp"
+        tmp = os.path.join(directory, name)
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"save: could not create a temporary file for {stem[1:]!r} in "
+                          f"{directory!r}")
+
+
+def _writer_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (a zombie, or one we may not signal, counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError, ValueError):
+        return True
+    return True
+
+
+def _remove_stale_temps(directory: str, stem: str) -> None:
+    """Remove the temporary files for this target that writers on this machine left when
+    they died before renaming them (killed mid-save). Files of live writers (this process
+    included), of other machines and of other targets stay."""
+    if os.name != "posix":  # os.kill(pid, 0) is only a liveness probe on POSIX
+        return
+    pattern = re.compile(re.escape(stem) + _TEMP_TAIL)
+    host, me = _host(), os.getpid()
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return
+    for entry in entries:
+        m = pattern.fullmatch(entry.name)
+        if m is None or m.group(1) != host:
+            continue
+        pid = int(m.group(2))
+        if pid == me or pid <= 0 or _writer_alive(pid):
+            continue
+        try:
+            os.unlink(entry.path)
+        except OSError:  # removed by another saver meanwhile, or not ours to remove
+            pass
 
 
 def _fsync_dir(directory: str) -> None:

@@ -5,6 +5,7 @@ import collections
 import io
 import json
 import math
+import os
 import struct
 
 import numpy as np
@@ -225,3 +226,105 @@ def test_readable_by_safetensors_library(tmp_path):
     st_torch.save_file({"a": torch.arange(6, dtype=torch.bfloat16).reshape(2, 3)}, str(p))
     a = flow.load(p)["a"]
     assert a.dtype is flow.bfloat16 and a.float().tolist() == [[0, 1, 2], [3, 4, 5]]
+
+
+# ---- temporary files and modes of save ------------------------------------------------------
+
+_STALLING_SAVE = """
+import os, sys, time
+import actorflow as flow
+def stall(fd):  # the file is written in full; hold the rename back until killed
+    print("written", flush=True)
+    time.sleep(120)
+os.fsync = stall
+flow.save({"w": flow.ones(1 << 20)}, sys.argv[1])
+"""
+
+
+def _stalled_writer(target):
+    """A child process saving 4 MiB to ``target``, stopped just before the rename."""
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    child = subprocess.Popen([sys.executable, "-c", _STALLING_SAVE, str(target)], cwd=root,
+                             stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "written"
+    return child
+
+
+def _temps(directory, name="ckpt"):
+    return sorted(f.name for f in directory.iterdir() if f.name.startswith(f".{name}."))
+
+
+def _dead_pid() -> int:
+    import subprocess
+    import sys
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX process liveness checks")
+@pytest.mark.timeout(120)
+def test_a_writer_killed_mid_save_leaves_a_temp_file_the_next_save_removes(tmp_path):
+    import signal
+    p = tmp_path / "ckpt"
+    flow.save({"w": flow.zeros(3)}, p)
+    child = _stalled_writer(p)
+    temps = _temps(tmp_path)
+    assert len(temps) == 1 and f".{child.pid}." in temps[0] and temps[0].endswith(".tmp")
+    assert (tmp_path / temps[0]).stat().st_size > 4 << 20  # full size
+    # a live writer's file survives another save of the same target
+    flow.save({"w": flow.ones(3)}, p)
+    assert _temps(tmp_path) == temps
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    assert _temps(tmp_path) == temps  # the dead writer's file is still there...
+    assert flow.load(p)["w"].tolist() == [1.0, 1.0, 1.0]  # the target is intact
+    flow.save({"w": flow.full((3,), 2.0)}, p)  # ...until the next save of this target
+    assert _temps(tmp_path) == []
+    assert flow.load(p)["w"].tolist() == [2.0, 2.0, 2.0]
+    assert [f.name for f in tmp_path.iterdir()] == ["ckpt"]
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX process liveness checks")
+def test_only_this_targets_temp_files_of_dead_writers_on_this_host_are_removed(tmp_path):
+    dead = _dead_pid()
+    host = ser._host()
+    token = "0123456789abcdef"
+    keep = [f".ckpt.1.{host}.{dead}.{token}.tmp",         # another target (ckpt.1)
+            f".ckpt.otherhost.{dead}.{token}.tmp",          # another machine
+            f".ckpt.{host}.{os.getpid()}.{token}.tmp",      # this (live) process
+            ".ckpt.x8y2_k3a.tmp",                           # no pid: can't tell
+            f"ckpt.{host}.{dead}.{token}.tmp"]              # not hidden: not ours
+    gone = [f".ckpt.{host}.{dead}.{token}.tmp", f".ckpt.{host}.{dead}.{token[::-1]}.tmp"]
+    for name in keep + gone:
+        (tmp_path / name).write_bytes(b"partial")
+    flow.save({"w": flow.ones(1)}, tmp_path / "ckpt")
+    assert sorted(f.name for f in tmp_path.iterdir()) == sorted(keep + ["ckpt"])
+    long_name = "m" * 200
+    stem = ser._temp_stem(long_name)
+    (tmp_path / f"{stem}.{host}.{dead}.{token}.tmp").write_bytes(b"partial")
+    flow.save({"w": flow.ones(1)}, tmp_path / long_name)  # long names: a shortened stem
+    assert not (tmp_path / f"{stem}.{host}.{dead}.{token}.tmp").exists()
+    assert flow.load(tmp_path / long_name)["w"].tolist() == [1.0]
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX file modes")
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_saved_files_get_the_umask_mode(tmp_path, umask):
+    import stat
+    p = tmp_path / "ckpt"
+    old = os.umask(umask)
+    try:
+        flow.save({"w": flow.ones(2)}, p)
+        first = stat.S_IMODE(p.stat().st_mode)
+        flow.save({"w": flow.zeros(2)}, p)  # replacing a file: the same rule
+        second = stat.S_IMODE(p.stat().st_mode)
+        with open(tmp_path / "plain", "wb"):  # what open() gives, for comparison
+            pass
+        plain = stat.S_IMODE((tmp_path / "plain").stat().st_mode)
+    finally:
+        os.umask(old)
+    assert first == second == plain == 0o666 & ~umask
+    assert flow.load(p)["w"].tolist() == [0.0, 0.0]
