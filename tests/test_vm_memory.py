@@ -169,7 +169,16 @@ def test_finished_instructions_hold_no_callable_args_or_chain():
         assert ins.fn is None and ins.args is None and ins.chain is None
         assert ins.after is None and ins.war is None
         assert ins.stack is None and ins.shapes is None
+        assert ins.waiters is None  # the locks of the threads that waited for it
     g.close()
+
+
+@pytest.mark.timeout(30)
+def test_threads_that_waited_leave_no_locks_behind():
+    t = flow.zeros(4)
+    ins = vm.launch(lambda: time.sleep(0.05), writes=[t], name="slow")
+    t.numpy()  # waits for it (async mode: registers a lock the completer releases)
+    assert ins.done and ins.waiters is None
 
 
 def _issue_failing(x):

@@ -179,6 +179,7 @@ def issue(fn, args: tuple, reads, writes, name: str, fresh=(), where=None, shape
                 ins.done = True
                 ws = ins.waiters
                 if ws is not None:
+                    ins.waiters = None
                     for lk in ws:
                         lk.release()
     elif w.issued - w.finished > MAX_QUEUED:
@@ -247,9 +248,11 @@ def _complete(ins: Instruction, err) -> None:
     ins.error = err
     ins.done = True
     # A waiter registers, then re-checks ``done``; we set ``done``, then read ``waiters``:
-    # under the GIL one of the two sees the other, so no wake-up is lost.
+    # under the GIL one of the two sees the other, so no wake-up is lost. (A lock registered
+    # after this read finds ``done`` set and never blocks, so the list can go.)
     ws = ins.waiters
     if ws is not None:
+        ins.waiters = None
         for lk in ws:
             lk.release()
     if ins.deferred:
