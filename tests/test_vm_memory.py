@@ -199,8 +199,12 @@ def test_a_failed_kernel_keeps_its_error_but_not_its_arrays():
         else:
             y = _issue_failing(x)
             failed = y._h.storage.writer
-            with pytest.raises(vm.KernelError, match="negative input"):
+            with pytest.raises(vm.KernelError, match="negative input") as info:
                 y.numpy()
+            # the user gets a copy; the kept error never carries the reporting frames
+            assert info.value is not failed.error and failed.error.__traceback__ is None
+            assert str(info.value) == str(failed.error)
+            del info
             with pytest.raises(vm.KernelError, match="negative input"):  # raised again
                 (y + 1).numpy()
             del y

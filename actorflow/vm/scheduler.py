@@ -22,6 +22,7 @@ waits for itself.
 from __future__ import annotations
 
 import atexit
+import copy as _copy
 import os
 import sys
 import threading
@@ -327,12 +328,12 @@ def _raise(err: KernelError):
     # Raise a copy: ``err`` stays on its instruction (later readers of the failed result raise
     # it too), and the traceback of where it was reported would keep those frames' locals
     # (the caller's tensors) alive as long as the instruction is remembered.
-    copy = KernelError(*err.args)
-    copy.__cause__ = err.__cause__
+    raised = _copy.copy(err)  # message, notes and attributes; no traceback
+    raised.__cause__ = err.__cause__
     try:
-        raise copy
+        raise raised
     finally:
-        del copy  # this frame is in the copy's traceback: no cycle through its locals
+        del raised  # this frame is in the copy's traceback: no cycle through its locals
 
 
 def raise_pending() -> None:
