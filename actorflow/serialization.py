@@ -12,10 +12,13 @@ state dict; files written by other tools load as an ``OrderedDict`` of tensors.
 from __future__ import annotations
 
 import collections
+import hashlib
 import json
 import math
 import os
-import tempfile
+import re
+import secrets
+import socket
 
 import numpy as np
 
@@ -25,6 +28,9 @@ from actorflow.tensor import Tensor
 
 _STRUCT_KEY = "actorflow.structure"
 _FORMAT_VERSION = "1"
+MAX_DEPTH = 100   # containers nested in a saved object (save refuses deeper, load rejects it)
+_MAX_NDIM = 64    # dimensions of a stored tensor (NumPy's own limit may be lower)
+_MAX_BYTES = 2 ** 63 - 1
 
 _TO_ST = {dt.float16: "F16", dt.bfloat16: "BF16", dt.float32: "F32", dt.float64: "F64",
           dt.int8: "I8", dt.uint8: "U8", dt.int16: "I16", dt.int32: "I32", dt.int64: "I64",
@@ -60,8 +66,11 @@ class _Writer:
         self.tensors.append((name, t))
         return name
 
-    def encode(self, obj, path: str):
+    def encode(self, obj, path: str, depth: int = 0):
         """JSON-able form of ``obj``; tensors become references to tensor names."""
+        if depth >= MAX_DEPTH and isinstance(obj, (dict, list, tuple)):
+            raise ValueError(f"save: the containers at {path or '<root>'} are nested deeper than "
+                             f"{MAX_DEPTH} levels (or contain themselves)")
         if obj is None or isinstance(obj, (bool, str)):
             return obj
         if isinstance(obj, Tensor):
@@ -77,24 +86,24 @@ class _Writer:
         if isinstance(obj, (np.bool_,)):
             return bool(obj)
         if isinstance(obj, dict):
-            items = [[self.encode_key(k, path), self.encode(v, _join(path, k))]
-                     for k, v in obj.items()]
+            items = [[self.encode_key(k, path, depth + 1),
+                      self.encode(v, _join(path, k), depth + 1)] for k, v in obj.items()]
             return {"@": "ordered_dict" if isinstance(obj, collections.OrderedDict) else "dict",
                     "items": items}
         if isinstance(obj, list):
-            return [self.encode(v, _join(path, i)) for i, v in enumerate(obj)]
+            return [self.encode(v, _join(path, i), depth + 1) for i, v in enumerate(obj)]
         if isinstance(obj, tuple):
-            return {"@": "tuple", "items": [self.encode(v, _join(path, i))
+            return {"@": "tuple", "items": [self.encode(v, _join(path, i), depth + 1)
                                             for i, v in enumerate(obj)]}
         raise TypeError(f"save: can't save an object of type {type(obj).__name__} at "
                         f"{path or '<root>'}; supported: tensors, dict/list/tuple containers, "
                         f"numbers, strings, bools and None")
 
-    def encode_key(self, key, path: str):
+    def encode_key(self, key, path: str, depth: int):
         if isinstance(key, Tensor) or isinstance(key, (dict, list)):
             raise TypeError(f"save: dict key of type {type(key).__name__} at "
                             f"{path or '<root>'} can't be saved")
-        return self.encode(key, path)
+        return self.encode(key, path, depth)
 
 
 def _join(path: str, key) -> str:
@@ -134,9 +143,12 @@ def save(obj, path) -> None:
     """Save tensors, state dicts and nested dict/list/tuple containers of tensors, numbers,
     strings, bools and None to ``path`` (a file name or a writable binary file object).
 
-    Writing to a path is atomic: a temporary file in the same directory is written, flushed to
-    disk and renamed over ``path``. Parameters are stored as their values; a leaf tensor that
-    requires grad keeps that flag.
+    Writing to a path is atomic: a temporary file ``.<name>.<host>.<pid>.<random>.tmp`` in the
+    same directory is written, flushed to disk and renamed over ``path``. A writer killed
+    before the rename leaves its temporary file behind; the next save to the same ``path``
+    removes those of writers that are no longer running (never a live writer's). The file gets
+    the mode new files get under the process's umask (``0o666 & ~umask``), like ``open``.
+    Parameters are stored as their values; a leaf tensor that requires grad keeps that flag.
     """
     head, chunks = _serialize(obj)
     if hasattr(path, "write"):
@@ -146,8 +158,9 @@ def save(obj, path) -> None:
         return
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.",
-                               suffix=".tmp")
+    stem = _temp_stem(path)
+    _remove_stale_temps(directory, stem)
+    fd, tmp = _create_temp(directory, stem)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(head)
@@ -165,6 +178,79 @@ def save(obj, path) -> None:
     _fsync_dir(directory)
 
 
+# ---- temporary files of save ------------------------------------------------------------------
+
+_FIELD = re.compile(r"[^A-Za-z0-9_-]")
+_TEMP_TAIL = r"\.([A-Za-z0-9_-]{1,32})\.(\d{1,10})\.[0-9a-f]{16}\.tmp"  # host, pid, random
+
+
+def _host() -> str:
+    """This machine's name as one temp-name field: a writer on another machine sharing the
+    directory can't be checked for life, so its files are never removed."""
+    return _FIELD.sub("_", socket.gethostname())[:32] or "host"
+
+
+def _temp_stem(path: str) -> str:
+    """``.<name>``: the part of a temporary file's name that names its target (long names are
+    shortened with a hash, so temporary names stay within the file-name limit)."""
+    base = os.path.basename(path)
+    if len(base) > 100:
+        digest = hashlib.sha1(base.encode("utf-8", "surrogateescape")).hexdigest()[:12]
+        base = f"{base[:80]}~{digest}"
+    return f".{base}"
+
+
+def _create_temp(directory: str, stem: str) -> tuple[int, str]:
+    """Create ``<stem>.<host>.<pid>.<random>.tmp`` exclusively, mode ``0o666 & ~umask``."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) \
+        | getattr(os, "O_BINARY", 0)
+    for _ in range(100):
+        name = f"{stem}.{_host()}.{os.getpid()}.{secrets.token_hex(8)}.tmp"
+        tmp = os.path.join(directory, name)
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"save: could not create a temporary file for {stem[1:]!r} in "
+                          f"{directory!r}")
+
+
+def _writer_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (a zombie, or one we may not signal, counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError, ValueError):
+        return True
+    return True
+
+
+def _remove_stale_temps(directory: str, stem: str) -> None:
+    """Remove the temporary files for this target that writers on this machine left when
+    they died before renaming them (killed mid-save). Files of live writers (this process
+    included), of other machines and of other targets stay."""
+    if os.name != "posix":  # os.kill(pid, 0) is only a liveness probe on POSIX
+        return
+    pattern = re.compile(re.escape(stem) + _TEMP_TAIL)
+    host, me = _host(), os.getpid()
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return
+    for entry in entries:
+        m = pattern.fullmatch(entry.name)
+        if m is None or m.group(1) != host:
+            continue
+        pid = int(m.group(2))
+        if pid == me or pid <= 0 or _writer_alive(pid):
+            continue
+        try:
+            os.unlink(entry.path)
+        except OSError:  # removed by another saver meanwhile, or not ours to remove
+            pass
+
+
 def _fsync_dir(directory: str) -> None:
     """Make the rename durable (best effort: not every platform can open a directory)."""
     try:
@@ -180,111 +266,164 @@ def _fsync_dir(directory: str) -> None:
 
 
 # ---- loading ----------------------------------------------------------------------------------
+# Every way a file can be malformed raises ValueError naming the file: the header and the
+# structure are checked field by field, and whatever a check missed (a TypeError, an
+# OverflowError, NumPy refusing a shape...) is turned into that ValueError too.
+
+def _invalid(where: str, msg: str) -> ValueError:
+    return ValueError(f"load: {where} is not a valid actorflow/safetensors file: {msg}")
+
+
+def _json(text, what: str, where: str):
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise _invalid(where, f"{what} is nested too deeply") from None
+    except (ValueError, TypeError) as e:  # JSONDecodeError, UnicodeDecodeError, digit limits
+        raise _invalid(where, f"{what} is not valid JSON ({e})") from None
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _check_entry(name: str, info, size: int, where: str):
+    """Validate one tensor entry of the header: (stored dtype, actorflow dtype, shape, begin,
+    end)."""
+    if not isinstance(info, dict):
+        raise _invalid(where, f"entry {name!r} is not a JSON object")
+    code, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
+    if isinstance(code, str) and code in _FROM_ST:
+        d = _FROM_ST[code]
+        stored = d.np.newbyteorder("<") if d.np.itemsize > 1 else d.np
+    elif isinstance(code, str) and code in _WIDENED:
+        stored, d = _WIDENED[code]
+    else:
+        raise _invalid(where, f"tensor {name!r} has unknown dtype {str(code)[:40]!r}")
+    if not (isinstance(shape, list) and len(shape) <= _MAX_NDIM
+            and all(_is_int(s) and s >= 0 for s in shape)):
+        raise _invalid(where, f"tensor {name!r} has an invalid shape {str(shape)[:80]} (a list "
+                              f"of at most {_MAX_NDIM} non-negative integers)")
+    if math.prod(s for s in shape if s) * stored.itemsize > _MAX_BYTES:
+        raise _invalid(where, f"tensor {name!r} has a shape {str(shape)[:80]} too large for "
+                              f"any array")
+    if not (isinstance(offsets, list) and len(offsets) == 2 and all(map(_is_int, offsets))):
+        raise _invalid(where, f"tensor {name!r} has invalid data_offsets "
+                              f"{str(offsets)[:80]}")
+    begin, end = offsets
+    if not 0 <= begin <= end <= size:
+        raise _invalid(where, f"tensor {name!r} has data_offsets {offsets} out of range for a "
+                              f"data section of {size} bytes")
+    need = math.prod(shape) * stored.itemsize
+    if end - begin != need:
+        raise _invalid(where, f"tensor {name!r}: data_offsets {offsets} hold {end - begin} "
+                              f"bytes but shape {shape} of {code} needs {need}")
+    return stored, d, shape, begin, end
+
+
+def _check_layout(spans: list, size: int, where: str) -> None:
+    """The tensors' byte ranges tile the data section exactly, as the format requires: no two
+    overlap, no byte belongs to none."""
+    pos, prev = 0, None
+    for begin, end, name in sorted(spans):
+        if begin < pos:
+            raise _invalid(where, f"the data of tensors {prev!r} and {name!r} overlap")
+        if begin > pos:
+            raise _invalid(where, f"bytes {pos}..{begin} of the data section belong to no "
+                                  f"tensor")
+        pos, prev = end, name
+    if pos != size:
+        raise _invalid(where, f"the data section is {size} bytes but its tensors end at byte "
+                              f"{pos}; the file was truncated, appended to or corrupted")
+
 
 def _parse(data: bytes, where: str) -> tuple[dict, dict]:
     """Validate the file and return (tensors by name, metadata)."""
-    def bad(msg):
-        return ValueError(f"load: {where} is not a valid actorflow/safetensors file: {msg}")
-
     if len(data) < 8:
-        raise bad(f"the file is {len(data)} bytes long, too short for the 8-byte header length")
+        raise _invalid(where, f"the file is {len(data)} bytes long, too short for the 8-byte "
+                              f"header length")
     n = int.from_bytes(data[:8], "little")
     if 8 + n > len(data):
-        raise bad(f"header length {n} is beyond the file size ({len(data)} bytes); the file "
-                  f"is truncated or corrupted")
-    try:
-        header = json.loads(data[8:8 + n].decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise bad(f"the header is not valid JSON ({e})") from None
+        raise _invalid(where, f"header length {n} is beyond the file size ({len(data)} bytes); "
+                              f"the file is truncated or corrupted")
+    header = _json(data[8:8 + n], "the header", where)
     if not isinstance(header, dict):
-        raise bad("the header is not a JSON object")
+        raise _invalid(where, "the header is not a JSON object")
     meta = header.pop("__metadata__", None) or {}
     if not isinstance(meta, dict):
-        raise bad("__metadata__ is not a JSON object")
+        raise _invalid(where, "__metadata__ is not a JSON object")
     buf = memoryview(data)[8 + n:]
+    entries = {name: _check_entry(name, info, len(buf), where) for name, info in header.items()}
+    _check_layout([(e[3], e[4], name) for name, e in entries.items()], len(buf), where)
     tensors = {}
-    for name, info in header.items():
-        if not isinstance(info, dict):
-            raise bad(f"entry {name!r} is not a JSON object")
-        code = info.get("dtype")
-        shape = info.get("shape")
-        offsets = info.get("data_offsets")
-        if code in _FROM_ST:
-            d = _FROM_ST[code]
-            stored = d.np.newbyteorder("<") if d.np.itemsize > 1 else d.np
-        elif code in _WIDENED:
-            stored, d = _WIDENED[code]
-        else:
-            raise bad(f"tensor {name!r} has unknown dtype {code!r}")
-        if not isinstance(shape, list) or not all(isinstance(s, int) and not isinstance(s, bool)
-                                                  and s >= 0 for s in shape):
-            raise bad(f"tensor {name!r} has an invalid shape {shape!r}")
-        if not (isinstance(offsets, list) and len(offsets) == 2
-                and all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)):
-            raise bad(f"tensor {name!r} has invalid data_offsets {offsets!r}")
-        begin, end = offsets
-        if not 0 <= begin <= end <= len(buf):
-            raise bad(f"tensor {name!r} has data_offsets {offsets} out of range for a data "
-                      f"section of {len(buf)} bytes")
-        count = math.prod(shape)
-        if end - begin != count * stored.itemsize:
-            raise bad(f"tensor {name!r}: data_offsets {offsets} hold {end - begin} bytes but "
-                      f"shape {shape} of {code} needs {count * stored.itemsize}")
-        arr = np.frombuffer(buf, dtype=stored, count=count, offset=begin).reshape(shape)
-        arr = arr.astype(d.np, copy=True)  # native byte order, writable, owns its memory
+    for name, (stored, d, shape, begin, _) in entries.items():
+        try:
+            arr = np.frombuffer(buf, dtype=stored, count=math.prod(shape), offset=begin)
+            arr = arr.reshape(shape).astype(d.np, copy=True)  # native order, owns its memory
+        except (ValueError, OverflowError, TypeError) as e:  # what NumPy refuses
+            raise _invalid(where, f"tensor {name!r} of shape {shape}: {e}") from None
         tensors[name] = Tensor._wrap(arr, d)
     return tensors, meta
 
 
-def _decode(node, tensors: dict, where: str):
+def _decode(node, tensors: dict, where: str, depth: int = 0):
     def bad(msg):
         return ValueError(f"load: {where}: bad structure metadata: {msg}")
 
     if node is None or isinstance(node, (bool, int, float, str)):
         return node
+    if depth >= MAX_DEPTH and (isinstance(node, list) or (
+            isinstance(node, dict) and node.get("@") not in ("tensor", "float"))):
+        raise bad(f"containers nested deeper than {MAX_DEPTH} levels")
     if isinstance(node, list):
-        return [_decode(v, tensors, where) for v in node]
+        return [_decode(v, tensors, where, depth + 1) for v in node]
     if not isinstance(node, dict) or "@" not in node:
         raise bad(f"unexpected entry {str(node)[:80]}")
     kind = node["@"]
     if kind == "tensor":
         name = node.get("name")
-        if name not in tensors:
-            raise bad(f"it refers to a tensor {name!r} the file does not contain")
+        if not isinstance(name, str) or name not in tensors:
+            raise bad(f"it refers to a tensor {str(name)[:80]!r} the file does not contain")
         t = tensors[name]
-        if node.get("requires_grad") and t.dtype.is_floating_point:
+        if node.get("requires_grad") is True and t.dtype.is_floating_point:
             t.requires_grad = True
         return t
     if kind == "float":
+        value = node.get("value")
+        if not isinstance(value, str):
+            raise bad(f"invalid float {str(node)[:80]}")
         try:
-            return float(node["value"])
-        except (KeyError, TypeError, ValueError):
-            raise bad(f"invalid float {node!r}") from None
+            return float(value)
+        except ValueError:
+            raise bad(f"invalid float {str(node)[:80]}") from None
     items = node.get("items")
     if not isinstance(items, list):
-        raise bad(f"{kind} without a list of items")
+        raise bad(f"{str(kind)[:40]} without a list of items")
     if kind == "tuple":
-        return tuple(_decode(v, tensors, where) for v in items)
+        return tuple(_decode(v, tensors, where, depth + 1) for v in items)
     if kind in ("dict", "ordered_dict"):
         out = collections.OrderedDict() if kind == "ordered_dict" else {}
         for pair in items:
             if not isinstance(pair, list) or len(pair) != 2:
                 raise bad(f"a {kind} item is not a [key, value] pair")
-            key = _decode(pair[0], tensors, where)
+            key = _decode(pair[0], tensors, where, depth + 1)
+            value = _decode(pair[1], tensors, where, depth + 1)
             try:
-                out[key] = _decode(pair[1], tensors, where)
+                out[key] = value
             except TypeError:
-                raise bad(f"unhashable dict key {key!r}") from None
+                raise bad(f"unhashable dict key {str(key)[:80]}") from None
         return out
-    raise bad(f"unknown entry kind {kind!r}")
+    raise bad(f"unknown entry kind {str(kind)[:40]!r}")
 
 
 def load(path, map_location=None):
     """Load what ``save`` wrote to ``path`` (a file name or a readable binary file object).
 
     Any safetensors file loads; one without actorflow's structure metadata comes back as an
-    ``OrderedDict`` of tensors. A truncated or corrupted file raises ``ValueError`` naming the
-    file and the problem. Tensors come back as plain tensors (not Parameters).
+    ``OrderedDict`` of tensors. A truncated, corrupted or malformed file (bad header JSON or
+    nesting, unknown dtypes, invalid shapes, data offsets out of range, overlapping or not
+    covering the data, bad structure metadata) raises ``ValueError`` naming the file and the
+    problem. Tensors come back as plain tensors (not Parameters).
     ``map_location`` may name the CPU (the only device).
     """
     if map_location is not None:
@@ -299,16 +438,21 @@ def load(path, map_location=None):
             data = f.read()
     if isinstance(data, (bytearray, memoryview)):
         data = bytes(data)
-    tensors, meta = _parse(data, where)
-    text = meta.get(_STRUCT_KEY)
-    if text is None:
-        return collections.OrderedDict(tensors)
+    if not isinstance(data, bytes):
+        raise TypeError(f"load: {where} gave {type(data).__name__}, not bytes; open the file "
+                        f"in binary mode")
     try:
-        structure = json.loads(text)
-    except (TypeError, json.JSONDecodeError) as e:
-        raise ValueError(f"load: {where}: the structure metadata is not valid JSON ({e})") \
-            from None
-    return _decode(structure, tensors, where)
+        tensors, meta = _parse(data, where)
+        text = meta.get(_STRUCT_KEY)
+        if text is None:
+            return collections.OrderedDict(tensors)
+        if not isinstance(text, str):
+            raise _invalid(where, "the structure metadata is not a string")
+        structure = _json(text, "the structure metadata", where)
+        return _decode(structure, tensors, where)
+    except (TypeError, KeyError, IndexError, AttributeError, OverflowError,
+            RecursionError) as e:  # a malformation no check above names
+        raise _invalid(where, f"{type(e).__name__}: {e}") from e
 
 
 __all__ = ["save", "load"]

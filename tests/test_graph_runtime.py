@@ -453,10 +453,14 @@ def test_chrome_trace_of_graph_calls(monkeypatch, tmp_path):
     trace = _load_trace(prof, tmp_path)
     events = trace["traceEvents"]
     names = {e["tid"]: e["args"]["name"] for e in events
-             if e["ph"] == "M" and e["name"] == "thread_name"}
+             if e["ph"] == "M" and e["name"] == "thread_name" and e["pid"] == 0}
     assert sorted(names.values()) == sorted(f"actorflow-{t.name}" for t in rt.threads.values())
-    slices = [e for e in events if e["ph"] == "X"]
-    assert len(slices) == len(prof.events)  # one slice per act
+    slices = [e for e in events if e["ph"] == "X" and e["pid"] == 0]
+    assert len(slices) == len(prof.acts())  # one slice per act
+    # process 1 is the VM: each call is one launch instruction there
+    launches = [e for e in events if e["ph"] == "X" and e["pid"] == 1]
+    assert [e["name"] for e in launches] == [f"{g.name}-call"] * calls
+    assert all(e["cat"] == "vm" and e["args"]["stream"] == "launch" for e in launches)
     by_task: dict = {}
     for e in slices:
         task = plan.task(e["args"]["actor"])

@@ -16,14 +16,13 @@ ROOT = pathlib.Path(__file__).resolve().parents[1] / "actorflow"
 
 # lowest first; a unit may import any unit of an earlier layer
 LAYERS = [
-    ["framework", "errors", "settings", "scope", "random"],  # values, settings, thread state
+    ["framework", "errors", "settings", "scope", "random", "profiler"],  # leaves: no imports
     ["ops"],                     # op registry and kernels
     ["vm"],                      # eager virtual machine
     ["tensor"],                  # Tensor and its storage handles
     ["autograd", "tensor_types"],
     ["job"],                     # logical IR, schedule, executor protocol, reference executor
     ["compiler"],                # Job -> Plan
-    ["profiler"],
     ["runtime"],                 # actors running a Plan
     ["dispatch"],                # interpreters: eager-local, lazy
     ["functional"],

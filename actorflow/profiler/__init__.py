@@ -1,11 +1,22 @@
-"""``actorflow.profiler``: record every act of the actor runtime and export a Chrome trace.
+"""``actorflow.profiler``: record every act of the actor runtime and every VM instruction, and
+export a Chrome trace.
 
     with flow.profiler.profile() as prof:
         graph(x)
+        y = x * 2
+        flow.synchronize()
     prof.export_chrome_trace("trace.json")   # open in https://ui.perfetto.dev
 
-One track per runtime thread; each act is a slice (actor, op, iteration, start, end) and a flow
-arrow joins each producer's act to the consumer acts that read its register in that iteration.
+Actor acts: one track per runtime thread; each act is a slice (actor, op, iteration, start, end)
+and a flow arrow joins each producer's act to the consumer acts that read its register in that
+iteration. VM instructions (eager kernels, graph launches): one track per VM worker thread (or
+the calling thread, for kernels run inline).
+
+Profiles nest and may overlap, also across threads: each records everything that started while
+it was recording (an outer profile includes the inner one's events; two threads' profiles each
+get the events of their own time span, whichever thread caused them). All of them share one
+log, so an act costs one append however many profiles are open; a profile takes its part of
+the log when it exits. Work still running at exit (an unsynchronised call) may be cut off.
 """
 from __future__ import annotations
 
@@ -13,32 +24,30 @@ import json
 import threading
 import time
 
-ACTIVE = None  # the profile being recorded (actors look here on every act)
+# The shared log while at least one profile records, else None. Actors and the VM look here
+# on every act / instruction, so the check costs nothing when no profile is open.
+ACTIVE = None
+_lock = threading.Lock()  # guards ACTIVE's creation and the log's user count
+
+# event tuple: (actor, op, op_type, kind, thread, iteration, start, end, runtime); VM
+# instructions have actor, iteration and runtime None, kind "vm" and their stream kind as op_type
+_START, _END = 6, 7
+VM_KIND = "vm"
 
 
-class profile:
-    """Context manager recording acts; see the module docstring."""
+class _Log:
+    """Events of every profile open at the moment (appends are atomic under the GIL)."""
+
+    __slots__ = ("events", "plans", "open", "base")
 
     def __init__(self):
         self.events: list = []
         self.plans: dict = {}  # id of a runtime -> the Plan it runs
-        self._lock = threading.Lock()
-        self.t0 = 0.0
-
-    def __enter__(self) -> "profile":
-        global ACTIVE
-        self.events = []
-        self.t0 = time.perf_counter()
-        ACTIVE = self
-        return self
-
-    def __exit__(self, *exc) -> bool:
-        global ACTIVE
-        ACTIVE = None
-        return False
+        self.open: list = []   # the profiles recording into it
+        self.base = 0          # events dropped from the front (no open profile needs them)
 
     def record(self, actor, piece: int, start: float, end: float) -> None:
-        """Called by an actor after each act (list.append is atomic under the GIL)."""
+        """Called by an actor after each act."""
         task = actor.task
         rt = id(actor.rt)
         if rt not in self.plans:
@@ -46,33 +55,130 @@ class profile:
         self.events.append((actor.id, task.op_name, task.op_type, task.kind,
                             threading.current_thread().name, piece, start, end, rt))
 
+    def record_instruction(self, name: str, stream: str, start: float, end: float) -> None:
+        """Called by the VM after running an instruction (on the thread that ran it)."""
+        self.events.append((None, name, stream, VM_KIND, threading.current_thread().name,
+                            None, start, end, None))
+
+
+class profile:
+    """Context manager recording actor acts and VM instructions; see the module docstring.
+    One object records one span at a time; it may be entered again after it exited (it then
+    starts afresh)."""
+
+    def __init__(self):
+        self._events: list = []
+        self.plans: dict = {}  # id of a runtime -> the Plan it runs
+        self.t0 = 0.0          # when recording started (perf_counter; the trace's time origin)
+        self.t1 = None         # when it stopped
+        self._log = None       # the shared log while recording
+        self._first = 0        # index in the shared log where this span starts
+
+    def __enter__(self) -> "profile":
+        global ACTIVE
+        with _lock:
+            if self._log is not None:
+                raise RuntimeError("flow.profiler.profile: this profile is already recording; "
+                                   "use a new profile() object to nest one")
+            log = ACTIVE
+            if log is None:
+                log = ACTIVE = _Log()
+            log.open.append(self)
+            self._log = log
+            self._first = log.base + len(log.events)
+            # after taking the index: every event starting from now is appended past it
+            self.t0 = time.perf_counter()
+            self.t1 = None
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        global ACTIVE
+        with _lock:
+            log, self._log = self._log, None
+            if log is None:
+                return False
+            self.t1 = time.perf_counter()
+            self._events = self._take(log)
+            rts = {e[8] for e in self._events}
+            self.plans = {rt: plan for rt, plan in list(log.plans.items()) if rt in rts}
+            log.open.remove(self)
+            if not log.open:
+                if ACTIVE is log:
+                    ACTIVE = None
+            else:  # forget what no open profile will take
+                keep = min(p._first for p in log.open)
+                if keep > log.base:
+                    del log.events[:keep - log.base]
+                    log.base = keep
+        return False
+
+    def _take(self, log: _Log) -> list:
+        """This span's part of ``log`` (call under ``_lock``): events appended since entering
+        that started after."""
+        t0 = self.t0
+        return [e for e in log.events[self._first - log.base:] if e[_START] >= t0]
+
+    @property
+    def recording(self) -> bool:
+        """True between ``__enter__`` and ``__exit__``."""
+        return self._log is not None
+
+    @property
+    def events(self) -> list:
+        """Recorded event tuples (so far, while recording)."""
+        with _lock:
+            log = self._log
+            return self._take(log) if log is not None else self._events
+
     def acts(self) -> list:
-        """Recorded acts as dicts (actor, op, op_type, kind, thread, iteration, start, end)."""
+        """Recorded actor acts as dicts (actor, op, op_type, kind, thread, iteration, start,
+        end, runtime)."""
         keys = ("actor", "op", "op_type", "kind", "thread", "iteration", "start", "end",
                 "runtime")
-        return [dict(zip(keys, e)) for e in self.events]
+        return [dict(zip(keys, e)) for e in self.events if e[3] != VM_KIND]
+
+    def instructions(self) -> list:
+        """Recorded VM instructions as dicts (name, stream, thread, start, end)."""
+        return [{"name": e[1], "stream": e[2], "thread": e[4], "start": e[_START],
+                 "end": e[_END]} for e in self.events if e[3] == VM_KIND]
 
     def export_chrome_trace(self, path: str) -> None:
-        """Write the acts as a Chrome trace (JSON): a slice per act on its thread's track and a
-        flow arrow from each producer's act to the acts of its consumers in the same iteration
-        (from the Plan of the runtime that ran them)."""
-        threads = sorted({e[4] for e in self.events})
-        tid = {name: i for i, name in enumerate(threads)}
+        """Write the events as a Chrome trace (JSON). Process 0 holds the actor runtime's
+        threads: a slice per act on its thread's track and a flow arrow from each producer's
+        act to the acts of its consumers in the same iteration (from the Plan of the runtime
+        that ran them). Process 1 holds the VM: a slice per instruction (category ``vm``)."""
+        events = self.events
+        log = self._log
+        plans = dict(self.plans) if log is None else dict(log.plans)
+        acts = [e for e in events if e[3] != VM_KIND]
+        instrs = [e for e in events if e[3] == VM_KIND]
         out = [{"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "actorflow"}}]
-        for name, i in tid.items():
-            out.append({"ph": "M", "name": "thread_name", "pid": 0, "tid": i,
-                        "args": {"name": name}})
+        if instrs:
+            out.append({"ph": "M", "name": "process_name", "pid": 1,
+                        "args": {"name": "actorflow VM"}})
+        tid = {}
+        for pid, group in ((0, acts), (1, instrs)):
+            for name in sorted({e[4] for e in group}):
+                tid[pid, name] = len(tid)
+                out.append({"ph": "M", "name": "thread_name", "pid": pid,
+                            "tid": tid[pid, name], "args": {"name": name}})
+        for e in instrs:
+            _, name, stream, _, thread, _, start, end, _ = e
+            out.append({"ph": "X", "name": name, "cat": VM_KIND, "pid": 1,
+                        "tid": tid[1, thread], "ts": (start - self.t0) * 1e6,
+                        "dur": max((end - start) * 1e6, 0.01), "args": {"stream": stream}})
         acts_of: dict = {}  # (runtime, actor) -> [(iteration, track, ts, dur)]
-        for e in self.events:
+        for e in acts:
             actor, op, op_type, kind, thread, piece, start, end, rt = e
             ts = (start - self.t0) * 1e6
             dur = max((end - start) * 1e6, 0.01)
-            out.append({"ph": "X", "name": op, "cat": kind, "pid": 0, "tid": tid[thread],
+            track = tid[0, thread]
+            out.append({"ph": "X", "name": op, "cat": kind, "pid": 0, "tid": track,
                         "ts": ts, "dur": dur,
                         "args": {"actor": actor, "op_type": op_type, "iteration": piece}})
-            acts_of.setdefault((rt, actor), []).append((piece, tid[thread], ts, dur))
+            acts_of.setdefault((rt, actor), []).append((piece, track, ts, dur))
         flow_id = 0
-        for rt, plan in self.plans.items():
+        for rt, plan in plans.items():
             for r in plan.regst_descs.values():
                 produced = _by_iteration(acts_of.get((rt, r.producer), ()))
                 for c in r.consumers:
@@ -90,12 +196,12 @@ class profile:
             json.dump({"traceEvents": out, "displayTimeUnit": "ms"}, f)
 
     def summary(self) -> str:
-        """Per op: acts and total / mean time in µs."""
+        """Per op (actor acts and VM instructions): count and total / mean time in µs."""
         agg: dict = {}
         for e in self.events:
             a = agg.setdefault(e[1], [0, 0.0])
             a[0] += 1
-            a[1] += e[7] - e[6]
+            a[1] += e[_END] - e[_START]
         lines = [f"{'op':40s} {'acts':>6s} {'total us':>10s} {'mean us':>9s}"]
         for op, (n, tot) in sorted(agg.items(), key=lambda kv: -kv[1][1]):
             lines.append(f"{op[:40]:40s} {n:6d} {tot * 1e6:10.1f} {tot * 1e6 / n:9.1f}")

@@ -138,6 +138,23 @@ class Runtime:
         for t in self.threads.values():
             t.channel.put((STOP_THREAD, 0, 0, None))
         self._join(timeout)
+        self._release()
+
+    def _release(self) -> None:
+        """Once every thread has ended: drop the actors, register memory and bound state, and
+        the threads' link back to the runtime. The runtime and its threads reference each
+        other, so without this a closed runtime (its registers and the parameters it was
+        bound to) would live until the cyclic garbage collector happened to run."""
+        if any(t.thread.is_alive() for t in self.threads.values()):
+            return
+        for t in self.threads.values():
+            t.actors.clear()
+            t.local.clear()
+            t.rt = None
+        self.blocks = None
+        self.bindings = {}
+        self.seeds.clear()
+        self.overrides.clear()
 
     def abort(self, error: BaseException) -> None:
         """Stop everything because of ``error``: pending and later calls fail with it."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import linecache
 import os
 import sys
+import traceback
 
 from actorflow.errors import KernelError, kernel_failure, with_issue_site
 
@@ -134,3 +135,27 @@ def make_error(ins: Instruction, exc: BaseException) -> KernelError:
     if stack is None:  # ran inline on the issuing thread: that thread's stack is the one
         stack = capture_stack(2, limit=64)
     return with_issue_site(exc, format_stack(stack))
+
+
+def detach_traceback(exc: BaseException | None, depth: int = 8) -> None:
+    """Make a kept exception (and those chained to it) hold no frames: its traceback becomes
+    a note (the same lines, printed after its message) and ``__traceback__`` is dropped.
+
+    A kept traceback would keep every frame it passes through alive, and through each
+    frame's ``f_back`` its callers too (the VM's, and the user's call that issued the op),
+    each with its locals: the tensors, arrays and graphs of the failed call, for as long as
+    the error is remembered."""
+    seen = set()
+    todo = [exc]
+    while todo and len(seen) < depth:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        tb = e.__traceback__
+        if tb is not None:
+            lines = "".join(traceback.format_tb(tb)).rstrip("\n")
+            e.add_note("Traceback of this exception (most recent call last):\n" + lines)
+            e.__traceback__ = None
+        todo.append(e.__cause__)
+        todo.append(e.__context__)

@@ -22,13 +22,18 @@ waits for itself.
 from __future__ import annotations
 
 import atexit
+import copy as _copy
 import os
 import sys
 import threading
 from _thread import allocate_lock as _allocate_lock
+from time import perf_counter
 
+from actorflow import profiler as _profiler
 from actorflow.settings import env_flag, env_int
-from actorflow.vm.instruction import Instruction, KernelError, Storage, capture_stack, make_error
+from actorflow.vm.instruction import (
+    Instruction, KernelError, Storage, capture_stack, detach_traceback, make_error,
+)
 from actorflow.vm.worker import WorkerPool
 
 BLOCKING_VAR = "ACTORFLOW_EAGER_BLOCKING"
@@ -165,15 +170,22 @@ def issue(fn, args: tuple, reads, writes, name: str, fresh=(), where=None, shape
             _run_inline(ins, True)
         else:  # small, nothing pending: the fast path of _execute + _complete
             ins.started = True
+            prof = _profiler.ACTIVE
+            t0 = perf_counter() if prof is not None else 0.0
             try:
                 fn(*args)
             except Exception as e:  # kept for the next sync point, as if on the worker
+                if prof is not None:
+                    prof.record_instruction(name, stream.kind, t0, perf_counter())
                 _complete(ins, _error_for(ins, e))
             else:
+                if prof is not None:
+                    prof.record_instruction(name, stream.kind, t0, perf_counter())
                 ins.fn = ins.args = ins.shapes = ins.restore = None
                 ins.done = True
                 ws = ins.waiters
                 if ws is not None:
+                    ins.waiters = None
                     for lk in ws:
                         lk.release()
     elif w.issued - w.finished > MAX_QUEUED:
@@ -198,14 +210,20 @@ def _execute(ins: Instruction) -> None:
             if not d.done and not _chained(d, ins):
                 wait_for(d)
     if err is None:
+        prof = _profiler.ACTIVE
+        t0 = perf_counter() if prof is not None else 0.0
         try:
             if ins.deferred:
                 ins.fn(_Finisher(ins), *ins.args)
                 ins.launched = True
+                if prof is not None:  # the launch; its work shows in the executor's events
+                    prof.record_instruction(ins.name, ins.stream.kind, t0, perf_counter())
                 return  # completes when finish() is called (maybe already)
             ins.fn(*ins.args)
         except Exception as e:  # reported at the next sync point, with the issuing stack
             err = _error_for(ins, e)
+        if prof is not None:
+            prof.record_instruction(ins.name, ins.stream.kind, t0, perf_counter())
     _complete(ins, err)
 
 
@@ -222,16 +240,19 @@ def _error_for(ins: Instruction, exc: BaseException) -> KernelError:
     except Exception:  # formatting must not lose the failure
         err = KernelError(f"{ins.name}: kernel failed: {type(exc).__name__}: {exc}")
         err.__cause__ = exc
+    detach_traceback(exc)  # kept until reported: must not keep the failed call's frames
     _errors.append(err)
     return err
 
 
 def _complete(ins: Instruction, err) -> None:
-    ins.fn = ins.args = ins.after = ins.war = None
+    # A finished instruction keeps only what dependency tracking and error reporting need
+    # (``done``, ``error``, its name): workers remember their last few thousand instructions
+    # and storages their last writer, so anything else held here (the callable and its
+    # closure, arrays, a graph's compiled state through ``chain``) would outlive its user.
+    ins.fn = ins.args = ins.after = ins.war = ins.chain = ins.stack = ins.shapes = None
     ins.error = err
-    if err is None:
-        ins.stack = ins.shapes = None
-    elif ins.restore is not None:
+    if err is not None and ins.restore is not None:
         # A failure poisons only the outputs the instruction created: memory it writes in
         # place (parameters, optimizer state, in-place ops) gets its previous writer back, so
         # it stays readable and writable. Instructions issued after this one and ordered on
@@ -244,9 +265,11 @@ def _complete(ins: Instruction, err) -> None:
     ins.restore = None
     ins.done = True
     # A waiter registers, then re-checks ``done``; we set ``done``, then read ``waiters``:
-    # under the GIL one of the two sees the other, so no wake-up is lost.
+    # under the GIL one of the two sees the other, so no wake-up is lost. (A lock registered
+    # after this read finds ``done`` set and never blocks, so the list can go.)
     ws = ins.waiters
     if ws is not None:
+        ins.waiters = None
         for lk in ws:
             lk.release()
     if ins.deferred:
@@ -318,7 +341,15 @@ def _raise(err: KernelError):
         _errors.remove(err)
     except ValueError:
         pass
-    raise err.with_traceback(None)
+    # Raise a copy: ``err`` stays on its instruction (later readers of the failed result raise
+    # it too), and the traceback of where it was reported would keep those frames' locals
+    # (the caller's tensors) alive as long as the instruction is remembered.
+    raised = _copy.copy(err)  # message, notes and attributes; no traceback
+    raised.__cause__ = err.__cause__
+    try:
+        raise raised
+    finally:
+        del raised  # this frame is in the copy's traceback: no cycle through its locals
 
 
 def raise_pending() -> None:
