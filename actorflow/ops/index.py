@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from actorflow.framework import dtype as dt
-from actorflow.ops._common import F, norm_axis
+from actorflow.ops._common import F, add_at, norm_axis
 from actorflow.ops.registry import Meta, fail, register
 
 _CONSUMES_DIM = ("int", "slice", "tensor")
@@ -224,7 +224,7 @@ def _(ins, outs, attrs):
     basic, adv, _ = walk_index("getitem_backward", attrs["index"], out.shape)
     view = out[basic]
     if adv:
-        np.add.at(view, _advanced(view.ndim, adv, ins[1:]), ins[0])  # duplicates accumulate
+        add_at(view, _advanced(view.ndim, adv, ins[1:]), ins[0])  # duplicates accumulate
     else:
         view[...] = ins[0]
 
@@ -379,7 +379,7 @@ def _(ins, outs, attrs):
     if index.size == 0:
         return
     if attrs.get("reduce") == "add":
-        np.add.at(out, full, vals.astype(out.dtype))
+        add_at(out, full, vals.astype(out.dtype))
     else:
         out[full] = vals
 
@@ -436,7 +436,7 @@ def _(ins, outs, attrs):
     if index.ndim == 0:
         src = np.expand_dims(src, dim) if src.ndim < x.ndim else src
     where = (slice(None),) * dim + (index.reshape(-1),)
-    np.add.at(out, where, src)
+    add_at(out, where, src)
 
 
 @index_add.grad
