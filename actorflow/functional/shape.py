@@ -170,8 +170,13 @@ def narrow(x: Tensor, dim: int, start, length: int) -> Tensor:
     if not x._shape:
         fail("narrow", "cannot narrow a 0-d tensor", x._shape)
     d = norm_axis("narrow", dim, len(x._shape))
+    size = x._shape[d]
+    if not -size <= start <= size:
+        raise IndexError(f"narrow: start {start} is out of range for dimension {d} with size "
+                         f"{size} (expected a start in [{-size}, {size}]; shape "
+                         f"{tuple(x._shape)})")
     if start < 0:
-        start += x._shape[d]
+        start += size
     return apply(_narrow, [x], {"dim": dim, "start": int(start), "length": int(length)})[0]
 
 
