@@ -185,8 +185,9 @@ def _record(op: Op, inputs: list, results: list, attrs: dict) -> None:
 
 def check_inplace(op: Op, inputs: list, out: list, metas: list, record: bool) -> None:
     """Raise if ``op``'s results (``metas``) can't be written into the tensors ``out`` (shape,
-    a dtype they can't be cast to, or a leaf that requires grad while autograd records).
-    Eager dispatch and the graph tracer both check in-place calls with it."""
+    a dtype they can't be cast to, or - while grad mode is on, as in PyTorch - a leaf that
+    requires grad or a view of one). Eager dispatch and the graph tracer both check in-place
+    calls with it."""
     for t, m in zip(out, metas):
         if tuple(m[0]) != tuple(t._shape):
             raise OpError(_where(f"{op.name}_: output of shape {tuple(m[0])} can't be written in "
@@ -194,12 +195,32 @@ def check_inplace(op: Op, inputs: list, out: list, metas: list, record: bool) ->
         if m[1] is not t.dtype and m[1]._category > t.dtype._category:
             raise OpError(_where(f"{op.name}_: result type {m[1]} can't be cast to the "
                                  f"in-place output's dtype {t.dtype}", op, inputs))
-    if record:
-        for t in out:
-            if t.grad_fn is None and t.requires_grad:
-                raise RuntimeError(_where(f"{op.name}_: a leaf tensor that requires grad is "
-                                          f"being used in an in-place operation (use it under "
-                                          f"no_grad(), or clone it first)", op, inputs))
+    if not grad_mode._state.enabled:  # (``record`` implies it; no_grad() allows any write)
+        return
+    for t in out:
+        what = None
+        if t.grad_fn is None and t.requires_grad:
+            what = "a leaf tensor"
+        else:
+            # the tensor whose memory t views: eager views share their base's storage record
+            # (a reshape that had to copy does not); lazy ones are followed through the view
+            # ops autograd recorded
+            root = t._base
+            if root is not None:
+                if type(t._h) is not EagerBlob or type(root._h) is not EagerBlob \
+                        or t._h.storage is not root._h.storage:
+                    root = None
+            else:
+                node = t.grad_fn
+                while node is not None and getattr(node.op, "view_fn", None) is not None \
+                        and node._inputs:
+                    root, node = node._inputs[0], node._inputs[0].grad_fn
+            if root is not None and root.grad_fn is None and root.requires_grad:
+                what = "a view of a leaf tensor"
+        if what is not None:
+            raise RuntimeError(_where(f"{op.name}_: {what} that requires grad is being used "
+                                      f"in an in-place operation (use it under no_grad(), or "
+                                      f"clone it first)", op, inputs))
 
 
 def _apply_inplace(op, inputs, attrs, out, metas, record):
