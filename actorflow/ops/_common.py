@@ -98,7 +98,7 @@ def in_float32(fn, x: np.ndarray, out: np.ndarray, *args) -> None:
     0.1 + 0.1 + ... stops growing at 32). Kernels test ``out.dtype in HALF_DTYPES`` first, so
     their float32/float64 paths pay no extra call."""
     acc = np.empty(out.shape, np.float32)
-    fn(x.astype(np.float32), acc, *args)
+    fn(x.astype(np.float32, copy=False), acc, *args)
     with np.errstate(over="ignore"):  # out of float16's range: inf, as PyTorch gives
         np.copyto(out, acc, casting="unsafe")
 
