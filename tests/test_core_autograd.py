@@ -297,6 +297,97 @@ def test_inplace_on_leaf_requiring_grad():
     assert a.grad.tolist() == [1.0, 1.0]
 
 
+_VIEW_WRITES = {  # in-place writes through a view of the tensor (PyTorch raises for each)
+    "slice_mul_": lambda x: x[:2].mul_(2),
+    "iadd": lambda x: x[1:].__iadd__(1),
+    "setitem": lambda x: x[:2].__setitem__(0, 5.0),
+    "fill_": lambda x: x[:2].fill_(0),
+    "copy_": lambda x: x[1:].copy_(flow.zeros(2)),
+    "unsqueeze_clamp_": lambda x: x.unsqueeze(0).clamp_(0, 0.5),
+    "reshape_view_add_": lambda x: x.reshape(1, 3).add_(1),
+    "split_add_": lambda x: x.split(2)[0].add_(1),
+    "expand_add_": lambda x: x.expand(2, 3).add_(1),
+    "view_of_view": lambda x: x.unsqueeze(1)[1:].squeeze(1).mul_(3),
+    "with_grad_operand": lambda x: x[:2].mul_(flow.full((2,), 3.0, requires_grad=True)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_VIEW_WRITES))
+def test_inplace_on_view_of_leaf_requiring_grad_raises_unless_no_grad(name):
+    write = _VIEW_WRITES[name]
+    x = _leaf([1.0, 2.0, 3.0])
+    with pytest.raises(RuntimeError, match="view of a leaf tensor that requires grad.*in-place"):
+        write(x)
+    assert x.tolist() == [1.0, 2.0, 3.0]  # nothing was written
+    if name == "expand_add_":
+        return  # overlapping memory: not writable even under no_grad() (PyTorch neither)
+    with flow.no_grad():
+        write(x)  # allowed, as in PyTorch
+    assert x.tolist() != [1.0, 2.0, 3.0]
+    assert x.grad_fn is None and x.requires_grad
+
+
+def test_inplace_on_views_that_pytorch_allows():
+    x = _leaf([1.0, 2.0, 3.0])
+    x.detach()[:1].mul_(2)  # a detached alias: outside autograd
+    x.data[2:].add_(1)
+    assert x.tolist() == [2.0, 2.0, 4.0]
+    x[flow.tensor([0, 1])].add_(1)  # advanced indexing copies: not a view
+    m = _leaf([[1.0, 2.0], [3.0, 4.0]])
+    m.t().reshape(4).add_(1)  # a reshape that had to copy is not a view
+    assert m.tolist() == [[1.0, 2.0], [3.0, 4.0]]
+    frozen = flow.ones(3)
+    with flow.no_grad():
+        v = frozen[:2]
+    v.mul_(_leaf([2.0, 2.0]))  # the base doesn't require grad
+    assert frozen.tolist() == [2.0, 2.0, 1.0]
+
+
+def test_leaf_written_by_an_op_whose_inputs_need_no_grad_raises():
+    x = _leaf([1.0, 2.0])
+    with pytest.raises(RuntimeError, match="copy_: a leaf tensor that requires grad"):
+        x.copy_(flow.zeros(2))  # copy_'s only input is the source
+    with pytest.raises(RuntimeError, match="a view of a leaf tensor"):
+        with flow.no_grad():
+            v = x[:1]
+        v.copy_(flow.zeros(1))  # a view made under no_grad(), written with grad mode on
+    assert x.tolist() == [1.0, 2.0]
+
+
+@pytest.mark.parametrize("name", ["slice_mul_", "setitem", "copy_", "view_of_view"])
+def test_inplace_on_view_of_leaf_raises_while_tracing_a_graph(name):
+    from tests.helpers import FnGraph
+
+    write = _VIEW_WRITES[name]
+
+    class Model(flow.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = flow.nn.Parameter(flow.tensor([1.0, 2.0, 3.0]))
+
+        def forward(self, x):
+            write(self.w)
+            return self.w * x
+
+    class Step(flow.nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = Model()
+
+        def build(self, x):
+            return self.model(x)
+
+    with pytest.raises(RuntimeError, match="view of a leaf tensor that requires grad"):
+        Step()(flow.ones(3))
+    def written(t, x):
+        write(t)
+        return t * x
+
+    with pytest.raises(RuntimeError, match="view of a leaf tensor that requires grad"):
+        FnGraph(written)(flow.nn.Parameter(flow.ones(3)), flow.ones(3))
+    assert FnGraph(lambda x: written(x * 1, x))(flow.ones(3)).shape == (3,)  # a non-leaf
+
+
 # ---- custom Functions -------------------------------------------------------------------------
 
 class Exp(flow.autograd.Function):

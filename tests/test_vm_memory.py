@@ -21,7 +21,6 @@ import actorflow as flow
 from actorflow import nn, vm
 from actorflow.dispatch import apply
 from actorflow.vm import scheduler
-from actorflow.vm.worker import TAIL
 from tests.helpers import FnGraph, SquareLossTrain, fail_if_negative_op
 
 BIG = 1 << 20  # float32 elements: 4 MiB arrays
@@ -153,8 +152,7 @@ def test_big_arrays_of_finished_eager_ops_are_freed_at_once():
             assert c.item() == pytest.approx(BIG * np.exp(float(i)), rel=1e-4)
             del a, b, c
         flow.synchronize()
-        # the worker's tail still remembers these instructions (far fewer than TAIL ran)
-        assert len(vm.pool().default.tail) < TAIL
+        # (the worker's tail of finished instructions may still remember them)
         assert all(r() is None for r in refs)
 
 

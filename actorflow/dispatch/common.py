@@ -3,9 +3,10 @@ and the autograd record made after whichever interpreter ran."""
 from __future__ import annotations
 
 from actorflow import scope
+from actorflow.autograd import grad_mode
 from actorflow.autograd.engine import Node
 from actorflow.ops.registry import Op, OpError
-from actorflow.tensor import Tensor
+from actorflow.tensor import EagerBlob, Tensor
 
 
 def infer(op: Op, inputs: list, attrs: dict) -> list:
@@ -33,8 +34,8 @@ def where(msg: str, inputs: list) -> str:
 
 def check_inplace(op: Op, inputs: list, out: list, metas: list, record: bool) -> None:
     """Raise if ``op``'s results (``metas``) can't be written into the tensors ``out`` (shape,
-    a dtype they can't be cast to, or a leaf that requires grad while autograd records).
-    Every interpreter checks in-place calls with it."""
+    a dtype they can't be cast to, or - while grad mode is on, as in PyTorch - a leaf that
+    requires grad or a view of one). Every interpreter checks in-place calls with it."""
     for t, m in zip(out, metas):
         if tuple(m[0]) != tuple(t._shape):
             raise OpError(where(f"{op.name}_: output of shape {tuple(m[0])} can't be written in "
@@ -42,12 +43,32 @@ def check_inplace(op: Op, inputs: list, out: list, metas: list, record: bool) ->
         if m[1] is not t.dtype and m[1]._category > t.dtype._category:
             raise OpError(where(f"{op.name}_: result type {m[1]} can't be cast to the "
                                 f"in-place output's dtype {t.dtype}", inputs))
-    if record:
-        for t in out:
-            if t.grad_fn is None and t.requires_grad:
-                raise RuntimeError(where(f"{op.name}_: a leaf tensor that requires grad is "
-                                         f"being used in an in-place operation (use it under "
-                                         f"no_grad(), or clone it first)", inputs))
+    if not grad_mode._state.enabled:  # (``record`` implies it; no_grad() allows any write)
+        return
+    for t in out:
+        what = None
+        if t.grad_fn is None and t.requires_grad:
+            what = "a leaf tensor"
+        else:
+            # the tensor whose memory t views: eager views share their base's storage record
+            # (a reshape that had to copy does not); lazy ones are followed through the view
+            # ops autograd recorded
+            root = t._base
+            if root is not None:
+                if type(t._h) is not EagerBlob or type(root._h) is not EagerBlob \
+                        or t._h.storage is not root._h.storage:
+                    root = None
+            else:
+                node = t.grad_fn
+                while node is not None and getattr(node.op, "view_fn", None) is not None \
+                        and node._inputs:
+                    root, node = node._inputs[0], node._inputs[0].grad_fn
+            if root is not None and root.grad_fn is None and root.requires_grad:
+                what = "a view of a leaf tensor"
+        if what is not None:
+            raise RuntimeError(where(f"{op.name}_: {what} that requires grad is being used "
+                                     f"in an in-place operation (use it under no_grad(), or "
+                                     f"clone it first)", inputs))
 
 
 def record(op: Op, inputs: list, outputs: list, attrs: dict) -> None:

@@ -29,6 +29,7 @@ _setitem_op = registry.get("setitem")
 _gather_op = registry.get("gather")
 _scatter_op = registry.get("scatter")
 _index_add_op = registry.get("index_add")
+_index_select_op = registry.get("index_select")
 _nonzero_op = registry.get("nonzero")
 
 _ALL = ("slice", None, None, None)
@@ -125,14 +126,17 @@ def _out_of_range(op: str, value: int, size: int, d: int, shape: tuple) -> Index
                       f"(dimension {d} of a tensor of shape {tuple(shape)})")
 
 
-def _check_values(op: str, t: Tensor, size: int, d: int, shape: tuple) -> None:
-    """Index tensor values must lie in [-size, size) (checked eagerly; traced tensors skip)."""
+def _check_values(op: str, t: Tensor, size: int, d: int, shape: tuple,
+                  negative: bool = True) -> None:
+    """Index tensor values must lie in [-size, size), or [0, size) when not ``negative``
+    (checked eagerly, so the IndexError comes from the call; traced tensors skip it)."""
     if t.is_lazy or t.numel() == 0:
         return
     a = t._array()
     lo, hi = int(a.min()), int(a.max())
-    if lo < -size or hi >= size:
-        raise _out_of_range(op, lo if lo < -size else hi, size, d, shape)
+    low = -size if negative else 0
+    if lo < low or hi >= size:
+        raise _out_of_range(op, lo if lo < low else hi, size, d, shape)
 
 
 def parse_index(x: Tensor, index, op: str = "getitem") -> tuple:
@@ -314,7 +318,8 @@ def scatter_add_(self: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
 
 
 def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
-    """The slices of ``input`` at positions ``index`` (1-d) along ``dim``."""
+    """The slices of ``input`` at positions ``index`` (1-d, each in ``[0, size)``: negative
+    indices raise an IndexError, as in PyTorch) along ``dim``."""
     index = _index_tensor(index)
     if len(index._shape) > 1 or index.dtype._category != 1:
         raise IndexError(f"index_select: index must be a 1-d integer tensor, got shape "
@@ -328,9 +333,8 @@ def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
         input = reshape(input, (1,))
         ndim = 1
     dim %= ndim
-    _check_values("index_select", index, input._shape[dim], dim, input._shape)
-    entries = (_ALL,) * dim + (("tensor", 0),)
-    return apply(_getitem_adv_op, [input, index], {"index": entries})[0]
+    _check_values("index_select", index, input._shape[dim], dim, input._shape, negative=False)
+    return apply(_index_select_op, [input, index], {"dim": dim})[0]
 
 
 def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1) -> Tensor:

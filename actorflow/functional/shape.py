@@ -5,8 +5,8 @@ from __future__ import annotations
 from actorflow.dispatch import apply
 from actorflow.ops import registry
 from actorflow.ops._common import F, norm_axis
-from actorflow.ops.registry import fail
-from actorflow.ops.shape import perm_swapping
+from actorflow.ops.registry import OpError, fail
+from actorflow.ops.shape import infer_reshape, perm_swapping, view_strides
 from actorflow.tensor import Size, Tensor, register_tensor_methods
 
 _reshape = registry.get("reshape")
@@ -40,13 +40,27 @@ def reshape(x: Tensor, *shape, **kwargs) -> Tensor:
 
 
 def view(x: Tensor, *shape) -> Tensor:
-    """Like reshape; a view sharing memory with ``x``."""
-    return reshape(x, *shape)
+    """``x``'s memory read in a new shape (one dim may be -1): always shares memory with ``x``
+    (writes through either reach the other). Raises when the strides of a non-contiguous ``x``
+    don't allow that shape (PyTorch's rule); ``reshape`` copies then."""
+    shape = _shape_args(shape)
+    if not x.is_contiguous():  # eager tensors only: lazy ones have no memory layout yet
+        _check_viewable("view", x, shape)
+    return reshape(x, shape)
+
+
+def _check_viewable(name: str, x: Tensor, shape: tuple) -> None:
+    target = infer_reshape(name, tuple(x._shape), shape) if -1 in shape else shape
+    if view_strides(tuple(x._shape), x.stride(), target) is None:
+        raise OpError(f"{name}: shape {target} is not compatible with the input's shape "
+                      f"{tuple(x._shape)} and strides {x.stride()} (a new dim would span "
+                      f"memory that isn't contiguous); use .reshape(...), which copies, or "
+                      f".contiguous() first")
 
 
 def view_as(x: Tensor, other: Tensor) -> Tensor:
-    """``x`` viewed with ``other``'s shape."""
-    return reshape(x, tuple(other._shape))
+    """``x`` viewed with ``other``'s shape (see ``view``)."""
+    return view(x, tuple(other._shape))
 
 
 def reshape_as(x: Tensor, other: Tensor) -> Tensor:
@@ -156,8 +170,13 @@ def narrow(x: Tensor, dim: int, start, length: int) -> Tensor:
     if not x._shape:
         fail("narrow", "cannot narrow a 0-d tensor", x._shape)
     d = norm_axis("narrow", dim, len(x._shape))
+    size = x._shape[d]
+    if not -size <= start <= size:
+        raise IndexError(f"narrow: start {start} is out of range for dimension {d} with size "
+                         f"{size} (expected a start in [{-size}, {size}]; shape "
+                         f"{tuple(x._shape)})")
     if start < 0:
-        start += x._shape[d]
+        start += size
     return apply(_narrow, [x], {"dim": dim, "start": int(start), "length": int(length)})[0]
 
 

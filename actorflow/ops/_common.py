@@ -68,6 +68,25 @@ def copy_reshaped(x: np.ndarray, out: np.ndarray) -> None:
 
 
 _BLAS_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+HALF_DTYPES = frozenset((np.dtype(np.float16), np.dtype(dt.bfloat16.np)))  # hashed: ~25 ns
+
+
+def acc_dtype(d: np.dtype) -> np.dtype:
+    """The dtype to accumulate a reduction or scan of ``d`` in: float32 for float16/bfloat16
+    (as PyTorch does), ``d`` itself otherwise."""
+    return np.dtype(np.float32) if d in HALF_DTYPES else d
+
+
+def in_float32(fn, x: np.ndarray, out: np.ndarray, *args) -> None:
+    """Run the reduction or scan ``fn(x, out, *args)`` for a float16/bfloat16 ``out`` on a
+    float32 copy of ``x`` into a float32 temporary, rounded once into ``out``, as PyTorch
+    accumulates half precision (summing thousands of values in half precision stalls: bfloat16
+    0.1 + 0.1 + ... stops growing at 32). Kernels test ``out.dtype in HALF_DTYPES`` first, so
+    their float32/float64 paths pay no extra call."""
+    acc = np.empty(out.shape, np.float32)
+    fn(x.astype(np.float32, copy=False), acc, *args)
+    with np.errstate(over="ignore"):  # out of float16's range: inf, as PyTorch gives
+        np.copyto(out, acc, casting="unsafe")
 
 
 def ones_vector(n: int, dtype) -> np.ndarray:
@@ -85,6 +104,23 @@ def ones_vector(n: int, dtype) -> np.ndarray:
 
 
 _ONES: dict = {}
+
+
+def add_at(out: np.ndarray, index, values) -> None:
+    """``np.add.at(out, index, values)`` (repeated indices accumulate); a float16/bfloat16
+    ``out`` accumulates in float32 and is rounded once."""
+    if out.dtype not in HALF_DTYPES:
+        np.add.at(out, index, values)
+        return
+    acc = out.astype(np.float32)
+    np.add.at(acc, index, np.asarray(values).astype(np.float32, copy=False))
+    with np.errstate(over="ignore"):
+        np.copyto(out, acc, casting="unsafe")
+
+
+def is_floating(d: np.dtype) -> bool:
+    """Whether the NumPy dtype ``d`` is a floating type (bfloat16 included: its kind is 'V')."""
+    return d.kind == "f" or d in HALF_DTYPES
 
 
 def blas_sum(x: np.ndarray, axes: tuple, out: np.ndarray) -> bool:

@@ -12,7 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from actorflow.framework import dtype as dt
-from actorflow.ops._common import F, blas_sum, broadcast_shapes, copy_reshaped, promote
+from actorflow.ops._common import (
+    F, HALF_DTYPES, blas_sum, broadcast_shapes, copy_reshaped, in_float32, promote,
+)
 from actorflow.ops.int_scalars import is_int_scalar, check_int_scalar, int_scalar
 from actorflow.ops.registry import Meta, fail, register
 
@@ -35,8 +37,16 @@ def _(ins, outs, attrs):
     if not axes:
         copy_reshaped(x, out)
         return
+    if out.dtype in HALF_DTYPES:
+        in_float32(_sum_to_into, x, out, axes)
+    else:
+        _sum_to_into(x, out, axes)
+
+
+def _sum_to_into(x: np.ndarray, out: np.ndarray, axes: tuple) -> None:
     if not blas_sum(x, axes, out):
-        np.sum(x, axis=axes, keepdims=True, out=out.reshape((1,) * lead + shape))
+        np.sum(x, axis=axes, keepdims=True, out=out.reshape((1,) * (x.ndim - out.ndim)
+                                                          + out.shape))
 
 
 @sum_to_shape.grad

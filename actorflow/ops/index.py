@@ -1,5 +1,10 @@
 """Indexing ops: ``x[index]`` (getitem), ``x[index] = v`` (setitem), gather / scatter,
-index_add and nonzero.
+index_select, index_add and nonzero.
+
+Negative indices: ``x[index]`` / ``x[index] = v`` wrap them (from the end, as Python and PyTorch
+do); gather, scatter, index_select, index_add, embedding and one_hot raise for them, as PyTorch
+does. Kernels check the bounds themselves (an index tensor's values are known only when the
+kernel runs, in eager mode and in a graph).
 
 An index such as ``x[1, ::2, None, ..., t]`` is encoded as a tuple of plain entries (the attr
 ``index``), so the op can be serialised and traced; index tensors are extra op inputs:
@@ -19,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from actorflow.framework import dtype as dt
-from actorflow.ops._common import F, norm_axis
+from actorflow.ops._common import F, add_at, norm_axis
 from actorflow.ops.registry import Meta, fail, register
 
 _CONSUMES_DIM = ("int", "slice", "tensor")
@@ -224,7 +229,7 @@ def _(ins, outs, attrs):
     basic, adv, _ = walk_index("getitem_backward", attrs["index"], out.shape)
     view = out[basic]
     if adv:
-        np.add.at(view, _advanced(view.ndim, adv, ins[1:]), ins[0])  # duplicates accumulate
+        add_at(view, _advanced(view.ndim, adv, ins[1:]), ins[0])  # duplicates accumulate
     else:
         view[...] = ins[0]
 
@@ -379,7 +384,7 @@ def _(ins, outs, attrs):
     if index.size == 0:
         return
     if attrs.get("reduce") == "add":
-        np.add.at(out, full, vals.astype(out.dtype))
+        add_at(out, full, vals.astype(out.dtype))
     else:
         out[full] = vals
 
@@ -399,6 +404,40 @@ def _(ctx, dout):
             corner = tuple(("slice", 0, n, None) for n in index._shape)
             dsrc = F.getitem_backward(dsrc, corner, (), src_shape)
     return (dx, None, dsrc) if len(saved) > 1 else (dx, None)
+
+
+# ---- index_select -----------------------------------------------------------------------------
+
+index_select = register("index_select", doc="The slices of x at the 1-d ``index`` along ``dim``; "
+                                            "indices must lie in [0, size) (PyTorch's rule: "
+                                            "negative ones are out of range, not wrapped).")
+
+
+@index_select.infer
+def _(inputs, attrs):
+    x, index = inputs
+    if index.dtype._category != 1 or len(index._shape) != 1:
+        fail("index_select", f"index must be a 1-d integer tensor, got {index.dtype}",
+             x._shape, index._shape)
+    if not x._shape:
+        fail("index_select", "the input must have at least one dim", x._shape)
+    d = norm_axis("index_select", attrs["dim"], len(x._shape))
+    return [Meta(x._shape[:d] + (index._shape[0],) + x._shape[d + 1:], x.dtype)]
+
+
+@index_select.kernel("cpu")
+def _(ins, outs, attrs):
+    x, index = ins
+    d = attrs["dim"] % x.ndim
+    _check_bounds("index_select", index, x.shape[d], d)
+    np.take(x, index, axis=d, out=outs[0], mode="clip")  # in range: "clip" only skips a buffer
+
+
+@index_select.grad
+def _(ctx, dout):
+    index = saved_index_inputs(ctx, 1)[0]
+    shape, dtype = ctx.input_metas[0]
+    return F.index_add(F.zeros(shape, dtype=dtype), ctx.attrs["dim"], index, dout), None
 
 
 # ---- index_add --------------------------------------------------------------------------------
@@ -436,7 +475,7 @@ def _(ins, outs, attrs):
     if index.ndim == 0:
         src = np.expand_dims(src, dim) if src.ndim < x.ndim else src
     where = (slice(None),) * dim + (index.reshape(-1),)
-    np.add.at(out, where, src)
+    add_at(out, where, src)
 
 
 @index_add.grad

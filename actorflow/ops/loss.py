@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from actorflow.ops._common import F, sum_keepdim
+from actorflow.ops._common import F, is_floating, sum_keepdim
 from actorflow.ops.registry import Meta, fail, register
 
 REDUCTIONS = ("none", "mean", "sum")
@@ -245,7 +245,7 @@ def _(ins, outs, attrs):
         x, y, loss_out, prob = _batched(x, y, loss_out, prob)
     n_cls, eps, red = x.shape[1], attrs["label_smoothing"], attrs["reduction"]
     s = _shifted(x, prob)
-    if y.dtype.kind == "f":  # class probabilities
+    if is_floating(y.dtype):  # class probabilities
         q = work(y)
         if eps:
             q = q * (1.0 - eps) + eps / n_cls
@@ -304,7 +304,7 @@ def _(ins, outs, attrs):
             dout = dout.reshape(1)
     n_cls, eps, red = x.shape[1], attrs["label_smoothing"], attrs["reduction"]
     wc = None if w is None else _per_class(w, x.ndim)
-    if y.dtype.kind == "f":
+    if is_floating(y.dtype):
         g = _cls_axis(_position_grad(dout, red, y.size // n_cls))
         q = work(y)
         if eps:

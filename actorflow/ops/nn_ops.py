@@ -47,10 +47,13 @@ def _(ins, outs, attrs):
     target = out.reshape(-1, out.shape[-1])
     if target.dtype == x2.dtype:
         np.matmul(x2, w.T, out=target)
-    else:
-        target[...] = np.matmul(x2, w.T)
+        if len(ins) > 2:
+            target += ins[2]
+        return
+    res = np.matmul(x2, w.T)  # half precision: the bias is added before the one rounding
     if len(ins) > 2:
-        target += ins[2]
+        res += compute_array(ins[2])
+    np.copyto(target, res, casting="unsafe")
 
 
 @linear.grad

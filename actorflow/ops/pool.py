@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from actorflow.framework.dtype import int64
-from actorflow.ops._common import F
+from actorflow.ops._common import F, is_floating
 from actorflow.ops.conv import compute_array, crop, kernel_slices, padded, scatter_windows, \
     windows
 from actorflow.ops.registry import Meta, fail, register
@@ -71,7 +71,7 @@ def _max_forward(x, out, idx_out, attrs):
     kernel, dil = attrs["kernel_size"], attrs["dilation"]
     in_sizes, outs = x.shape[2:], out.shape[2:]
     pads = _pad_pairs(in_sizes, outs, attrs, dil)
-    fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+    fill = -np.inf if is_floating(x.dtype) else np.iinfo(x.dtype).min
     win = windows(padded(x, pads, fill), kernel, attrs["stride"], dil)
     win = win[(Ellipsis,) + tuple(slice(0, o) for o in outs) + (slice(None),) * n]
     flat = win.reshape(win.shape[:2 + n] + (-1,))

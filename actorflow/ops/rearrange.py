@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from actorflow.ops._common import F, norm_axis
+from actorflow.ops._common import F, acc_dtype, norm_axis
 from actorflow.ops.reduce import reduce_axes
 from actorflow.ops.registry import Meta, fail, register
 
@@ -204,11 +204,11 @@ def _(ins, outs, attrs):
     g, out = ins[0], outs[0]
     shape = tuple(attrs["shape"])
     for d, left, right in pad_pairs("pad_backward", shape, attrs["pad"]):
-        acc = np.zeros(g.shape[:d] + (shape[d],) + g.shape[d + 1:], dtype=out.dtype)
+        acc = np.zeros(g.shape[:d] + (shape[d],) + g.shape[d + 1:], dtype=acc_dtype(out.dtype))
         index = (slice(None),) * d + (pad_index(attrs["mode"], shape[d], left, right),)
-        np.add.at(acc, index, g)
+        np.add.at(acc, index, g.astype(acc.dtype, copy=False))  # half: in float32
         g = acc
-    out[...] = g
+    np.copyto(out, g, casting="unsafe")
 
 
 @pad_backward.grad

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from actorflow.framework import dtype as dt
-from actorflow.ops._common import F, blas_sum, norm_axis
+from actorflow.ops._common import F, HALF_DTYPES, acc_dtype, blas_sum, in_float32, norm_axis
 from actorflow.ops.registry import Meta, fail, register
 
 
@@ -108,11 +108,18 @@ sum_ = register("sum", doc="Sum over ``dim`` (None: all).", amp="deny")
 sum_.infer(reduce_infer("sum", int_to_long))
 
 
+def _sum_into(x: np.ndarray, out: np.ndarray, axes, keepdim: bool) -> None:
+    if axes is None or not blas_sum(x, axes, out):
+        np.sum(x, axis=axes, out=out, keepdims=keepdim, dtype=out.dtype)
+
+
 @sum_.kernel("cpu")
 def _(ins, outs, attrs):
     x, out = ins[0], outs[0]
     axes = np_axes(x, "sum", attrs.get("dim"))
-    if axes is None or not blas_sum(x, axes, out):
+    if out.dtype in HALF_DTYPES:
+        in_float32(_sum_into, x, out, axes, attrs.get("keepdim", False))
+    elif axes is None or not blas_sum(x, axes, out):
         np.sum(x, axis=axes, out=out, keepdims=attrs.get("keepdim", False), dtype=out.dtype)
 
 
@@ -155,8 +162,15 @@ prod.infer(reduce_infer("prod", int_to_long))
 @prod.kernel("cpu")
 def _(ins, outs, attrs):
     x, out = ins[0], outs[0]
-    np.prod(x, axis=np_axes(x, "prod", attrs.get("dim")), out=out,
-            keepdims=attrs.get("keepdim", False), dtype=out.dtype)
+    args = (np_axes(x, "prod", attrs.get("dim")), attrs.get("keepdim", False))
+    if out.dtype in HALF_DTYPES:
+        in_float32(_prod_into, x, out, *args)
+    else:
+        _prod_into(x, out, *args)
+
+
+def _prod_into(x: np.ndarray, out: np.ndarray, axes, keepdim: bool) -> None:
+    np.prod(x, axis=axes, out=out, keepdims=keepdim, dtype=out.dtype)
 
 
 def exclusive_products(x, d: int):
@@ -300,8 +314,16 @@ def _scan_kernel(name, fn):
         if x.ndim == 0:
             out[...] = x
             return
-        fn(x, axis=norm_axis(name, attrs["dim"], x.ndim), out=out, dtype=out.dtype)
+        axis = norm_axis(name, attrs["dim"], x.ndim)
+        if out.dtype in HALF_DTYPES:  # each output: the float32 running value, rounded
+            in_float32(_scan_into, x, out, fn, axis)
+        else:
+            fn(x, axis=axis, out=out, dtype=out.dtype)
     return kernel
+
+
+def _scan_into(x: np.ndarray, out: np.ndarray, fn, axis: int) -> None:
+    fn(x, axis=axis, out=out, dtype=out.dtype)
 
 
 cumsum = register("cumsum", doc="Cumulative sum along ``dim``.", amp="deny")
@@ -342,12 +364,21 @@ def _(inputs, attrs):
 
 @cumprod_backward.kernel("cpu")
 def _(ins, outs, attrs):
-    x, g = ins
-    out = outs[0]
-    if x.ndim == 0:
-        out[...] = g
+    if ins[0].ndim == 0:
+        outs[0][...] = ins[1]
         return
-    d = norm_axis("cumprod_backward", attrs["dim"], x.ndim)
+    d = norm_axis("cumprod_backward", attrs["dim"], ins[0].ndim)
+    acc = acc_dtype(outs[0].dtype)
+    if acc == outs[0].dtype:
+        _cumprod_backward(ins[0], ins[1], outs[0], d)
+        return
+    out = np.empty(outs[0].shape, acc)  # half precision sums in float32, rounded once
+    _cumprod_backward(ins[0].astype(acc), ins[1].astype(acc), out, d)
+    with np.errstate(over="ignore"):
+        np.copyto(outs[0], out, casting="unsafe")
+
+
+def _cumprod_backward(x: np.ndarray, g: np.ndarray, out: np.ndarray, d: int) -> None:
     xm, gm, om = np.moveaxis(x, d, 0), np.moveaxis(g, d, 0), np.moveaxis(out, d, 0)
     n = xm.shape[0]
     if n == 0:

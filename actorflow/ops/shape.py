@@ -35,6 +35,43 @@ def infer_reshape(op_name: str, shape: tuple, target) -> tuple:
     return target
 
 
+def view_strides(shape: tuple, strides: tuple, new_shape: tuple) -> tuple | None:
+    """Strides (in elements) under which memory laid out as ``shape`` / ``strides`` reads as
+    ``new_shape`` without a copy, or None when there are none (PyTorch's rule for ``view``).
+
+    The old dims fall into chunks of dims that are contiguous with one another (a dim's stride
+    is the next one's stride times its size; size-1 dims join any chunk). A view exists when
+    the new dims, read from the last, can be grouped into runs whose sizes multiply to each
+    chunk's size in turn; each run takes strides from its chunk's innermost stride."""
+    new_shape = tuple(new_shape)
+    numel = 1
+    for n in shape:
+        numel *= n
+    if numel == 0 or not shape:  # no memory to lay out, or one element: anything fits
+        out, acc = [], 1
+        for n in reversed(new_shape):
+            out.insert(0, acc)
+            acc *= max(n, 1)
+        return tuple(out)
+    out = [0] * len(new_shape)
+    j = len(new_shape) - 1
+    step = strides[-1]  # innermost stride of the chunk being matched
+    chunk = run = 1     # elements in the chunk so far / in the run of new dims matched to it
+    for d in range(len(shape) - 1, -1, -1):
+        chunk *= shape[d]
+        if d > 0 and (shape[d - 1] == 1 or strides[d - 1] == chunk * step):
+            continue  # dim d - 1 continues the chunk
+        while j >= 0 and (run < chunk or new_shape[j] == 1):
+            out[j] = run * step
+            run *= new_shape[j]
+            j -= 1
+        if run != chunk:
+            return None
+        if d > 0:
+            step, chunk, run = strides[d - 1], 1, 1
+    return tuple(out) if j == -1 else None
+
+
 reshape = register("reshape", is_identity=lambda attrs: True,
                    doc="Same values in a new shape (a view when the input allows).")
 
