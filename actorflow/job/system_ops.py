@@ -16,6 +16,9 @@ Each row says everything other parts need, so no part keeps a list of its own:
     ``own`` (memory of its own);
   * ``dce_root``: dead-op elimination keeps it even when nothing reads it;
   * ``dot_shape``: its Graphviz node shape;
+  * ``follows_input``: how its output follows its input blob's description when that changes
+    (a pass re-typing the Job): ``desc`` (shape and dtype), ``dtype`` (its own shape, the
+    input's dtype) or None (it has no input);
   * ``reference``: what the reference executor does for it, ``fn(step, ctx)``.
 """
 from __future__ import annotations
@@ -41,7 +44,17 @@ class SystemOp:
     memory: str
     dce_root: bool
     dot_shape: str
+    follows_input: str | None
     reference: Callable
+
+    def output_for(self, own, input_desc):
+        """Its output description once its input is described by ``input_desc`` (``own``:
+        the output description it has now)."""
+        if self.follows_input == "desc":
+            return input_desc
+        if self.follows_input == "dtype":
+            return type(own)(tuple(own.shape), input_desc.dtype)
+        return own
 
 
 def _input(s, ctx):
@@ -100,22 +113,23 @@ def _pack(s, ctx):
 
 SYSTEM_OP_TABLE: dict[str, SystemOp] = {row.name: row for row in (
     #        name            task kind   stream     stage  accum  memory     root   dot
+    #        follows input, reference
     SystemOp("input",        "input",    "io",      "pre", False, "input",   True,  "invhouse",
-             _input),
+             None, _input),
     SystemOp("variable",     "variable", "compute", "pre", False, "state",   True,  "cylinder",
-             _variable),
+             None, _variable),
     SystemOp("literal",      "literal",  "compute", "pre", False, "literal", False, "note",
-             _literal),
+             None, _literal),
     SystemOp("output",       "output",   "compute", "post", False, "alias",  True,  "house",
-             _output),
+             "desc", _output),
     SystemOp("micro_unpack", "unpack",   "compute", None,  False, "alias",   False, "box",
-             _unpack),
+             "dtype", _unpack),
     SystemOp("micro_repeat", "repeat",   "compute", None,  False, "alias",   False, "box",
-             _repeat),
+             "desc", _repeat),
     SystemOp("micro_acc",    "acc",      "compute", None,  True,  "own",     False, "box",
-             _acc),
+             "desc", _acc),
     SystemOp("micro_pack",   "pack",     "compute", None,  True,  "own",     False, "box",
-             _pack),
+             "dtype", _pack),
 )}
 
 SYSTEM_OPS = tuple(SYSTEM_OP_TABLE)

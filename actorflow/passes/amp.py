@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from actorflow.framework import dtype as dt
 from actorflow.job.job import BlobDesc, Job, OpConf, split_blob, unique_name
-from actorflow.job.system_ops import SYSTEM_OPS
+from actorflow.job.system_ops import system_op
 from actorflow.job.verify import JobError
 from actorflow.ops import registry
 
@@ -86,8 +86,10 @@ def insert_casts(job: Job, low) -> Job:
     for o in job.ops:
         if o.tags.get("phase") != "backward":
             o.inputs = [fixed.get(b, b) for b in o.inputs]
-        if o.op_type in SYSTEM_OPS:
-            _system_outputs(o, descs)
+        row = system_op(o.op_type)
+        if row is not None:
+            if o.inputs:  # its output follows its input's new dtype (the system-op table)
+                o.outputs = [row.output_for(o.outputs[0], descs[o.inputs[0]])]
         else:
             _retype(o, low, descs, cast)
             for i in registry.get(o.op_type).mutated_inputs(len(o.inputs), o.attrs):
@@ -107,15 +109,6 @@ def insert_casts(job: Job, low) -> Job:
     job.ops = out
     job.train["grads"] = {k: fixed.get(v, v) for k, v in grads.items()}
     return job
-
-
-def _system_outputs(o: OpConf, descs: dict) -> None:
-    """Outputs of a system op after its input changed dtype."""
-    if o.op_type in ("output", "micro_repeat", "micro_acc") and o.inputs:
-        d = descs[o.inputs[0]]
-        o.outputs = [BlobDesc(tuple(d.shape), d.dtype)]
-    elif o.op_type in ("micro_unpack", "micro_pack") and o.inputs:
-        o.outputs = [BlobDesc(tuple(o.outputs[0].shape), descs[o.inputs[0]].dtype)]
 
 
 def _retype(o: OpConf, low, descs: dict, cast) -> None:
