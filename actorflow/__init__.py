@@ -22,6 +22,7 @@ from actorflow import vm  # noqa: F401
 from actorflow import asyncs  # noqa: F401
 from actorflow.vm import synchronize  # noqa: F401
 from actorflow import nn  # noqa: F401
+from actorflow import comm, env  # noqa: F401
 from actorflow import oneflow_compat as _oneflow_compat  # noqa: F401  (oneflow.framework.X)
 from actorflow.autograd import (  # noqa: F401
     enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled,

@@ -20,6 +20,7 @@ LAYERS = [
     ["ops"],                     # op registry and kernels
     ["vm"],                      # eager virtual machine
     ["tensor"],                  # Tensor and its storage handles
+    ["distributed"],             # the process group over MPI, the watchdog, the launcher
     ["autograd", "tensor_types"],
     ["job"],                     # logical IR, schedule, executor protocol, reference executor
     ["compiler"],                # Job -> Plan
@@ -29,7 +30,7 @@ LAYERS = [
     ["linalg", "passes"],        # passes emit ops with the functional API
     ["optim"],
     ["nn"],                      # includes nn.graph, which drives passes, compiler, runtime
-    ["utils", "serialization", "asyncs", "sysconfig"],
+    ["utils", "serialization", "asyncs", "sysconfig", "comm", "env"],
     ["oneflow_compat", "__init__"],
 ]
 LEVEL = {unit: i for i, units in enumerate(LAYERS) for unit in units}

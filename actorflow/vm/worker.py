@@ -20,6 +20,7 @@ from actorflow.settings import env_int
 LIMIT_VAR = "ACTORFLOW_VM_WORKER_THREAD_LIMIT"
 DEFAULT_LIMIT = 16
 STREAM_KINDS = ("compute", "copy", "launch")
+COMM_WORKER = "comm"  # the id of the pool's communication worker
 TAIL = 4096  # queued instructions a worker remembers (>= the scheduler's MAX_QUEUED)
 
 
@@ -108,6 +109,16 @@ class WorkerPool:
     @property
     def default(self) -> Worker:
         return self._workers[0]
+
+    @property
+    def comm(self) -> Worker:
+        """The communication worker: collectives between processes run on its thread, so
+        compute on the other workers overlaps with transfers (made on first use)."""
+        w = self._workers.get(COMM_WORKER)
+        if w is None:
+            with self._lock:
+                w = self._workers.setdefault(COMM_WORKER, Worker(COMM_WORKER, self._run))
+        return w
 
     def acquire(self) -> Worker:
         """A free worker id (the smallest); raises when all ``limit`` are taken."""

@@ -1,0 +1,376 @@
+"""``flow.comm``: collectives and point-to-point transfers of local tensors between the
+processes of one program, as in OneFlow.
+
+Each call is a VM instruction on the communication worker (``vm.pool().comm``): it returns at
+once, runs after the last writers of the tensors it reads (and the readers of those it writes),
+and later ops on its results wait for it, so compute on the other workers overlaps with the
+transfer. Collectives run in the order they were issued; every rank must issue the same
+collectives in the same order (as MPI requires). Issue them from one Python thread per process:
+two threads issuing collectives concurrently can interleave them differently on different
+ranks. ``barrier()`` (and ``recv`` without a given shape) wait for the transfer.
+
+Sums accumulate float16/bfloat16 in float32. With one process (no MPI launch) every call works
+and moves nothing between processes. Every blocking MPI call is watched: past
+``ACTORFLOW_COMM_TIMEOUT`` seconds every rank is aborted with the op, rank and shapes named
+(``actorflow.distributed.watchdog``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from actorflow import vm
+from actorflow.distributed import watchdog
+from actorflow.distributed.world import world
+from actorflow.framework import dtype as dt
+from actorflow.tensor import Tensor, unsynced_array
+
+_META_TAG, _DATA_TAG = 31001, 31002
+
+
+def _check(name: str, t, what: str = "tensor") -> Tensor:
+    if not isinstance(t, Tensor):
+        raise TypeError(f"comm.{name}: {what} must be a Tensor, got {type(t).__name__}")
+    if t.is_lazy:
+        raise TypeError(f"comm.{name}: {what} is a lazy tensor of a graph being traced; "
+                        f"flow.comm works on eager local tensors")
+    return t
+
+
+def _describe(*tensors) -> str:
+    return ", ".join(f"{tuple(t._shape)} {t.dtype}" for t in tensors)
+
+
+def _issue(name: str, fn, reads=(), writes=(), creates=(), detail: str = ""):
+    """Run ``fn()`` as an instruction on the communication worker."""
+    def run():
+        with watchdog.guarded(f"comm.{name}", detail):
+            fn()
+
+    vm.push_worker(vm.pool().comm)
+    try:
+        return vm.launch(run, reads=list(reads), writes=list(writes), creates=list(creates),
+                         name=f"comm.{name}")
+    finally:
+        vm.pop_worker()
+
+
+def _wire(a: np.ndarray) -> np.ndarray:
+    """A contiguous array MPI can move (half types travel as their bits)."""
+    a = np.ascontiguousarray(a)
+    if a.dtype.kind == "V" or a.dtype == np.float16:  # bfloat16 (ml_dtypes) and float16
+        return a.view(np.uint16)
+    return a
+
+
+def _for_sum(a: np.ndarray) -> np.ndarray:
+    """A contiguous copy MPI can sum (half types in float32)."""
+    if a.dtype.kind == "V" or a.dtype == np.float16:
+        return a.astype(np.float32)
+    return np.ascontiguousarray(a).copy()
+
+
+def _sum_op(a: np.ndarray):
+    from mpi4py import MPI
+
+    return MPI.LOR if a.dtype == np.bool_ else MPI.SUM
+
+
+def _comm():
+    return world().comm
+
+
+def all_reduce(tensor: Tensor) -> None:
+    """Sum ``tensor`` over all ranks, in place (every rank gets the same values)."""
+    _check("all_reduce", tensor)
+    if _comm() is None:
+        return
+
+    def fn():
+        a = unsynced_array(tensor)
+        buf = _for_sum(a)
+        _comm().Allreduce(_in_place(), buf, op=_sum_op(buf))
+        a[...] = buf
+
+    _issue("all_reduce", fn, writes=[tensor], detail=_describe(tensor))
+
+
+def _in_place():
+    from mpi4py import MPI
+
+    return MPI.IN_PLACE
+
+
+def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor) -> None:
+    """Concatenate every rank's ``input_tensor`` along dim 0 into ``output_tensor``, whose
+    first dim is the world size times the input's (or which has shape ``(world, *input)``)."""
+    _check("all_gather_into_tensor", output_tensor, "output_tensor")
+    _check("all_gather_into_tensor", input_tensor, "input_tensor")
+    n = world().size
+    ishape, oshape = tuple(input_tensor._shape), tuple(output_tensor._shape)
+    ok = (oshape == (n,) + ishape) or (ishape and oshape == (ishape[0] * n,) + ishape[1:])
+    if not ok or output_tensor.dtype is not input_tensor.dtype:
+        raise ValueError(f"comm.all_gather_into_tensor: output {_describe(output_tensor)} can't "
+                         f"hold {n} inputs of {_describe(input_tensor)}")
+
+    def fn():
+        src, out = unsynced_array(input_tensor), unsynced_array(output_tensor)
+        if _comm() is None:
+            out.reshape(-1)[...] = src.reshape(-1)
+            return
+        buf = np.empty((n,) + src.shape, src.dtype)
+        _comm().Allgather(_wire(src), _wire(buf))
+        out.reshape(-1)[...] = buf.reshape(-1)
+
+    _issue("all_gather_into_tensor", fn, reads=[input_tensor], writes=[output_tensor],
+           detail=_describe(input_tensor))
+
+
+def all_gather(tensor_list: list, tensor: Tensor) -> None:
+    """Gather every rank's ``tensor`` into ``tensor_list`` (entry i: rank i's tensor), as in
+    OneFlow the list's entries are replaced by the gathered tensors."""
+    _check("all_gather", tensor)
+    if not isinstance(tensor_list, list):
+        raise TypeError(f"comm.all_gather: tensor_list must be a list, got "
+                        f"{type(tensor_list).__name__}")
+    n = world().size
+    out = Tensor._wrap(np.empty((n,) + tuple(tensor._shape), tensor.dtype.np), tensor.dtype)
+    all_gather_into_tensor(out, tensor)
+    pieces = [out[i] for i in range(n)]
+    tensor_list[:] = pieces
+
+
+def broadcast(tensor: Tensor, src: int) -> None:
+    """Copy rank ``src``'s ``tensor`` into ``tensor`` on every rank, in place."""
+    _check("broadcast", tensor)
+    _check_rank("broadcast", src)
+    if _comm() is None:
+        return
+
+    def fn():
+        a = unsynced_array(tensor)
+        buf = _wire(a)
+        _comm().Bcast(buf, root=src)
+        if buf.base is not a and buf is not a:
+            a[...] = buf.view(a.dtype).reshape(a.shape)
+
+    _issue("broadcast", fn, writes=[tensor], detail=f"{_describe(tensor)} from rank {src}")
+
+
+def reduce(tensor: Tensor, dst: int) -> None:
+    """Sum ``tensor`` over all ranks into rank ``dst``'s ``tensor`` (in place there; the others
+    keep theirs)."""
+    _check("reduce", tensor)
+    _check_rank("reduce", dst)
+    if _comm() is None:
+        return
+
+    def fn():
+        a = unsynced_array(tensor)
+        buf = _for_sum(a)
+        if world().rank == dst:
+            _comm().Reduce(_in_place(), buf, op=_sum_op(buf), root=dst)
+            a[...] = buf
+        else:
+            _comm().Reduce(buf, None, op=_sum_op(buf), root=dst)
+
+    _issue("reduce", fn, writes=[tensor], detail=f"{_describe(tensor)} to rank {dst}")
+
+
+def reduce_scatter_tensor(output_tensor: Tensor, input_tensor: Tensor) -> None:
+    """Sum ``input_tensor`` over all ranks and give rank r the r-th of its world-size equal
+    pieces along dim 0 in ``output_tensor``."""
+    _check("reduce_scatter_tensor", output_tensor, "output_tensor")
+    _check("reduce_scatter_tensor", input_tensor, "input_tensor")
+    n = world().size
+    ishape, oshape = tuple(input_tensor._shape), tuple(output_tensor._shape)
+    ok = (ishape == (n,) + oshape) or (oshape and ishape == (oshape[0] * n,) + oshape[1:])
+    if not ok or output_tensor.dtype is not input_tensor.dtype:
+        raise ValueError(f"comm.reduce_scatter_tensor: input {_describe(input_tensor)} is not "
+                         f"{n} pieces of the output {_describe(output_tensor)}")
+
+    def fn():
+        src, out = unsynced_array(input_tensor), unsynced_array(output_tensor)
+        if _comm() is None:
+            out.reshape(-1)[...] = src.reshape(-1)
+            return
+        send = _for_sum(src)
+        recv = np.empty(out.shape, send.dtype)
+        _comm().Reduce_scatter_block(send, recv, op=_sum_op(send))
+        out[...] = recv
+
+    _issue("reduce_scatter_tensor", fn, reads=[input_tensor], writes=[output_tensor],
+           detail=_describe(input_tensor))
+
+
+def reduce_scatter(output: Tensor, input_list: list) -> None:
+    """``output`` = the sum over ranks of ``input_list[rank]`` (one tensor per rank)."""
+    n = world().size
+    if not isinstance(input_list, (list, tuple)) or len(input_list) != n:
+        raise ValueError(f"comm.reduce_scatter: input_list must hold {n} tensors (one per "
+                         f"rank), got {input_list!r:.80}")
+    for t in input_list:
+        _check("reduce_scatter", t, "input_list entry")
+    from actorflow.functional import stack
+
+    reduce_scatter_tensor(output, stack(list(input_list)))
+
+
+def all_to_all(output_tensor_list: list, input_tensor_list: list) -> None:
+    """Send ``input_tensor_list[i]`` to rank i; ``output_tensor_list[i]`` receives what rank i
+    sent here (written in place; all entries of one shape and dtype)."""
+    n = world().size
+    for lst, what in ((output_tensor_list, "output"), (input_tensor_list, "input")):
+        if not isinstance(lst, (list, tuple)) or len(lst) != n:
+            raise ValueError(f"comm.all_to_all: the {what} list must hold {n} tensors")
+        for t in lst:
+            _check("all_to_all", t, f"{what} entry")
+    first = input_tensor_list[0]
+    for t in list(output_tensor_list) + list(input_tensor_list):
+        if tuple(t._shape) != tuple(first._shape) or t.dtype is not first.dtype:
+            raise ValueError(f"comm.all_to_all: every tensor must be {_describe(first)}, got "
+                             f"{_describe(t)}")
+
+    def fn():
+        send = np.stack([np.ascontiguousarray(unsynced_array(t)) for t in input_tensor_list])
+        recv = np.empty_like(send)
+        if _comm() is None:
+            recv[...] = send
+        else:
+            _comm().Alltoall(_wire(send), _wire(recv))
+        for t, piece in zip(output_tensor_list, recv):
+            unsynced_array(t)[...] = piece
+
+    _issue("all_to_all", fn, reads=input_tensor_list, writes=output_tensor_list,
+           detail=_describe(first))
+
+
+def scatter(tensor: Tensor, scatter_list: list | None = None, src: int = 0) -> None:
+    """Rank ``src`` sends ``scatter_list[i]`` to rank i, which receives it into ``tensor``."""
+    _check("scatter", tensor)
+    _check_rank("scatter", src)
+    n, rank = world().size, world().rank
+    if rank == src:
+        if not isinstance(scatter_list, (list, tuple)) or len(scatter_list) != n:
+            raise ValueError(f"comm.scatter: rank {src} must give scatter_list with {n} tensors")
+        for t in scatter_list:
+            _check("scatter", t, "scatter_list entry")
+            if tuple(t._shape) != tuple(tensor._shape) or t.dtype is not tensor.dtype:
+                raise ValueError(f"comm.scatter: scatter_list entries must be "
+                                 f"{_describe(tensor)}, got {_describe(t)}")
+    reads = list(scatter_list) if rank == src else []
+
+    def fn():
+        out = unsynced_array(tensor)
+        send = np.stack([unsynced_array(t) for t in scatter_list]) if rank == src else None
+        if _comm() is None:
+            out[...] = send[0]
+            return
+        recv = np.empty(out.shape, out.dtype)
+        _comm().Scatter(_wire(send) if send is not None else None, _wire(recv), root=src)
+        out[...] = recv
+
+    _issue("scatter", fn, reads=reads, writes=[tensor], detail=f"{_describe(tensor)} from {src}")
+
+
+def gather(tensor: Tensor, gather_list: list | None = None, dst: int = 0) -> None:
+    """Rank ``dst`` receives every rank's ``tensor`` into ``gather_list`` (written in place)."""
+    _check("gather", tensor)
+    _check_rank("gather", dst)
+    n, rank = world().size, world().rank
+    if rank == dst:
+        if not isinstance(gather_list, (list, tuple)) or len(gather_list) != n:
+            raise ValueError(f"comm.gather: rank {dst} must give gather_list with {n} tensors")
+        for t in gather_list:
+            _check("gather", t, "gather_list entry")
+    writes = list(gather_list) if rank == dst else []
+
+    def fn():
+        src = np.ascontiguousarray(unsynced_array(tensor))
+        recv = np.empty((n,) + src.shape, src.dtype) if rank == dst else None
+        if _comm() is None:
+            recv[0] = src
+        else:
+            _comm().Gather(_wire(src), _wire(recv) if recv is not None else None, root=dst)
+        if recv is not None:
+            for t, piece in zip(gather_list, recv):
+                unsynced_array(t)[...] = piece
+
+    _issue("gather", fn, reads=[tensor], writes=writes, detail=f"{_describe(tensor)} to {dst}")
+
+
+def send(tensor: Tensor, dst: int, send_meta: bool = True) -> None:
+    """Send ``tensor`` to rank ``dst`` (with its shape and dtype first unless ``send_meta`` is
+    False, in which case the receiver must pass them to ``recv``)."""
+    _check("send", tensor)
+    _check_rank("send", dst, peer=True)
+
+    def fn():
+        a = np.ascontiguousarray(unsynced_array(tensor))
+        if send_meta:
+            _comm().send((a.shape, tensor.dtype.name), dest=dst, tag=_META_TAG)
+        _comm().Send(_wire(a), dest=dst, tag=_DATA_TAG)
+
+    _issue("send", fn, reads=[tensor], detail=f"{_describe(tensor)} to rank {dst}")
+
+
+def recv(src: int, shape=None, dtype=None, device=None, *, out: Tensor | None = None) -> Tensor:
+    """Receive a tensor ``send`` sent from rank ``src``: into ``out`` if given, else a new
+    tensor. Without ``shape`` and ``dtype`` (and ``out``) the sender must have sent them
+    (``send_meta=True``), and this call waits for them."""
+    _check_rank("recv", src, peer=True)
+    if out is not None:
+        _check("recv", out, "out")
+        shape, dtype = tuple(out._shape), out.dtype
+    elif shape is None or dtype is None:
+        box = {}
+
+        def meta():
+            box["meta"] = _comm().recv(source=src, tag=_META_TAG)
+
+        vm.wait(_issue("recv", meta, detail=f"shape and dtype from rank {src}"))
+        shape, name = box["meta"]
+        dtype = dt.as_dtype(name)
+    else:
+        dtype = dt.as_dtype(dtype)
+        shape = tuple(shape)
+    if out is None:
+        out = Tensor._wrap(np.empty(tuple(shape), dtype.np), dtype)
+        creates, writes = [out], []
+    else:
+        creates, writes = [], [out]
+
+    def fn():
+        a = unsynced_array(out)
+        buf = np.empty(a.shape, a.dtype)
+        _comm().Recv(_wire(buf), source=src, tag=_DATA_TAG)
+        a[...] = buf
+
+    _issue("recv", fn, writes=writes, creates=creates,
+           detail=f"{tuple(shape)} {dtype} from rank {src}")
+    return out
+
+
+def barrier() -> None:
+    """Wait until every rank has reached this call (and its earlier transfers are done)."""
+    if _comm() is None:
+        vm.synchronize()
+        return
+    vm.wait(_issue("barrier", lambda: _comm().Barrier()))
+
+
+def _check_rank(name: str, r, peer: bool = False) -> None:
+    n = world().size
+    if not isinstance(r, (int, np.integer)) or isinstance(r, bool) or not 0 <= r < n:
+        raise ValueError(f"comm.{name}: rank {r!r} is not in 0..{n - 1} (world size {n})")
+    if peer:
+        if _comm() is None:
+            raise RuntimeError(f"comm.{name}: there is only one process; point-to-point "
+                               f"transfers need a program started by mpiexec (or "
+                               f"python -m actorflow.distributed.launch)")
+        if r == world().rank:
+            raise ValueError(f"comm.{name}: rank {r} is this process itself")
+
+
+__all__ = ["all_reduce", "all_gather", "all_gather_into_tensor", "broadcast", "reduce",
+           "reduce_scatter", "reduce_scatter_tensor", "all_to_all", "scatter", "gather",
+           "send", "recv", "barrier"]

@@ -1,0 +1,76 @@
+"""This process's place among the processes running one program.
+
+Started by ``mpiexec -n N`` (MPICH sets ``PMI_RANK``/``PMI_SIZE``; Open MPI
+``OMPI_COMM_WORLD_*``), the process joins ``MPI.COMM_WORLD`` (mpi4py, asked for
+``MPI_THREAD_MULTIPLE``: the VM's communication worker calls MPI) and exports the variables
+OneFlow's launcher sets: ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``,
+``MASTER_ADDR`` and ``MASTER_PORT`` (MPI needs neither of the last two; they are set, if unset,
+to rank 0's host name and 29500, for code that reads them). Without an MPI launch, or with one
+process, the world has size 1 and mpi4py is never imported.
+"""
+from __future__ import annotations
+
+import os
+import socket
+
+_SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS")
+
+
+class World:
+    """Rank, size, local rank and node count of this process (see the module docstring)."""
+
+    def __init__(self):
+        self.comm = None
+        self.rank, self.size = 0, 1
+        self.local_rank, self.local_size, self.node_size = 0, 1, 1
+        launched = max((int(os.environ.get(v, "1") or 1) for v in _SIZE_VARS), default=1)
+        if launched > 1:
+            self._join_mpi(launched)
+        self._export()
+
+    def _join_mpi(self, launched: int) -> None:
+        try:
+            import mpi4py
+        except ImportError:
+            raise ImportError(
+                f"actorflow: this process was started by an MPI launcher with {launched} "
+                f"processes, but mpi4py is not installed; install the mpi extra "
+                f"(pip install 'actorflow[mpi]')") from None
+        mpi4py.rc.thread_level = "multiple"
+        from mpi4py import MPI
+
+        comm = MPI.COMM_WORLD
+        self.comm = comm
+        self.rank, self.size = comm.Get_rank(), comm.Get_size()
+        local = comm.Split_type(MPI.COMM_TYPE_SHARED, key=self.rank)
+        self.local_rank, self.local_size = local.Get_rank(), local.Get_size()
+        # one leader per node: the number of leaders is the number of nodes
+        self.node_size = comm.allreduce(1 if self.local_rank == 0 else 0)
+        self.master_addr = comm.bcast(socket.gethostname() if self.rank == 0 else None, root=0)
+        local.Free()
+
+    def _export(self) -> None:
+        env = os.environ
+        env["RANK"], env["WORLD_SIZE"] = str(self.rank), str(self.size)
+        env["LOCAL_RANK"], env["LOCAL_WORLD_SIZE"] = str(self.local_rank), str(self.local_size)
+        env.setdefault("MASTER_ADDR", getattr(self, "master_addr", "127.0.0.1"))
+        env.setdefault("MASTER_PORT", "29500")
+
+    @property
+    def is_multi_process(self) -> bool:
+        return self.size > 1
+
+
+_world: World | None = None
+
+
+def world() -> World:
+    """The process group of this program (made on first use)."""
+    global _world
+    if _world is None:
+        _world = World()
+        if _world.is_multi_process:
+            from actorflow.distributed import watchdog
+
+            watchdog.install(_world)
+    return _world

@@ -1,0 +1,37 @@
+"""``flow.env``: where this process stands among the processes of one program (OneFlow's API).
+
+A program started by ``mpiexec -n N`` (or ``python -m actorflow.distributed.launch
+--nproc_per_node N``) has N ranks; a plain ``python`` run has one. See
+``actorflow.distributed.world``.
+"""
+from __future__ import annotations
+
+from actorflow.distributed.world import world
+
+
+def get_rank() -> int:
+    """This process's rank (0 .. world size - 1)."""
+    return world().rank
+
+
+def get_world_size() -> int:
+    """How many processes run the program."""
+    return world().size
+
+
+def get_local_rank() -> int:
+    """This process's rank among the processes on its machine."""
+    return world().local_rank
+
+
+def get_node_size() -> int:
+    """How many machines the processes run on."""
+    return world().node_size
+
+
+def is_multi_client() -> bool:
+    """Always True, as in OneFlow 0.8+: every process runs the program itself."""
+    return True
+
+
+__all__ = ["get_rank", "get_world_size", "get_local_rank", "get_node_size", "is_multi_client"]

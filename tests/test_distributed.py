@@ -1,0 +1,114 @@
+"""Several processes: flow.env, flow.comm and the launcher, run through ``mpiexec`` (the mpich
+wheel's, from the ``mpi`` extra). Each test starts the ranks as subprocesses with a timeout and
+shows their output when one fails; without mpi4py/mpiexec the tests skip."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+import actorflow as flow
+from actorflow.distributed import launch
+
+HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "distributed")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+try:
+    import mpi4py  # noqa: F401
+    MPIEXEC = launch.find_mpiexec()
+except (ImportError, FileNotFoundError):
+    MPIEXEC = None
+
+needs_mpi = pytest.mark.skipif(MPIEXEC is None, reason="mpi4py and mpiexec (the mpi extra) are "
+                                                       "not installed")
+
+
+def run_ranks(n: int, script: str, *args, timeout: float = 120, env=None):
+    """Run ``script`` on ``n`` ranks; returns (exit code, seconds, output)."""
+    cmd = [MPIEXEC, "-n", str(n), sys.executable, os.path.join(HERE, script), *args]
+    e = dict(os.environ, PYTHONPATH=ROOT, **(env or {}))
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=e)
+    return p.returncode, time.monotonic() - t0, p.stdout + p.stderr
+
+
+def test_one_process_is_a_world_of_one():
+    assert (flow.env.get_rank(), flow.env.get_world_size()) == (0, 1)
+    assert (flow.env.get_local_rank(), flow.env.get_node_size()) == (0, 1)
+    x = flow.tensor([1.0, 2.0])
+    flow.comm.all_reduce(x)
+    flow.comm.broadcast(x, 0)
+    out = []
+    flow.comm.all_gather(out, x)
+    assert len(out) == 1 and out[0].numpy().tolist() == [1.0, 2.0]
+    flow.comm.barrier()
+    with pytest.raises(RuntimeError, match="only one process"):
+        flow.comm.send(x, 0)
+    with pytest.raises(ValueError, match="rank 3 is not in 0..0"):
+        flow.comm.broadcast(x, 3)
+    assert os.environ["RANK"] == "0" and os.environ["WORLD_SIZE"] == "1"
+
+
+@needs_mpi
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("n", [2, 4])
+def test_every_collective_on_several_ranks(n):
+    code, _, out = run_ranks(n, "comm_checks.py")
+    assert code == 0, out
+    for r in range(n):
+        assert f"OK rank {r}" in out, out
+
+
+@needs_mpi
+@pytest.mark.timeout(120)
+def test_the_launcher_starts_the_ranks_and_exports_the_environment(tmp_path):
+    script = tmp_path / "show.py"
+    script.write_text("import os, sys, actorflow as flow\n"
+                      "x = flow.ones(1) * (flow.env.get_rank() + 1)\n"
+                      "flow.comm.all_reduce(x)\n"
+                      "e = os.environ\n"
+                      "line = (f\"rank {e['RANK']} {e['LOCAL_RANK']} {e['WORLD_SIZE']} \"\n"
+                      "        f\"{e['MASTER_PORT']} {int(x.numpy()[0])} {sys.argv[1:]}\\n\")\n"
+                      "sys.stdout.write(line)\n")
+    p = subprocess.run([sys.executable, "-m", "actorflow.distributed.launch",
+                        "--nproc_per_node", "2", "--master_port", "29611", str(script), "a"],
+                       capture_output=True, text=True, timeout=100,
+                       env=dict(os.environ, PYTHONPATH=ROOT))
+    assert p.returncode == 0, p.stdout + p.stderr
+    for r in range(2):
+        assert f"rank {r} {r} 2 29611 3 ['a']" in p.stdout, p.stdout + p.stderr
+
+
+def test_the_launcher_maps_oneflow_flags():
+    args = launch.parse(["--nproc_per_node", "2", "--nnodes", "2", "--hosts", "a,b", "t.py",
+                         "--lr", "1"])
+    if MPIEXEC is None:
+        pytest.skip("no mpiexec")
+    cmd = launch.build_command(args)
+    assert cmd[1:7] == ["-hosts", "a,b", "-ppn", "2", "-n", "4"]
+    assert cmd[-3:] == ["t.py", "--lr", "1"]
+    with pytest.raises(ValueError, match="--hosts"):
+        launch.build_command(launch.parse(["--nnodes", "2", "t.py"]))
+    with pytest.raises(ValueError, match="node_rank"):
+        launch.build_command(launch.parse(["--node_rank", "1", "t.py"]))
+
+
+@needs_mpi
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("mode, expect", [
+    ("raise", "bad input on rank 1 only"),
+    ("kernel", "embedding"),
+    ("stall", "comm.all_reduce (4, 8) actorflow.float32 did not complete"),
+    ("exit", "comm.all_reduce (4, 8) actorflow.float32 did not complete"),
+])
+def test_a_failing_rank_stops_every_rank_in_bounded_time(mode, expect):
+    code, seconds, out = run_ranks(2, "failures.py", mode, timeout=100,
+                                   env={"ACTORFLOW_COMM_TIMEOUT": "4"})
+    assert code != 0, out
+    assert expect in out, out
+    assert "[actorflow rank" in out, out
+    assert seconds < 60, (seconds, out)
+    assert "finished" not in out or mode == "exit", out
