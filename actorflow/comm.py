@@ -36,6 +36,20 @@ def _check(name: str, t, what: str = "tensor") -> Tensor:
     return t
 
 
+def _check_pieces(name: str, whole: Tensor, piece: Tensor) -> int:
+    """Check that ``whole`` holds one ``piece`` per rank (stacked, or concatenated along dim 0)
+    of the same dtype; returns the world size."""
+    _check(name, whole)
+    _check(name, piece)
+    n = world().size
+    wshape, pshape = tuple(whole._shape), tuple(piece._shape)
+    ok = wshape == (n,) + pshape or (pshape and wshape == (pshape[0] * n,) + pshape[1:])
+    if not ok or whole.dtype is not piece.dtype:
+        raise ValueError(f"comm.{name}: {_describe(whole)} is not {n} pieces (one per rank) "
+                         f"of {_describe(piece)}")
+    return n
+
+
 def _describe(*tensors) -> str:
     return ", ".join(f"{tuple(t._shape)} {t.dtype}" for t in tensors)
 
@@ -103,14 +117,7 @@ def _in_place():
 def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor) -> None:
     """Concatenate every rank's ``input_tensor`` along dim 0 into ``output_tensor``, whose
     first dim is the world size times the input's (or which has shape ``(world, *input)``)."""
-    _check("all_gather_into_tensor", output_tensor, "output_tensor")
-    _check("all_gather_into_tensor", input_tensor, "input_tensor")
-    n = world().size
-    ishape, oshape = tuple(input_tensor._shape), tuple(output_tensor._shape)
-    ok = (oshape == (n,) + ishape) or (ishape and oshape == (ishape[0] * n,) + ishape[1:])
-    if not ok or output_tensor.dtype is not input_tensor.dtype:
-        raise ValueError(f"comm.all_gather_into_tensor: output {_describe(output_tensor)} can't "
-                         f"hold {n} inputs of {_describe(input_tensor)}")
+    n = _check_pieces("all_gather_into_tensor", output_tensor, input_tensor)
 
     def fn():
         src, out = unsynced_array(input_tensor), unsynced_array(output_tensor)
@@ -179,14 +186,7 @@ def reduce(tensor: Tensor, dst: int) -> None:
 def reduce_scatter_tensor(output_tensor: Tensor, input_tensor: Tensor) -> None:
     """Sum ``input_tensor`` over all ranks and give rank r the r-th of its world-size equal
     pieces along dim 0 in ``output_tensor``."""
-    _check("reduce_scatter_tensor", output_tensor, "output_tensor")
-    _check("reduce_scatter_tensor", input_tensor, "input_tensor")
-    n = world().size
-    ishape, oshape = tuple(input_tensor._shape), tuple(output_tensor._shape)
-    ok = (ishape == (n,) + oshape) or (oshape and ishape == (oshape[0] * n,) + oshape[1:])
-    if not ok or output_tensor.dtype is not input_tensor.dtype:
-        raise ValueError(f"comm.reduce_scatter_tensor: input {_describe(input_tensor)} is not "
-                         f"{n} pieces of the output {_describe(output_tensor)}")
+    _check_pieces("reduce_scatter_tensor", input_tensor, output_tensor)
 
     def fn():
         src, out = unsynced_array(input_tensor), unsynced_array(output_tensor)
