@@ -1,6 +1,6 @@
 """ActorMsgBus: routes a message by its destination actor id to the thread that runs it (the
-thread id is part of the task id). Messages for another rank go to the transport, which comes
-with the distributed work; until then a Plan only holds this rank's tasks."""
+thread id is part of the task id). A Plan holds one rank's tasks only: there is no transport to
+other ranks in the runtime (graphs run in one process; see docs/architecture.md)."""
 from __future__ import annotations
 
 from actorflow.compiler.task_id import thread_id_of

@@ -65,8 +65,9 @@ class GraphModule(_Named):
         self.calls = 0        # calls in the last trace
 
     def set_stage(self, stage_id: int, placement=None) -> None:
-        """Record the pipeline stage of this module (used by pipeline parallelism, which runs
-        with the distributed work; on one process every stage runs on the same device)."""
+        """Record the pipeline stage of this module, as OneFlow's API does; it shows in
+        ``scope_util.current_scope()`` and the graph's printout. Graphs run in one process, so
+        every stage runs on the same device and ``placement`` is only recorded."""
         if not isinstance(stage_id, int) or isinstance(stage_id, bool) or stage_id < 0:
             raise ValueError(f"set_stage: stage_id must be an int >= 0, got {stage_id!r}")
         self.stage_id = stage_id
