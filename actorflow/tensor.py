@@ -219,9 +219,9 @@ class Tensor:
         if not requires_grad and self.grad_fn is not None:
             raise RuntimeError("requires_grad_: you can only change requires_grad of leaf tensors; "
                                "use detach() for a non-leaf")
-        if requires_grad and not self.dtype.is_floating_point:
-            raise RuntimeError(f"requires_grad_: only floating point tensors can require "
-                               f"gradients, this one is {self.dtype}")
+        if requires_grad and not self.dtype.is_differentiable:
+            raise RuntimeError(f"requires_grad_: only floating point and complex tensors can "
+                               f"require gradients, this one is {self.dtype}")
         self.requires_grad = bool(requires_grad)
         return self
 

@@ -124,7 +124,7 @@ def _alias(t: Tensor, node: Node | None = None, idx: int = 0) -> Tensor:
     ``idx`` of ``node`` when one is given."""
     a = Tensor._from_handle(t._h, t._shape, t.dtype)
     a._vc = t._vc
-    if node is not None and t.dtype.is_floating_point:
+    if node is not None and t.dtype.is_differentiable:
         a.requires_grad, a.grad_fn, a._out_idx = True, node, idx
     return a
 

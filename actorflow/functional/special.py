@@ -25,6 +25,27 @@ logaddexp, _ = binary_fn("logaddexp", commutative=True)
 logaddexp2, _ = binary_fn("logaddexp2", commutative=True)
 
 _polygamma = registry.get("polygamma")
+_conj, _real, _imag = registry.get("conj"), registry.get("real"), registry.get("imag")
+
+
+def conj(x: Tensor) -> Tensor:
+    """The complex conjugate (a real tensor is returned as it is)."""
+    return apply(_conj, [x], {})[0] if x.dtype.is_complex else x
+
+
+def real(x: Tensor) -> Tensor:
+    """The real part of a complex tensor (a real tensor is returned as it is)."""
+    return apply(_real, [x], {})[0] if x.dtype.is_complex else x
+
+
+def imag(x: Tensor) -> Tensor:
+    """The imaginary part of a complex tensor (an error for a real tensor, as in PyTorch)."""
+    return apply(_imag, [x], {})[0]
+
+
+def is_complex(x: Tensor) -> bool:
+    """True when ``x`` has a complex dtype."""
+    return x.dtype.is_complex
 
 
 def polygamma(n: int, input: Tensor) -> Tensor:
@@ -182,10 +203,15 @@ register_tensor_methods({
     "digamma": digamma, "digamma_": digamma_, "polygamma": _polygamma_method,
     "polygamma_": _polygamma_inplace, "logaddexp": logaddexp, "logaddexp2": logaddexp2,
     "addcmul": addcmul, "addcmul_": addcmul_, "addcdiv": addcdiv, "addcdiv_": addcdiv_,
+    "conj": conj, "is_complex": is_complex,
 })
+# Tensor.real / Tensor.imag are properties, as in PyTorch
+Tensor.real = property(real)
+Tensor.imag = property(imag)
 
 __all__ = [
     "erfinv", "lgamma", "digamma", "polygamma", "logaddexp", "logaddexp2", "addcmul", "addcdiv",
     "quick_gelu", "square_relu", "gelu_with_approximate", "fast_gelu", "fused_fast_gelu_mul",
-    "tanhshrink", "glu", "fused_glu", "prelu", "broadcast_shapes", "broadcast_tensors",
+    "tanhshrink", "glu", "fused_glu", "prelu", "broadcast_shapes", "broadcast_tensors", "conj",
+    "real", "imag", "is_complex",
 ]

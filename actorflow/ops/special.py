@@ -126,3 +126,34 @@ logaddexp, scalar_logaddexp = binary("logaddexp", _quiet(np.logaddexp), kind="fl
 logaddexp2, scalar_logaddexp2 = binary("logaddexp2", _quiet(np.logaddexp2), kind="float",
                                        grad=_logaddexp_grads(True)[0],
                                        scalar_grad=_logaddexp_grads(True)[1], amp="deny")
+
+
+# ---- complex numbers ----------------------------------------------------------------------------
+# Gradients follow PyTorch's convention for complex inputs (the conjugate Wirtinger derivative):
+# conj's is conj(g), real's is g as a complex number, imag's is g * 1j.
+
+conj = unary("conj", lambda x, out, attrs: np.conjugate(x, out=out), float_only=False,
+             grad=lambda ctx, g: F.conj(g))
+
+
+def _part_op(name: str, part: str, grad):
+    op = register(name, elementwise=True, alias_safe=False,
+                  doc=f"The {part} part of a complex tensor (a float tensor of its precision).")
+
+    @op.infer
+    def _(inputs, attrs):
+        x = inputs[0]
+        if not x.dtype.is_complex:
+            fail(name, f"expects a complex tensor, got {x.dtype}", x._shape)
+        return [Meta(x._shape, dt.float64 if x.dtype is dt.complex128 else dt.float32)]
+
+    @op.kernel("cpu")
+    def _(ins, outs, attrs):
+        np.copyto(outs[0], getattr(ins[0], part))
+
+    op.grad(grad)
+    return op
+
+
+real = _part_op("real", "real", lambda ctx, g: F.cast(g, ctx.input_metas[0][1]))
+imag = _part_op("imag", "imag", lambda ctx, g: F.mul(F.cast(g, ctx.input_metas[0][1]), 1j))
