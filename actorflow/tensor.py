@@ -335,7 +335,9 @@ class Tensor:
     def __deepcopy__(self, memo):
         import copy
         t = Tensor._wrap(self._array().copy(), self.dtype)
-        t.requires_grad = self.requires_grad
+        # a copy of a non-leaf is a new leaf without grad (OneFlow's deepcopy keeps the data
+        # only); a leaf keeps requires_grad (PyTorch, and parameters of a copied module)
+        t.requires_grad = self.requires_grad and self.grad_fn is None
         if type(self) is not Tensor:
             t.__class__ = type(self)
         if self._grad is not None:

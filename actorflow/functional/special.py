@@ -79,21 +79,14 @@ def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value=1) -> Tens
     return _ew.add(input, _scaled(_ew.div(tensor1, tensor2), value))
 
 
-def _inplace_result(self: Tensor, result: Tensor, op_name: str) -> Tensor:
-    if tuple(result._shape) != tuple(self._shape):
-        raise RuntimeError(f"{op_name}: the result of shape {tuple(result._shape)} does not fit "
-                           f"the in-place input of shape {tuple(self._shape)}")
-    return _ew.copy_(self, result)
-
-
 def addcmul_(self: Tensor, tensor1: Tensor, tensor2: Tensor, *, value=1) -> Tensor:
-    """In-place ``addcmul``."""
-    return _inplace_result(self, addcmul(self, tensor1, tensor2, value=value), "addcmul_")
+    """In-place ``addcmul`` (an in-place add, so autograd sees one in-place op)."""
+    return _ew.add_(self, _scaled(_ew.mul(tensor1, tensor2), value))
 
 
 def addcdiv_(self: Tensor, tensor1: Tensor, tensor2: Tensor, *, value=1) -> Tensor:
-    """In-place ``addcdiv``."""
-    return _inplace_result(self, addcdiv(self, tensor1, tensor2, value=value), "addcdiv_")
+    """In-place ``addcdiv`` (an in-place add, so autograd sees one in-place op)."""
+    return _ew.add_(self, _scaled(_ew.div(tensor1, tensor2), value))
 
 
 # ---- composite activations --------------------------------------------------------------------

@@ -133,7 +133,14 @@ def _y(ctx):
 
 abs_op = unary("abs", _ufunc(np.abs), float_only=False,
             grad=lambda ctx, g: F.mul(g, F.sign(ctx.inputs[0])))
-sign = unary("sign", _ufunc(np.sign), float_only=False, grad=_zero_grad)
+def _sign_kernel(x, out, attrs):
+    if x.dtype == np.bool_:  # NumPy has no bool loop; the sign of a bool is itself (PyTorch)
+        np.copyto(out, x, casting="unsafe")
+    else:
+        np.sign(x, out=out, dtype=out.dtype, casting="unsafe")
+
+
+sign = unary("sign", _sign_kernel, float_only=False, grad=_zero_grad)
 square = unary("square", _ufunc(np.square), float_only=False,
                grad=lambda ctx, g: F.mul(g, F.mul(ctx.inputs[0], 2)))
 floor = unary("floor", _ufunc(np.floor), float_only=False, grad=_zero_grad)
