@@ -249,3 +249,10 @@ def test_sign_of_bool_and_deepcopy_of_a_non_leaf():
     y = copy.deepcopy(x * 2)  # a non-leaf copies as a new leaf without grad (as OneFlow)
     assert not y.requires_grad and y.grad_fn is None and y.tolist() == [2.0, 2.0]
     y.sin_()
+
+
+def test_erf_of_a_zero_dim_float32_tensor():
+    for v in (0.3, -2.0):
+        got = flow.erf(flow.tensor(v))
+        assert got.shape == () and got.dtype is flow.float32
+        assert got.item() == pytest.approx(torch.erf(torch.tensor(v)).item(), rel=1e-6)

@@ -79,7 +79,8 @@ def _erf_float32(a: np.ndarray) -> np.ndarray:
     """erf in float32 with vectorised NumPy: A&S 7.1.26 (absolute error < 1.5e-7), and a Taylor
     series below |x| = 0.5 for relative accuracy where erf is small. (GELU has its own fused
     form of the same approximation in ``gelu_f32``.)"""
-    a = a.astype(np.float32, copy=False)
+    shape = np.shape(a)
+    a = np.asarray(a, dtype=np.float32).reshape(-1)  # 0-d: ufuncs would return scalars
     ax = np.abs(a)
     t = 1.0 / (1.0 + np.float32(AS_P) * ax)
     poly = np.float32(AS_A[0]) * t
@@ -96,7 +97,7 @@ def _erf_float32(a: np.ndarray) -> np.ndarray:
     # 2/sqrt(pi) * sum_k (-1)^k x^(2k+1) / (k! (2k+1)), k = 0..5
     series = 1 - x2 * (1 / 3 - x2 * (1 / 10 - x2 * (1 / 42 - x2 * (1 / 216 - x2 / 1320))))
     series *= a * np.float32(2 / math.sqrt(math.pi))
-    return np.where(np.abs(a) < 0.5, series, big)
+    return np.where(np.abs(a) < 0.5, series, big).reshape(shape)
 
 
 def erf_array(a: np.ndarray) -> np.ndarray:
