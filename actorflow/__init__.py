@@ -10,6 +10,7 @@ from actorflow.framework.dtype import (  # noqa: F401
     bfloat16, dtype, float16, float32, float64, get_default_dtype, int8, int16, int32, int64,
     promote_types, set_default_dtype, uint8,
 )
+from actorflow.framework.dtype import complex64, complex128  # noqa: F401,E402
 from actorflow.framework.device import device  # noqa: F401
 from actorflow.tensor import Size, Tensor  # noqa: F401
 from actorflow.tensor_types import *  # noqa: F401,F403
@@ -38,6 +39,8 @@ double = float64
 long = int64
 int = int32  # noqa: A001
 char = int8
+cfloat = complex64
+cdouble = complex128
 is_floating_point = _fdict.get("is_floating_point")
 
 __version__ = "0.1.0"

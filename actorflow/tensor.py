@@ -215,9 +215,9 @@ class Tensor:
         if not requires_grad and self.grad_fn is not None:
             raise RuntimeError("requires_grad_: you can only change requires_grad of leaf tensors; "
                                "use detach() for a non-leaf")
-        if requires_grad and not self.dtype.is_floating_point:
-            raise RuntimeError(f"requires_grad_: only floating point tensors can require "
-                               f"gradients, this one is {self.dtype}")
+        if requires_grad and not self.dtype.is_differentiable:
+            raise RuntimeError(f"requires_grad_: only floating point and complex tensors can "
+                               f"require gradients, this one is {self.dtype}")
         self.requires_grad = bool(requires_grad)
         return self
 
@@ -331,7 +331,9 @@ class Tensor:
     def __deepcopy__(self, memo):
         import copy
         t = Tensor._wrap(self._array().copy(), self.dtype)
-        t.requires_grad = self.requires_grad
+        # a copy of a non-leaf is a new leaf without grad (OneFlow's deepcopy keeps the data
+        # only); a leaf keeps requires_grad (PyTorch, and parameters of a copied module)
+        t.requires_grad = self.requires_grad and self.grad_fn is None
         if type(self) is not Tensor:
             t.__class__ = type(self)
         if self._grad is not None:

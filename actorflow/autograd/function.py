@@ -118,7 +118,7 @@ class Function:
             k = 0
             for o in outs:
                 if isinstance(o, Tensor):
-                    if id(o) not in ctx._non_differentiable and o.dtype.is_floating_point:
+                    if id(o) not in ctx._non_differentiable and o.dtype.is_differentiable:
                         o.requires_grad = True
                         o.grad_fn = node
                         o._out_idx = k

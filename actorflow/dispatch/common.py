@@ -76,7 +76,7 @@ def record(op: Op, inputs: list, outputs: list, attrs: dict) -> None:
     point to the node."""
     node = Node(op, attrs, inputs, outputs, scope.current_path())
     for i, r in enumerate(outputs):
-        if r.dtype.is_floating_point:
+        if r.dtype.is_differentiable:
             r.requires_grad = True
             r.grad_fn = node
             r._out_idx = i

@@ -155,7 +155,7 @@ class LazyInterpreter:
         self.builder.add_op(OpConf(name, "input", [], {"index": index, "path": path}, [desc],
                                    tags={"phase": "forward"}))
         lazy = self.lazy_tensor(f"{name}/0", desc)
-        lazy.requires_grad = t.requires_grad and t.dtype.is_floating_point
+        lazy.requires_grad = t.requires_grad and t.dtype.is_differentiable
         return lazy
 
     def add_output(self, index: int, path: str, t: Tensor) -> OpConf:
@@ -186,7 +186,7 @@ class LazyInterpreter:
                                    tags={"phase": "state"}))
         self.bindings[name] = t
         lazy = self.lazy_tensor(f"{name}/0", desc)
-        lazy.requires_grad = t.requires_grad and t.dtype.is_floating_point
+        lazy.requires_grad = t.requires_grad and t.dtype.is_differentiable
         self._lazy_of_eager[id(t)] = (t, lazy)
         self._var_blob[id(t)] = f"{name}/0"
         self._eager_of_lazy[id(lazy)] = (lazy, t)

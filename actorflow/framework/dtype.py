@@ -8,15 +8,18 @@ import ml_dtypes
 class dtype:
     """A tensor element type (``actorflow.float32`` and friends)."""
 
-    __slots__ = ("name", "np", "is_floating_point", "is_signed", "itemsize", "_category")
+    __slots__ = ("name", "np", "is_floating_point", "is_complex", "is_differentiable",
+                 "is_signed", "itemsize", "_category")
 
     def __init__(self, name: str, np_type, category: int):
         self.name = name
         self.np = np.dtype(np_type)
         self.is_floating_point = category == 2
-        self.is_signed = category == 2 or (category == 1 and self.np.kind == "i")
+        self.is_complex = category == 3
+        self.is_differentiable = category >= 2  # floating or complex: may require grad
+        self.is_signed = category >= 2 or (category == 1 and self.np.kind == "i")
         self.itemsize = self.np.itemsize
-        self._category = category  # 0 bool, 1 integer, 2 floating
+        self._category = category  # 0 bool, 1 integer, 2 floating, 3 complex
 
     def __repr__(self) -> str:
         return f"actorflow.{self.name}"
@@ -35,11 +38,15 @@ float16 = dtype("float16", np.float16, 2)
 bfloat16 = dtype("bfloat16", ml_dtypes.bfloat16, 2)
 float32 = dtype("float32", np.float32, 2)
 float64 = dtype("float64", np.float64, 2)
+complex64 = dtype("complex64", np.complex64, 3)
+complex128 = dtype("complex128", np.complex128, 3)
 
-ALL = (bool_, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64)
+ALL = (bool_, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64, complex64,
+       complex128)
 _NAMES = {d.name: d for d in ALL}
 _NAMES.update({"bool": bool_, "half": float16, "float": float32, "double": float64,
-               "long": int64, "int": int32, "char": int8})
+               "long": int64, "int": int32, "char": int8, "cfloat": complex64,
+               "cdouble": complex128})
 _FROM_NP = {d.np: d for d in ALL}
 
 
@@ -104,7 +111,10 @@ def _promote_pair(a: dtype, b: dtype) -> dtype:
     if a is b:
         return a
     if a._category != b._category:
-        return a if a._category > b._category else b
+        hi, lo = (a, b) if a._category > b._category else (b, a)
+        if hi._category == 3 and lo._category == 2:  # float64 + complex64 -> complex128
+            return _promote_pair(hi, _complex_of(lo))
+        return hi
     if a._category == 1:
         if {a, b} == {uint8, int8}:
             return int16
@@ -113,7 +123,15 @@ def _promote_pair(a: dtype, b: dtype) -> dtype:
         if {a, b} == {float16, bfloat16}:
             return float32
         return a if a.itemsize > b.itemsize else b
+    if a._category == 3:
+        return a if a.itemsize > b.itemsize else b
     return a
+
+
+def _complex_of(d: dtype) -> dtype:
+    """The complex dtype whose parts hold floating dtype ``d`` (float64: complex128, else
+    complex64)."""
+    return complex128 if d is float64 else complex64
 
 
 def promote_types(a: dtype, b: dtype) -> dtype:
@@ -133,14 +151,22 @@ def result_type(tensor_dtypes, zero_dim_dtypes=(), scalars=()) -> dtype:
     if res is None:
         res = zres
     elif zres is not None and zres._category > res._category:
-        res = zres
+        res = _raise_category(res, zres)
     for s in scalars:
         sd = scalar_dtype(s)
         if res is None:
             res = sd
         elif sd._category > res._category:
-            res = sd
+            res = _raise_category(res, sd)
     return res
+
+
+def _raise_category(res: dtype, higher: dtype) -> dtype:
+    """``higher``'s category with ``res``'s precision where it has one: a complex scalar (or
+    zero-dim tensor) meeting a float64 tensor gives complex128, as in PyTorch."""
+    if higher._category == 3 and res._category == 2:
+        return _complex_of(res) if higher is complex64 else higher
+    return higher
 
 
 def scalar_dtype(s) -> dtype:
@@ -151,4 +177,6 @@ def scalar_dtype(s) -> dtype:
         return int64
     if isinstance(s, (float, np.floating)):
         return _default_float
+    if isinstance(s, (complex, np.complexfloating)):
+        return _complex_of(_default_float)
     raise TypeError(f"expected a Python number, got {type(s).__name__}")

@@ -158,21 +158,28 @@ def relu6(x: Tensor, inplace: bool = False) -> Tensor:
     return hardtanh(x, 0.0, 6.0, inplace)
 
 
+def _number(v):
+    """A Python number from a number or a one-element tensor (an op's scalar parameter)."""
+    return v.item() if isinstance(v, Tensor) else v
+
+
 def threshold(x: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
-    """``x`` where ``x > threshold``, else ``value``."""
-    return _call(_threshold, x, {"threshold": threshold, "value": value}, inplace)
+    """``x`` where ``x > threshold``, else ``value`` (either may be a one-element tensor)."""
+    attrs = {"threshold": _number(threshold), "value": _number(value)}
+    return _call(_threshold, x, attrs, inplace)
 
 
-def hardshrink(x: Tensor, lambd: float = 0.5) -> Tensor:
+def hardshrink(x: Tensor, lambd: float = 0.5, inplace: bool = False) -> Tensor:
     """``x`` where ``|x| > lambd``, else 0."""
-    return _call(_hardshrink, x, {"lambd": float(lambd)}, False)
+    return _call(_hardshrink, x, {"lambd": float(_number(lambd))}, inplace)
 
 
-def softshrink(x: Tensor, lambd: float = 0.5) -> Tensor:
+def softshrink(x: Tensor, lambd: float = 0.5, inplace: bool = False) -> Tensor:
     """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, else 0."""
+    lambd = float(_number(lambd))
     if lambd < 0:
         raise ValueError(f"softshrink: lambd must be non-negative, got {lambd}")
-    return _call(_softshrink, x, {"lambd": float(lambd)}, False)
+    return _call(_softshrink, x, {"lambd": lambd}, inplace)
 
 
 def _with_inplace(fn, fn_):

@@ -32,3 +32,63 @@ __all__ = [
     "smooth_l1_loss", "kl_div", "binary_cross_entropy", "binary_cross_entropy_with_logits",
     "depend", "one_hot", "normalize",
 ]
+
+# ---- the activation family (its own block: other families add theirs below) ----------------
+from actorflow.functional.activation import (  # noqa: E402,F401
+    celu, hardshrink, hardsigmoid, hardswish, hardtanh, logsigmoid, mish, relu6, selu,
+    softshrink, softsign, threshold,
+)
+from actorflow.functional.activation import threshold as _threshold  # noqa: E402
+from actorflow.functional.special import (  # noqa: E402,F401
+    glu, prelu, quick_gelu, square_relu, tanhshrink,
+)
+
+
+def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3,
+            dtype=None) -> Tensor:
+    """``softmax(-input, dim)``."""
+    x = input if dtype is None else input.to(dtype)
+    return softmax(-x, dim)
+
+
+def relu_(input: Tensor) -> Tensor:
+    """In-place ``relu``."""
+    return input.relu_()
+
+
+def elu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    """In-place ``elu``."""
+    return elu(input, alpha, inplace=True)
+
+
+def celu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    """In-place ``celu``."""
+    return celu(input, alpha, inplace=True)
+
+
+def selu_(input: Tensor) -> Tensor:
+    """In-place ``selu``."""
+    return selu(input, inplace=True)
+
+
+def leaky_relu_(input: Tensor, negative_slope: float = 0.01) -> Tensor:
+    """In-place ``leaky_relu``."""
+    return leaky_relu(input, negative_slope, inplace=True)
+
+
+def hardtanh_(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+    """In-place ``hardtanh``."""
+    return hardtanh(input, min_val, max_val, inplace=True)
+
+
+def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:
+    """In-place ``threshold``."""
+    return _threshold(input, threshold, value, inplace=True)
+
+
+__all__ += [
+    "celu", "hardshrink", "hardsigmoid", "hardswish", "hardtanh", "logsigmoid", "mish", "relu6",
+    "selu", "softshrink", "softsign", "threshold", "glu", "prelu", "quick_gelu", "square_relu",
+    "tanhshrink", "softmin", "relu_", "elu_", "celu_", "selu_", "leaky_relu_", "hardtanh_",
+    "threshold_",
+]

@@ -79,7 +79,8 @@ def _erf_float32(a: np.ndarray) -> np.ndarray:
     """erf in float32 with vectorised NumPy: A&S 7.1.26 (absolute error < 1.5e-7), and a Taylor
     series below |x| = 0.5 for relative accuracy where erf is small. (GELU has its own fused
     form of the same approximation in ``gelu_f32``.)"""
-    a = a.astype(np.float32, copy=False)
+    shape = np.shape(a)
+    a = np.asarray(a, dtype=np.float32).reshape(-1)  # 0-d: ufuncs would return scalars
     ax = np.abs(a)
     t = 1.0 / (1.0 + np.float32(AS_P) * ax)
     poly = np.float32(AS_A[0]) * t
@@ -96,7 +97,7 @@ def _erf_float32(a: np.ndarray) -> np.ndarray:
     # 2/sqrt(pi) * sum_k (-1)^k x^(2k+1) / (k! (2k+1)), k = 0..5
     series = 1 - x2 * (1 / 3 - x2 * (1 / 10 - x2 * (1 / 42 - x2 * (1 / 216 - x2 / 1320))))
     series *= a * np.float32(2 / math.sqrt(math.pi))
-    return np.where(np.abs(a) < 0.5, series, big)
+    return np.where(np.abs(a) < 0.5, series, big).reshape(shape)
 
 
 def erf_array(a: np.ndarray) -> np.ndarray:
@@ -133,7 +134,14 @@ def _y(ctx):
 
 abs_op = unary("abs", _ufunc(np.abs), float_only=False,
             grad=lambda ctx, g: F.mul(g, F.sign(ctx.inputs[0])))
-sign = unary("sign", _ufunc(np.sign), float_only=False, grad=_zero_grad)
+def _sign_kernel(x, out, attrs):
+    if x.dtype == np.bool_:  # NumPy has no bool loop; the sign of a bool is itself (PyTorch)
+        np.copyto(out, x, casting="unsafe")
+    else:
+        np.sign(x, out=out, dtype=out.dtype, casting="unsafe")
+
+
+sign = unary("sign", _sign_kernel, float_only=False, grad=_zero_grad)
 square = unary("square", _ufunc(np.square), float_only=False,
                grad=lambda ctx, g: F.mul(g, F.mul(ctx.inputs[0], 2)))
 floor = unary("floor", _ufunc(np.floor), float_only=False, grad=_zero_grad)
@@ -181,7 +189,7 @@ log10 = unary("log10", _quiet_ufunc(np.log10),
 log1p = unary("log1p", _quiet_ufunc(np.log1p), amp="deny",
               grad=lambda ctx, g: F.div(g, F.add(_x(ctx), 1)))
 sqrt = unary("sqrt", _quiet_ufunc(np.sqrt), grad_uses_outputs=True,
-             grad=lambda ctx, g: F.div(F.mul(g, 0.5), _y(ctx)))
+             grad=lambda ctx, g: F.div(F.mul(g, 0.5), F.conj(_y(ctx))))
 rsqrt = unary("rsqrt", _composite(lambda a, attrs: 1.0 / np.sqrt(a)), grad_uses_outputs=True,
               grad=lambda ctx, g: F.mul(g, F.mul(F.pow(_y(ctx), 3), -0.5)), amp="deny")
 reciprocal = unary("reciprocal", _quiet_ufunc(np.reciprocal), grad_uses_outputs=True,

@@ -106,7 +106,10 @@ def _(inputs, attrs):
 
 @cast.kernel("cpu")
 def _(ins, outs, attrs):
-    np.copyto(outs[0], ins[0], casting="unsafe")
+    x = ins[0]
+    if x.dtype.kind == "c" and outs[0].dtype.kind != "c":  # complex to real: the real part
+        x = x.real
+    np.copyto(outs[0], x, casting="unsafe")
 
 
 @cast.grad
@@ -158,7 +161,7 @@ def _binary_infer(name: str, kind: str):
         x, y = inputs
         shape = x._shape if x._shape == y._shape else broadcast_shapes(name, x._shape, y._shape)
         d = x.dtype if x.dtype is y.dtype else promote(inputs)
-        if kind == "float" and not d.is_floating_point:
+        if kind == "float" and not d.is_differentiable:
             d = dt.get_default_dtype()
         elif kind == "bool":
             d = dt.bool_
@@ -173,7 +176,7 @@ def _scalar_infer(name: str, kind: str, exact: bool = False):
         d = dt.result_type([x.dtype], (), (s,))
         if type(s) is not float and kind != "float":
             check_int_scalar(name, s, d, exact=exact and not attrs.get("reverse"))
-        if kind == "float" and not d.is_floating_point:
+        if kind == "float" and not d.is_differentiable:
             d = dt.get_default_dtype()
         elif kind == "bool":
             d = dt.bool_
@@ -262,6 +265,11 @@ def binary(name: str, ufunc, *, kind: str = "arith", grad=None, scalar_grad=None
     return op, sop
 
 
+def _conj_scalar(s):
+    """The conjugate of a complex Python scalar (other numbers unchanged)."""
+    return s.conjugate() if isinstance(s, complex) else s
+
+
 add, scalar_add = binary(
     "add", np.add,
     grad=lambda ctx, g, x, y: (g if ctx.needs_input_grad[0] else None,
@@ -276,22 +284,23 @@ sub, scalar_sub = binary(
 
 mul, scalar_mul = binary(
     "mul", np.multiply,
-    grad=lambda ctx, g, x, y: (F.mul(g, y) if ctx.needs_input_grad[0] else None,
-                               F.mul(g, x) if ctx.needs_input_grad[1] else None),
-    scalar_grad=lambda ctx, g, s, rev: F.mul(g, s))
+    grad=lambda ctx, g, x, y: (F.mul(g, F.conj(y)) if ctx.needs_input_grad[0] else None,
+                               F.mul(g, F.conj(x)) if ctx.needs_input_grad[1] else None),
+    scalar_grad=lambda ctx, g, s, rev: F.mul(g, _conj_scalar(s)))
 
 
-def _div_grad(ctx, g, x, y):
-    dx = F.div(g, y) if ctx.needs_input_grad[0] else None
-    dy = F.neg(F.div(F.mul(g, x), F.mul(y, y))) if ctx.needs_input_grad[1] else None
+def _div_grad(ctx, g, x, y):  # complex inputs: the conjugate derivatives, as in PyTorch
+    yc = F.conj(y)
+    dx = F.div(g, yc) if ctx.needs_input_grad[0] else None
+    dy = F.neg(F.div(F.mul(g, F.conj(x)), F.mul(yc, yc))) if ctx.needs_input_grad[1] else None
     return dx, dy
 
 
 def _scalar_div_grad(ctx, g, s, rev):
     if not rev:
-        return F.div(g, s)
-    x = ctx.inputs[0]  # d(s/x)/dx = -s/x^2
-    return F.mul(F.div(g, F.mul(x, x)), -s)
+        return F.div(g, _conj_scalar(s))
+    x = F.conj(ctx.inputs[0])  # d(s/x)/dx = -s/x^2
+    return F.mul(F.div(g, F.mul(x, x)), -_conj_scalar(s))
 
 
 div, scalar_div = binary("div", np.true_divide, kind="float", grad=_div_grad,
@@ -315,7 +324,7 @@ def unary(name: str, fn, *, grad=None, float_only: bool = True, out_dtype=None,
     def _(inputs, attrs):
         x = inputs[0]
         d = out_dtype or x.dtype
-        if float_only and not d.is_floating_point:
+        if float_only and not d.is_differentiable:
             d = dt.get_default_dtype()
         return [Meta(x._shape, d)]
 

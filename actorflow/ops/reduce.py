@@ -67,7 +67,7 @@ def float_only(name: str):
     def rule(d, attrs):
         if attrs.get("dtype") is not None:
             return attrs["dtype"]
-        if not d.is_floating_point:
+        if not d.is_differentiable:  # floating or complex
             raise TypeError(f"{name}: expected a floating point input, got {d} "
                             f"(pass dtype= or convert the input)")
         return d
@@ -133,8 +133,8 @@ mean.infer(reduce_infer("mean", float_only("mean")))
 
 
 def _acc_dtype(out: np.ndarray):
-    """Accumulate half precision in float32; float64 stays float64."""
-    return np.float64 if out.dtype == np.float64 else np.float32
+    """Accumulate half precision in float32; float64 and complex stay as they are."""
+    return out.dtype if out.dtype.kind == "c" or out.dtype == np.float64 else np.float32
 
 
 @mean.kernel("cpu")

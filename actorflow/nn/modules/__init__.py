@@ -2,6 +2,7 @@
 from actorflow.nn.modules.activation import (  # noqa: F401
     ELU, GELU, Dropout, LeakyReLU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Softplus, Tanh,
 )
+from actorflow.nn.modules.activation_pointwise import *  # noqa: F401,F403
 from actorflow.nn.modules.container import (  # noqa: F401
     ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential,
 )
