@@ -43,16 +43,18 @@ def _elementwise_job():
                  "atanh", "erf", "erfc", "sigmoid", "relu", "gelu", "silu", "mish", "leaky_relu",
                  "elu", "softplus", "hardtanh", "hardsigmoid", "hardswish", "softsign",
                  "logsigmoid", "hardshrink", "softshrink", "nan_to_num", "isnan", "isinf",
-                 "isfinite", "logical_not"]
+                 "isfinite", "logical_not", "erfinv", "lgamma", "digamma"]
         for name in unary:
             getattr(F, name)(x)
+        F.polygamma(1, x)
+        F.conj(F.cast(x, flow.complex64))  # conj of a real tensor is the tensor itself
         F.threshold(x, 0.2, -1.0)
         F.clamp(x, -0.5, 0.5)
         F.clamp(x, min=y)
         F.cast(x, flow.float64)
         for name in ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "atan2",
                      "floor_divide", "remainder", "fmod", "eq", "ne", "lt", "le", "gt", "ge",
-                     "logical_and", "logical_or", "logical_xor"]:
+                     "logical_and", "logical_or", "logical_xor", "logaddexp", "logaddexp2"]:
             getattr(F, name)(x, y)
             getattr(F, name)(x, 1.5)
         F.threshold_backward(x, y)
@@ -66,6 +68,9 @@ def _elementwise_job():
 def _random_input(desc, rng):
     if desc.dtype is flow.bool:
         return rng.random(desc.shape) > 0.5
+    if desc.dtype.is_complex:
+        return (rng.standard_normal(desc.shape) + 1j * rng.standard_normal(desc.shape)).astype(
+            desc.dtype.np)
     return (rng.standard_normal(desc.shape) * 2).astype(desc.dtype.np)
 
 
