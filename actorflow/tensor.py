@@ -333,9 +333,11 @@ class Tensor:
         raise TypeError("actorflow tensors are not pickled; use actorflow.save / actorflow.load")
 
     def __deepcopy__(self, memo):
+        """A copy of the values; a leaf keeps ``requires_grad``, the copy of a computed tensor
+        is a plain tensor outside the autograd graph (as OneFlow's deepcopy)."""
         import copy
         t = Tensor._wrap(self._array().copy(), self.dtype)
-        t.requires_grad = self.requires_grad
+        t.requires_grad = self.requires_grad and self.grad_fn is None
         if type(self) is not Tensor:
             t.__class__ = type(self)
         if self._grad is not None:
