@@ -236,6 +236,37 @@ def test_nansum_nanmean_match_numpy(dim):
     gradcheck(lambda x: flow.nanmean(x, dim), b)
 
 
+# ---- quantile / nanquantile --------------------------------------------------------------------
+
+@needs_torch
+@pytest.mark.parametrize("fn", ["quantile", "nanquantile"])
+@pytest.mark.parametrize("interpolation", ["linear", "lower", "higher", "midpoint", "nearest"])
+def test_quantile_matches_torch(fn, interpolation):
+    a = rng.standard_normal((3, 5, 4))
+    a[rng.random(a.shape) > 0.7] = np.nan
+    a[0, :, 0] = np.nan  # an all-NaN row
+    for q in (0.3, [0.0, 0.25, 0.5, 1.0]):
+        for dim, keepdim in [(None, False), (None, True), (1, False), (-1, True)]:
+            tq = torch.tensor(q, dtype=torch.float64) if isinstance(q, list) else q
+            fq = t(np.array(q)) if isinstance(q, list) else q
+            ref = getattr(torch, fn)(torch.tensor(a), tq, dim=dim, keepdim=keepdim,
+                                     interpolation=interpolation)
+            out = getattr(flow, fn)(t(a), fq, dim=dim, keepdim=keepdim,
+                                    interpolation=interpolation)
+            assert out.shape == tuple(ref.shape)
+            np.testing.assert_allclose(out.numpy(), ref.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_quantile_gradient_and_errors():
+    gradcheck(lambda x: flow.quantile(x, t(np.array([0.2, 0.9])), dim=1), rng.standard_normal(
+        (3, 6)))
+    gradcheck(lambda x: t(np.zeros(1)) + x.quantile(0.4), rng.standard_normal((2, 5)))
+    with pytest.raises(ValueError, match="quantile: q values must be in the range"):
+        flow.quantile(t(np.zeros(3)), 1.5)
+    with pytest.raises(TypeError, match="quantile: expected a floating point input"):
+        flow.quantile(t(np.arange(3)), 0.5)
+
+
 # ---- graphs ---------------------------------------------------------------------------------
 
 @pytest.mark.timeout(60)
@@ -247,7 +278,7 @@ def test_sort_family_in_graph_matches_eager():
         k = flow.topk(x, 2, 0)
         m = flow.median(x, 1)
         return (s.values, s.indices, k.values, m.values, m.indices, flow.mode(x, 0).values,
-                flow.searchsorted(s.values.flip(1), x))
+                flow.searchsorted(s.values.flip(1), x), flow.quantile(x, 0.3, dim=1))
 
     class G(flow.nn.Graph):
         def build(self, x):

@@ -3,11 +3,16 @@ searchsorted, unique, bincount, roc_auc_score, and the NaN-skipping reductions n
 nanmean, with their Tensor methods."""
 from __future__ import annotations
 
+import numpy as np
+
+from actorflow.autograd.grad_mode import no_grad
 from actorflow.dispatch import apply
 from actorflow.framework import dtype as dt
 from actorflow.functional._base import as_tensor_like, is_scalar
-from actorflow.functional.activation import isnan, logical_not
-from actorflow.functional.elementwise import cast, where
+from actorflow.functional.activation import ceil, floor, isnan, logical_not, round
+from actorflow.functional.elementwise import cast, expand, mul, where
+from actorflow.functional.index import gather
+from actorflow.functional.shape import movedim, narrow, reshape, unsqueeze
 from actorflow.functional.reduce import dims_attr, sum
 from actorflow.functional.reduce_extrema import ValuesIndices, _int_dim
 from actorflow.ops import registry
@@ -136,6 +141,100 @@ def roc_auc_score(label: Tensor, pred: Tensor) -> Tensor:
     return apply(_roc_auc_score, [as_tensor_like(label), as_tensor_like(pred)], {})[0]
 
 
+_INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
+
+
+def _quantile_q(name: str, q, like: Tensor) -> tuple:
+    """``q`` as a 1-d tensor of ``like``'s dtype, and whether it was a scalar."""
+    if isinstance(q, Tensor):
+        if len(q._shape) > 1:
+            raise ValueError(f"{name}: q must be a scalar or a 1-d tensor, got shape "
+                             f"{tuple(q._shape)}")
+        scalar = not q._shape
+        qt = cast(q, like.dtype) if q.dtype is not like.dtype else q
+        qt = reshape(qt, (-1,))
+        values = [] if qt.is_lazy else qt.numpy().tolist()
+    else:
+        scalar = is_scalar(q)
+        values = [float(q)] if scalar else [float(v) for v in q]
+        qt = as_tensor_like(np.asarray(values, dtype=like.dtype.np))
+    if any(not 0 <= v <= 1 for v in values):
+        raise ValueError(f"{name}: q values must be in the range [0, 1], got {values}")
+    return qt, scalar
+
+
+def _quantile(name: str, ignore_nan: bool, input: Tensor, q, dim, keepdim: bool,
+              interpolation: str) -> Tensor:
+    if not input.dtype.is_floating_point:
+        raise TypeError(f"{name}: expected a floating point input, got {input.dtype} (input "
+                        f"shape {tuple(input._shape)})")
+    if interpolation not in _INTERPOLATIONS:
+        raise ValueError(f"{name}: interpolation must be one of {_INTERPOLATIONS}, got "
+                         f"{interpolation!r}")
+    qt, scalar = _quantile_q(name, q, input)
+    shape = tuple(input._shape)
+    if dim is None:
+        x, d = reshape(input, (-1,)), 0
+    else:
+        d = _int_dim(name, dim)
+        x = input if shape else reshape(input, (1,))
+        d %= len(x._shape)
+        x = movedim(x, d, -1)
+    n = x._shape[-1]
+    if n == 0:
+        raise ValueError(f"{name}: the input must be non-empty along the reduced dim (input "
+                         f"shape {shape})")
+    s = sort(x, -1).values  # NaNs last
+    nq = qt._shape[0]
+    lead = tuple(s._shape[:-1])
+    with no_grad():  # the positions to read: no gradient flows through them
+        sd = s.detach()
+        if ignore_nan:
+            valid = sum(logical_not(isnan(sd)), -1, keepdim=True)  # int64
+            ranks = mul(qt, cast(valid, sd.dtype) - 1)
+            ranks = where(valid == 0, float(n - 1), ranks)
+        else:
+            ranks = expand(mul(qt, float(n - 1)), lead + (nq,))
+            last = isnan(narrow(sd, -1, n - 1, 1))
+            ranks = where(last, float(n - 1), ranks)
+        if interpolation == "lower":
+            ranks = floor(ranks)
+        elif interpolation == "higher":
+            ranks = ceil(ranks)
+        elif interpolation == "nearest":
+            ranks = round(ranks)
+        below = cast(floor(ranks), dt.int64)
+        above = cast(ceil(ranks), dt.int64)
+        weights = ranks - floor(ranks) if interpolation == "linear" else None
+    out = gather(s, -1, below)
+    if interpolation in ("linear", "midpoint"):
+        hi = gather(s, -1, above)
+        w = weights if interpolation == "linear" else 0.5
+        out = out + mul(hi - out, w)
+    if keepdim:
+        if dim is None:
+            out = reshape(out, (1,) * len(shape) + (nq,))
+        elif shape:
+            out = movedim(unsqueeze(out, -2), -2, d)  # the reduced dim back at its place
+    out = movedim(out, -1, 0)
+    return reshape(out, tuple(out._shape[1:])) if scalar else out
+
+
+def quantile(input: Tensor, q, dim: int | None = None, keepdim: bool = False, *,
+             interpolation: str = "linear") -> Tensor:
+    """The ``q``-th quantiles (a number, or a 1-d tensor giving a leading output dim) of
+    ``input`` along ``dim`` (flattened when None), interpolating between the two nearest
+    sorted elements (``linear``, ``lower``, ``higher``, ``midpoint``, ``nearest``); NaN where
+    a reduced row holds a NaN."""
+    return _quantile("quantile", False, input, q, dim, keepdim, interpolation)
+
+
+def nanquantile(input: Tensor, q, dim: int | None = None, keepdim: bool = False, *,
+                interpolation: str = "linear") -> Tensor:
+    """``quantile`` over the elements that are not NaN (NaN only for all-NaN rows)."""
+    return _quantile("nanquantile", True, input, q, dim, keepdim, interpolation)
+
+
 def nansum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     """``sum`` treating NaNs as zero."""
     x = where(isnan(input), 0.0, input) if input.dtype.is_floating_point \
@@ -157,8 +256,10 @@ def nanmean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Te
 register_tensor_methods({
     "sort": sort, "argsort": argsort, "msort": msort, "topk": topk, "kthvalue": kthvalue,
     "median": median, "nanmedian": nanmedian, "mode": mode, "unique": unique,
-    "bincount": bincount, "nansum": nansum, "nanmean": nanmean,
+    "bincount": bincount, "nansum": nansum, "nanmean": nanmean, "quantile": quantile,
+    "nanquantile": nanquantile,
 })
 
 __all__ = ["sort", "argsort", "msort", "topk", "kthvalue", "median", "nanmedian", "mode",
-           "searchsorted", "unique", "bincount", "roc_auc_score", "nansum", "nanmean"]
+           "searchsorted", "unique", "bincount", "roc_auc_score", "nansum", "nanmean",
+           "quantile", "nanquantile"]
