@@ -329,6 +329,8 @@ class Tensor:
         raise TypeError("actorflow tensors are not pickled; use actorflow.save / actorflow.load")
 
     def __deepcopy__(self, memo):
+        """A copy of the values; a leaf keeps ``requires_grad``, the copy of a computed tensor
+        is a plain tensor outside the autograd graph (as OneFlow's deepcopy)."""
         import copy
         t = Tensor._wrap(self._array().copy(), self.dtype)
         # a copy of a non-leaf is a new leaf without grad (OneFlow's deepcopy keeps the data

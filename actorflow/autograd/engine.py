@@ -197,6 +197,8 @@ def _run_hooks(hooks, g):
 
 
 def _prepare_roots(tensors, grads, op_name, create_graph=False):
+    """(output, seed gradient) pairs; with ``create_graph`` a given seed stays in the autograd
+    graph, so the gradients can be differentiated with respect to it."""
     F = _F()
     roots = []
     for i, (t, g) in enumerate(zip(tensors, grads)):

@@ -6,6 +6,7 @@ import numpy as np
 
 from actorflow.framework import dtype as dt
 from actorflow.dispatch import apply
+from actorflow.functional.shape import reshape
 from actorflow.ops import registry
 from actorflow.tensor import Tensor, register_tensor_methods
 
@@ -95,6 +96,20 @@ def std_mean(input: Tensor, dim=None, unbiased: bool | None = None, keepdim: boo
             mean(input, dim if not isinstance(dim, bool) else None, keepdim))
 
 
+def reduce_sum_like(input: Tensor, like: Tensor, axis) -> Tensor:
+    """OneFlow's ``_C.reduce_sum_like``: ``input`` summed over ``axis`` and laid out in the
+    shape of ``like`` (which must hold as many elements as the sum)."""
+    s = sum(input, dims_attr(axis), keepdim=True)
+    shape = tuple(like._shape)
+    if tuple(s._shape) == shape:
+        return s
+    if s.numel() != like.numel():
+        raise ValueError(f"reduce_sum_like: the sum over axis {axis} of an input of shape "
+                         f"{tuple(input._shape)} has shape {tuple(s._shape)}, which does not fit "
+                         f"like's shape {shape}")
+    return reshape(s, shape)
+
+
 def logsumexp(input: Tensor, dim, keepdim: bool = False) -> Tensor:
     """``log(sum(exp(input), dim))``, computed without overflow."""
     return apply(_logsumexp, [input], {"dim": dims_attr(dim), "keepdim": keepdim})[0]
@@ -126,4 +141,4 @@ register_tensor_methods({
 })
 
 __all__ = ["sum", "mean", "prod", "var", "std", "var_mean", "std_mean", "logsumexp", "all",
-           "any", "cumsum", "cumprod"]
+           "any", "cumsum", "cumprod", "reduce_sum_like"]

@@ -14,6 +14,7 @@ from actorflow.functional import (  # noqa: F401
     smooth_l1_loss, softmax, softplus, tanh,
 )
 from actorflow.functional import relu as _relu
+from actorflow.functional.distance import cosine_similarity, pairwise_distance  # noqa: F401
 from actorflow.functional.index import one_hot  # noqa: F401
 from actorflow.functional.linalg import normalize  # noqa: F401
 from actorflow.tensor import Tensor
@@ -92,3 +93,4 @@ __all__ += [
     "tanhshrink", "softmin", "relu_", "elu_", "celu_", "selu_", "leaky_relu_", "hardtanh_",
     "threshold_",
 ]
+__all__ += ["cosine_similarity", "pairwise_distance"]

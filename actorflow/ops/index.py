@@ -304,19 +304,32 @@ def _check_bounds(op_name: str, index: np.ndarray, size: int, dim: int) -> None:
                              f"size {size}")
 
 
+def _dims(shape) -> tuple:
+    """A shape with a 0-d tensor read as 1-d of size 1 (gather/scatter mix 0-d and 1-d, as in
+    PyTorch)."""
+    return tuple(shape) or (1,)
+
+
+def _as1d(a: np.ndarray) -> np.ndarray:
+    """A 0-d array as a 1-element 1-d view (writes go through); other arrays unchanged."""
+    return a.reshape(1) if a.ndim == 0 else a
+
+
 def _check_gather_like(op_name: str, x, index, dim: int, other=None) -> int:
     if index.dtype._category != 1:
         fail(op_name, f"index must have an integer dtype, got {index.dtype}", index._shape)
-    nd = len(x._shape)
-    if len(index._shape) != nd:
+    xs, ixs = _dims(x._shape), _dims(index._shape)
+    nd = len(xs)
+    if len(ixs) != nd:
         fail(op_name, "index must have as many dims as the input", x._shape, index._shape)
     dim = norm_axis(op_name, dim, nd)
-    for d, (n, m) in enumerate(zip(index._shape, x._shape)):
+    for d, (n, m) in enumerate(zip(ixs, xs)):
         if d != dim and n > m:
             fail(op_name, f"index size {n} exceeds the input size {m} at dim {d}",
                  x._shape, index._shape)
     if other is not None:
-        if len(other._shape) != nd or any(n > m for n, m in zip(index._shape, other._shape)):
+        os_ = _dims(other._shape)
+        if len(os_) != nd or any(n > m for n, m in zip(ixs, os_)):
             fail(op_name, "src must have as many dims as index and be at least as large",
                  x._shape, index._shape, other._shape)
     return dim
@@ -334,13 +347,10 @@ def _(inputs, attrs):
 
 @gather.kernel("cpu")
 def _(ins, outs, attrs):
-    x, index = ins
-    dim = attrs["dim"] % max(x.ndim, 1)
-    _check_bounds("gather", index, x.shape[dim] if x.ndim else 1, dim)
-    if x.ndim == 0:
-        outs[0][...] = x
-        return
-    outs[0][...] = x[along_axis(index, dim)]
+    x, index = _as1d(ins[0]), _as1d(ins[1])
+    dim = attrs["dim"] % x.ndim
+    _check_bounds("gather", index, x.shape[dim], dim)
+    _as1d(outs[0])[...] = x[along_axis(index, dim)]
 
 
 @gather.grad
@@ -350,15 +360,15 @@ def _(ctx, dout):
 
 
 scatter = register("scatter", doc="x with src (or the attr value) written at index along dim; "
-                                  "reduce None (assign) or 'add' (accumulate).")
+                                  "reduce None (assign), 'add' or 'multiply' (accumulate).")
 
 
 @scatter.infer
 def _(inputs, attrs):
     x, index = inputs[0], inputs[1]
     src = inputs[2] if len(inputs) > 2 else None
-    if attrs.get("reduce") not in (None, "add"):
-        fail("scatter", f"reduce must be None or 'add', got {attrs.get('reduce')!r}")
+    if attrs.get("reduce") not in (None, "add", "multiply"):
+        fail("scatter", f"reduce must be None, 'add' or 'multiply', got {attrs.get('reduce')!r}")
     if src is None and attrs.get("value") is None:
         fail("scatter", "needs a src tensor or a value")
     _check_gather_like("scatter", x, index, attrs["dim"], src)
@@ -367,30 +377,32 @@ def _(inputs, attrs):
 
 @scatter.kernel("cpu")
 def _(ins, outs, attrs):
-    x, index, out = ins[0], ins[1], outs[0]
+    x, index, out = ins[0], _as1d(ins[1]), outs[0]
     if out is not x:
         out[...] = x
-    if x.ndim == 0:
-        _check_bounds("scatter", index, 1, 0)
-        full = ()
-    else:
-        dim = attrs["dim"] % x.ndim
-        _check_bounds("scatter", index, x.shape[dim], dim)
-        full = along_axis(index, dim)
+    out = _as1d(out)
+    dim = attrs["dim"] % out.ndim
+    _check_bounds("scatter", index, out.shape[dim], dim)
+    full = along_axis(index, dim)
     if len(ins) > 2:
-        vals = ins[2][tuple(slice(0, n) for n in index.shape)]
+        vals = _as1d(ins[2])[tuple(slice(0, n) for n in index.shape)]
     else:
         vals = np.asarray(attrs["value"]).astype(out.dtype)
     if index.size == 0:
         return
     if attrs.get("reduce") == "add":
         add_at(out, full, vals.astype(out.dtype))
+    elif attrs.get("reduce") == "multiply":
+        np.multiply.at(out, full, vals.astype(out.dtype))
     else:
         out[full] = vals
 
 
 @scatter.grad
 def _(ctx, dout):
+    if ctx.attrs.get("reduce") == "multiply":
+        raise NotImplementedError("scatter: the gradient of reduce='multiply' is not supported "
+                                  "(as in PyTorch)")
     saved = saved_index_inputs(ctx, 1)
     index, dim = saved[0], ctx.attrs["dim"]
     add = ctx.attrs.get("reduce") == "add"
@@ -400,8 +412,13 @@ def _(ctx, dout):
     if len(saved) > 1 and ctx.needs_input_grad[2]:
         dsrc = F.gather(dout, dim, index)
         src_shape = tuple(ctx.input_metas[2][0])
-        if tuple(index._shape) != src_shape:
-            corner = tuple(("slice", 0, n, None) for n in index._shape)
+        if _dims(index._shape) == _dims(src_shape):
+            if tuple(index._shape) != src_shape:
+                dsrc = F.reshape(dsrc, src_shape)
+        else:  # src is larger than index: its gradient is 0 outside the index's corner
+            if not index._shape:
+                dsrc = F.reshape(dsrc, (1,))
+            corner = tuple(("slice", 0, n, None) for n in _dims(index._shape))
             dsrc = F.getitem_backward(dsrc, corner, (), src_shape)
     return (dx, None, dsrc) if len(saved) > 1 else (dx, None)
 

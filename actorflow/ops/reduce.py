@@ -96,6 +96,9 @@ def kept(ctx, y):
 
 
 def count(shape: tuple, axes: tuple) -> int:
+    """How many elements a reduction over ``axes`` of ``shape`` combines (1 for a 0-d tensor)."""
+    if not shape:
+        return 1
     n = 1
     for a in axes:
         n *= shape[a]

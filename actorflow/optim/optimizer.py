@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import warnings
 from collections import defaultdict
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -120,12 +121,15 @@ class Optimizer:
         if isinstance(params, Tensor) or isinstance(params, dict):
             raise TypeError("params argument given to the optimizer should be an iterable of "
                             f"Tensors or dicts, but got {type(params).__name__}")
+        from_iterator = isinstance(params, Iterator)
         params = list(params)
-        if not params:
+        if not params and not from_iterator:
             raise ValueError("optimizer got an empty parameter list")
-        if not isinstance(params[0], dict):
+        # an empty iterator (``module.parameters()`` of a parameterless module) makes one empty
+        # group, as in OneFlow
+        if params and not isinstance(params[0], dict):
             params = [{"params": params}]
-        for group in params:
+        for group in params or [{"params": []}]:
             self.add_param_group(group)
 
     # -- groups ----------------------------------------------------------------------------------
