@@ -37,6 +37,7 @@ double = float64
 long = int64
 int = int32  # noqa: A001
 char = int8
+short = int16
 is_floating_point = _fdict.get("is_floating_point")
 
 __version__ = "0.1.0"

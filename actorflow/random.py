@@ -10,11 +10,19 @@ import threading
 
 import numpy as np
 
+from actorflow.framework.device import as_device
+
 
 class Generator:
-    """A seedable source of per-op seeds (``actorflow.Generator``)."""
+    """A seedable source of per-op seeds (``actorflow.Generator``): ``Generator(device="cpu")``
+    as in OneFlow and PyTorch (``"auto"`` is the CPU here), or ``Generator(seed)``."""
 
-    def __init__(self, seed: int = 0):
+    def __init__(self, device="cpu", seed: int = 0):
+        if isinstance(device, (int, np.integer)) and not isinstance(device, bool):
+            device, seed = "cpu", int(device)
+        if device != "auto":
+            as_device(device)  # raises for devices actorflow doesn't have
+        self.device = "cpu"
         self._lock = threading.Lock()
         self.manual_seed(seed)
 
