@@ -333,9 +333,11 @@ class Tensor:
         raise TypeError("actorflow tensors are not pickled; use actorflow.save / actorflow.load")
 
     def __deepcopy__(self, memo):
+        """A copy with its own memory. A leaf keeps ``requires_grad`` (as in PyTorch); a
+        non-leaf becomes a leaf that does not require grad, as in OneFlow (PyTorch refuses)."""
         import copy
         t = Tensor._wrap(self._array().copy(), self.dtype)
-        t.requires_grad = self.requires_grad
+        t.requires_grad = self.requires_grad and self.grad_fn is None
         if type(self) is not Tensor:
             t.__class__ = type(self)
         if self._grad is not None:
@@ -345,11 +347,16 @@ class Tensor:
 
     # -- conversions ------------------------------------------------------------------------------
     def to(self, *args, **kwargs) -> "Tensor":
-        """``to(dtype)``, ``to(device)``, ``to(device, dtype)`` or ``to(other_tensor)``."""
+        """``to(dtype)``, ``to(device)``, ``to(device, dtype)`` or ``to(other_tensor)``;
+        keywords ``dtype``, ``device``, ``copy``, ``non_blocking``, ``memory_format``."""
         target_dtype = kwargs.pop("dtype", None)
         dev = kwargs.pop("device", None)
         copy = kwargs.pop("copy", False)
         kwargs.pop("non_blocking", None)
+        memory_format = kwargs.pop("memory_format", None)
+        if memory_format is not None:  # ``functional.tensor_api``: a copy in that layout
+            return self.to(*args, **kwargs, dtype=target_dtype, device=dev,
+                           copy=copy)._to_memory_format(memory_format)
         if kwargs:
             raise TypeError(f"to(): unexpected arguments {sorted(kwargs)}")
         for a in args:

@@ -20,3 +20,4 @@ from actorflow.functional.normalization import *  # noqa: F401,F403
 from actorflow.functional.loss import *  # noqa: F401,F403
 from actorflow.functional.graph_ops import *  # noqa: F401,F403
 from actorflow.functional.views import *  # noqa: F401,F403
+from actorflow.functional.tensor_api import *  # noqa: F401,F403

@@ -399,8 +399,22 @@ def _new_tensor(self: Tensor, data, dtype=None, device=None,
                   requires_grad=requires_grad)
 
 
-register_tensor_methods({"new_empty": _new_empty, "new_zeros": _new_zeros, "new_ones": _new_ones,
-                         "new_full": _new_full, "new_tensor": _new_tensor})
+def _new(self: Tensor, *args) -> Tensor:
+    """PyTorch's legacy ``Tensor.new``: ``new()`` an empty tensor, ``new(2, 3)`` or
+    ``new(Size)`` uninitialised values, ``new(data)`` (list, array) the data, ``new(tensor)``
+    that tensor (same dtype only); always of this tensor's dtype."""
+    if len(args) == 1 and isinstance(args[0], Tensor):
+        if args[0].dtype is not self.dtype:
+            raise TypeError(f"new(): expected a tensor of dtype {self.dtype}, got "
+                            f"{args[0].dtype}")
+        return args[0].detach()
+    if len(args) == 1 and not isinstance(args[0], (int, Size)):
+        return tensor(args[0], dtype=self.dtype)
+    return empty(_shape(args) if args else (0,), dtype=self.dtype)
+
+
+register_tensor_methods({"new": _new, "new_empty": _new_empty, "new_zeros": _new_zeros,
+                         "new_ones": _new_ones, "new_full": _new_full, "new_tensor": _new_tensor})
 
 __all__ = ["tensor", "as_tensor", "from_numpy", "full", "zeros", "ones", "empty", "zeros_like",
            "ones_like", "full_like", "empty_like", "arange", "linspace", "eye", "rand", "randn",

@@ -120,10 +120,8 @@ class Optimizer:
         if isinstance(params, Tensor) or isinstance(params, dict):
             raise TypeError("params argument given to the optimizer should be an iterable of "
                             f"Tensors or dicts, but got {type(params).__name__}")
-        params = list(params)
-        if not params:
-            raise ValueError("optimizer got an empty parameter list")
-        if not isinstance(params[0], dict):
+        params = list(params)  # empty: no groups yet, as in OneFlow (PyTorch raises)
+        if params and not isinstance(params[0], dict):
             params = [{"params": params}]
         for group in params:
             self.add_param_group(group)
