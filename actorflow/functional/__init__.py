@@ -21,3 +21,4 @@ from actorflow.functional.loss import *  # noqa: F401,F403
 from actorflow.functional.graph_ops import *  # noqa: F401,F403
 from actorflow.functional.views import *  # noqa: F401,F403
 from actorflow.functional.tensor_api import *  # noqa: F401,F403
+from actorflow.functional.fold import *  # noqa: F401,F403

@@ -6,6 +6,7 @@ from actorflow.nn.modules.container import (  # noqa: F401
     ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential,
 )
 from actorflow.nn.modules.conv import Conv1d, Conv2d, Conv3d  # noqa: F401
+from actorflow.nn.modules.fold import Fold, Unfold  # noqa: F401
 from actorflow.nn.modules.linear import Flatten, Identity, Linear, Unflatten  # noqa: F401
 from actorflow.nn.modules.loss import (  # noqa: F401
     BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, KLDivLoss, L1Loss, MSELoss, NLLLoss,
