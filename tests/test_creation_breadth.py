@@ -99,3 +99,23 @@ def test_tensor_type_conversions():
         x.type("actorflow.NoSuchTensor")
     with pytest.raises(RuntimeError):
         x.type("actorflow.cuda.FloatTensor")
+
+
+def test_rng_state_is_a_byte_tensor():
+    g = flow.Generator(11)
+    flow.rand(3, generator=g)
+    state = g.get_state()
+    assert state.dtype is flow.uint8 and state.shape == (53,)
+    a = flow.rand(4, generator=g).numpy()
+    assert not np.array_equal(g.get_state().numpy(), state.numpy())
+    g.set_state(state)
+    np.testing.assert_array_equal(flow.rand(4, generator=g).numpy(), a)
+    assert g.initial_seed() == 11
+    h = flow.Generator()
+    h.set_state(state.numpy())  # an array of the bytes works too
+    assert h.initial_seed() == 11
+    with pytest.raises(ValueError, match="53 bytes"):
+        g.set_state(flow.zeros(3, dtype=flow.uint8))
+    flow.manual_seed(0)
+    np.testing.assert_array_equal(flow.get_rng_state().numpy(),
+                                  flow.default_generator.get_state().numpy())
