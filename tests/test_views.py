@@ -168,3 +168,15 @@ def test_inplace_squeeze_unsqueeze_contiguous():
         w.squeeze_()
         return w
     gradcheck(fn, a)
+
+
+def test_inplace_shape_change_is_seen_by_saved_tensors_and_storage_offsets():
+    w = flow.ones(2, 1, 3, requires_grad=True)
+    y = w * 2
+    z = y * y  # saves y
+    y.squeeze_()
+    with pytest.raises(RuntimeError, match="in-place"):
+        z.sum().backward()
+    x, t = flow.zeros(3, 4), torch.zeros(3, 4)
+    assert x[1].expand(2, 4).storage_offset() == t[1].expand(2, 4).storage_offset()
+    assert x.diagonal(1).storage_offset() == t.diagonal(1).storage_offset()

@@ -288,8 +288,13 @@ def storage_offset(x: Tensor) -> int:
     if type(h) is not EagerBlob:
         return 0
     a = owner = h.raw
-    while isinstance(owner.base, np.ndarray):
-        owner = owner.base
+    while True:  # strided views (expand, diagonal) hold their array one object further down
+        b = owner.base
+        if not isinstance(b, np.ndarray):
+            b = getattr(b, "base", None)
+        if not isinstance(b, np.ndarray):
+            break
+        owner = b
     if a.size == 0:
         return 0
     diff = a.__array_interface__["data"][0] - owner.__array_interface__["data"][0]
@@ -320,6 +325,7 @@ def _become(self: Tensor, r: Tensor) -> Tensor:
         raise RuntimeError("a leaf tensor that requires grad is being used in an in-place "
                            f"shape change (shape {tuple(self._shape)})")
     self._h, self._shape, self._vc = r._h, r._shape, r._vc
+    self._vc[0] += 1  # a gradient rule that saved this tensor must not see the new shape
     if r.grad_fn is not None:
         self.grad_fn, self._out_idx = r.grad_fn, r._out_idx
     return self
