@@ -56,6 +56,9 @@ def test_to_memory_format():
     assert c.shape == tc.shape and c.stride() == tc.stride()
     np.testing.assert_array_equal(c.numpy(), tc.numpy())
     assert flow.tensor(a).to(memory_format=flow.preserve_format).shape == (2, 3, 4, 5)
+    one = flow.ones(2, 1, 2, 4).to(memory_format=flow.channels_last)  # C == 1: still NHWC strides
+    assert one.stride() == torch.ones(2, 1, 2, 4).to(
+        memory_format=torch.channels_last).permute(0, 2, 3, 1).stride()
     assert flow.tensor(a).to(flow.float32, memory_format=flow.contiguous_format).dtype \
         is flow.float32
     with pytest.raises(RuntimeError, match="4-D"):

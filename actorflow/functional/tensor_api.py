@@ -3,7 +3,7 @@ post-accumulation gradient hooks, memory formats (``flow.contiguous_format``,
 ``flow.channels_last``, ``flow.preserve_format``) and ``Tensor.to(memory_format=...)``."""
 from __future__ import annotations
 
-from actorflow.functional.elementwise import eq
+from actorflow.functional.elementwise import clone, eq
 from actorflow.functional.reduce import any as _any
 from actorflow.functional.shape import contiguous, permute
 from actorflow.tensor import Tensor, register_tensor_methods
@@ -36,7 +36,7 @@ def _to_memory_format(self: Tensor, fmt: memory_format) -> Tensor:
         if len(self._shape) != 4:
             raise RuntimeError(f"to(memory_format=channels_last): expects a 4-D tensor, got "
                                f"shape {tuple(self._shape)}")
-        return contiguous(permute(self, (0, 2, 3, 1)))
+        return clone(permute(self, (0, 2, 3, 1)))  # a fresh NHWC layout (size-1 dims too)
     raise TypeError(f"to(): memory_format must be a flow memory format, got {fmt!r}")
 
 
