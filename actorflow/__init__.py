@@ -41,6 +41,7 @@ int = int32  # noqa: A001
 char = int8
 cfloat = complex64
 cdouble = complex128
+short = int16
 is_floating_point = _fdict.get("is_floating_point")
 
 __version__ = "0.1.0"

@@ -10,11 +10,19 @@ import threading
 
 import numpy as np
 
+from actorflow.framework.device import as_device
+
 
 class Generator:
-    """A seedable source of per-op seeds (``actorflow.Generator``)."""
+    """A seedable source of per-op seeds (``actorflow.Generator``): ``Generator(device="cpu")``
+    as in OneFlow and PyTorch (``"auto"`` is the CPU here), or ``Generator(seed)``."""
 
-    def __init__(self, seed: int = 0):
+    def __init__(self, device="cpu", seed: int = 0):
+        if isinstance(device, (int, np.integer)) and not isinstance(device, bool):
+            device, seed = "cpu", int(device)
+        if device != "auto":
+            as_device(device)  # raises for devices actorflow doesn't have
+        self.device = "cpu"
         self._lock = threading.Lock()
         self.manual_seed(seed)
 
@@ -38,17 +46,35 @@ class Generator:
         with self._lock:
             return int(self._rng.integers(0, 2**63 - 1))
 
-    def get_state(self) -> dict:
+    def get_state(self):
+        """The generator's state as a uint8 tensor (as in OneFlow and PyTorch): the initial
+        seed, then the PCG64 state (state, increment, cached 32-bit draw)."""
         with self._lock:
-            return {"initial": self._initial, "bit_generator": self._rng.bit_generator.state}
+            st = self._rng.bit_generator.state
+        raw = b"".join([self._initial.to_bytes(16, "little", signed=True),
+                        st["state"]["state"].to_bytes(16, "little"),
+                        st["state"]["inc"].to_bytes(16, "little"),
+                        bytes([st["has_uint32"]]), st["uinteger"].to_bytes(4, "little")])
+        from actorflow.functional.creation import tensor  # late: tensors sit above random
+        return tensor(np.frombuffer(raw, dtype=np.uint8).copy())
 
-    def set_state(self, state: dict) -> None:
+    def set_state(self, state) -> None:
+        """Restore a state from ``get_state`` (a uint8 tensor or array of its 53 bytes)."""
+        raw = bytes(np.asarray(state, dtype=np.uint8).reshape(-1))
+        if len(raw) != _STATE_BYTES:
+            raise ValueError(f"set_state: expected {_STATE_BYTES} bytes of generator state, got "
+                             f"{len(raw)}")
+        bit = np.random.PCG64()
+        bit.state = {"bit_generator": "PCG64",
+                     "state": {"state": int.from_bytes(raw[16:32], "little"),
+                               "inc": int.from_bytes(raw[32:48], "little")},
+                     "has_uint32": raw[48], "uinteger": int.from_bytes(raw[49:53], "little")}
         with self._lock:
-            self._initial = state["initial"]
-            self._rng = np.random.Generator(np.random.PCG64())
-            self._rng.bit_generator.state = state["bit_generator"]
+            self._initial = int.from_bytes(raw[:16], "little", signed=True)
+            self._rng = np.random.Generator(bit)
 
 
+_STATE_BYTES = 53
 default_generator = Generator(0)
 
 
@@ -65,11 +91,13 @@ def initial_seed() -> int:
     return default_generator.initial_seed()
 
 
-def get_rng_state() -> dict:
+def get_rng_state():
+    """The global generator's state (a uint8 tensor)."""
     return default_generator.get_state()
 
 
-def set_rng_state(state: dict) -> None:
+def set_rng_state(state) -> None:
+    """Restore the global generator's state from ``get_rng_state``."""
     default_generator.set_state(state)
 
 

@@ -345,11 +345,16 @@ class Tensor:
 
     # -- conversions ------------------------------------------------------------------------------
     def to(self, *args, **kwargs) -> "Tensor":
-        """``to(dtype)``, ``to(device)``, ``to(device, dtype)`` or ``to(other_tensor)``."""
+        """``to(dtype)``, ``to(device)``, ``to(device, dtype)`` or ``to(other_tensor)``;
+        keywords ``dtype``, ``device``, ``copy``, ``non_blocking``, ``memory_format``."""
         target_dtype = kwargs.pop("dtype", None)
         dev = kwargs.pop("device", None)
         copy = kwargs.pop("copy", False)
         kwargs.pop("non_blocking", None)
+        memory_format = kwargs.pop("memory_format", None)
+        if memory_format is not None:  # ``functional.tensor_api``: a copy in that layout
+            return self.to(*args, **kwargs, dtype=target_dtype, device=dev,
+                           copy=copy)._to_memory_format(memory_format)
         if kwargs:
             raise TypeError(f"to(): unexpected arguments {sorted(kwargs)}")
         for a in args:
@@ -373,8 +378,20 @@ class Tensor:
         as_device("cuda")
 
     def type(self, dtype=None):
+        """The type name (``"actorflow.FloatTensor"``), or this tensor cast to ``dtype``: a
+        dtype, a typed tensor class (``flow.LongTensor``) or its name (``"oneflow.LongTensor"``,
+        ``"actorflow.cuda.LongTensor"`` names a device actorflow does not have)."""
         if dtype is None:
             return f"actorflow.{_TYPE_NAMES.get(self.dtype.name, self.dtype.name)}"
+        if isinstance(dtype, str):
+            *prefix, name = dtype.split(".")
+            by_name = {v: k for k, v in _TYPE_NAMES.items()}
+            if name not in by_name or len(prefix) > 2:
+                raise ValueError(f"type(): invalid tensor type {dtype!r}")
+            as_device(prefix[1] if len(prefix) == 2 else None)
+            dtype = dt.as_dtype(by_name[name])
+        elif isinstance(getattr(dtype, "dtype", None), dt.dtype) and isinstance(dtype, type):
+            dtype = dtype.dtype
         return self.to(dtype)
 
     def float(self) -> "Tensor":
@@ -557,7 +574,8 @@ def _init(t: Tensor, handle, shape: tuple, dtype: dt.dtype, vc=None) -> None:
 
 _TYPE_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
                "int64": "LongTensor", "int32": "IntTensor", "int8": "CharTensor",
-               "uint8": "ByteTensor", "bool": "BoolTensor", "bfloat16": "BFloat16Tensor"}
+               "uint8": "ByteTensor", "bool": "BoolTensor", "bfloat16": "BFloat16Tensor",
+               "int16": "ShortTensor"}
 
 
 def _wrap_dim(dim: int, ndim: int, op: str = "") -> int:

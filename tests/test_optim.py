@@ -317,7 +317,13 @@ def test_load_state_dict_mismatch_errors():
 
 def test_param_group_validation():
     x = flow.tensor(np.ones(3, np.float32), requires_grad=True)
-    with pytest.raises(ValueError, match="empty"):
+    # OneFlow: the parameters of a parameterless module (an empty iterator) make one empty
+    # group; an empty list is an error (OneFlow fails on it with an IndexError)
+    empty = flow.optim.SGD(flow.nn.ReLU().parameters())
+    assert len(empty.param_groups) == 1 and empty.param_groups[0]["params"] == []
+    empty.zero_grad()
+    empty.step()
+    with pytest.raises(ValueError, match="empty parameter list"):
         flow.optim.SGD([])
     with pytest.raises(TypeError, match="iterable"):
         flow.optim.SGD(x)

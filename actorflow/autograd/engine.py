@@ -402,3 +402,7 @@ def _run_nodes(ready, processed, buffers, deps, leaf_grads, leaves, add_to, capt
                 leaf._grad = F.add(leaf._grad, g)
                 if not create_graph:
                     leaf._grad = leaf._grad.detach()
+            for hook in leaf.__dict__.get("_post_accumulation_hooks", ()):
+                r = hook(leaf._grad)  # OneFlow's post-accumulation hooks: may replace .grad
+                if r is not None:
+                    leaf._grad = r

@@ -23,3 +23,6 @@ from actorflow.functional.special import *  # noqa: F401,F403
 from actorflow.functional.sort import *  # noqa: F401,F403
 from actorflow.functional.distance import *  # noqa: F401,F403
 from actorflow.functional.index_nd import *  # noqa: F401,F403
+from actorflow.functional.views import *  # noqa: F401,F403
+from actorflow.functional.tensor_api import *  # noqa: F401,F403
+from actorflow.functional.fold import *  # noqa: F401,F403

@@ -7,9 +7,11 @@ import numpy as np
 from actorflow.framework import dtype as dt
 from actorflow.framework.device import as_device
 from actorflow.dispatch import apply
+from actorflow.functional.activation import sin
+from actorflow.functional.elementwise import cast, mul, rpow
 from actorflow.ops import registry
 from actorflow.ops.int_scalars import check_int_scalar, int_scalar
-from actorflow.tensor import Size, Tensor
+from actorflow.tensor import Size, Tensor, register_tensor_methods
 
 _constant = registry.get("constant")
 
@@ -218,26 +220,44 @@ def eye(n: int, m: int | None = None, dtype=None, device=None,
     return _finish(t, requires_grad)
 
 
+class RandomDtypeError(TypeError, NotImplementedError):
+    """A random op asked for a non-floating dtype: a TypeError, and the NotImplementedError
+    OneFlow raises."""
+
+
 def _random(op_name, size, dtype, requires_grad, generator=None, **attrs):
     d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
     if not d.is_floating_point:
-        raise TypeError(f"{op_name}: random values need a floating dtype, got {d}")
+        raise RandomDtypeError(f"{op_name}: random values need a floating dtype, got {d}")
     attrs.update(shape=_shape(size), dtype=d)
     if generator is not None:
         attrs["seed"] = generator.next_seed()
     return _finish(apply(registry.get(op_name), [], attrs)[0], requires_grad)
 
 
-def rand(*size, dtype=None, device=None, generator=None, requires_grad: bool = False) -> Tensor:
-    """Uniform values in [0, 1)."""
-    as_device(device)
-    return _random("uniform", size, dtype, requires_grad, generator, low=0.0, high=1.0)
+def _size_arg(name: str, shape: tuple, size) -> tuple:
+    """The shape from ``f(2, 3)``, ``f((2, 3))`` or ``f(size=(2, 3))``."""
+    if size is not None:
+        if shape:
+            raise TypeError(f"{name}(): got the size both positionally and as size=")
+        return (size,)
+    return shape
 
 
-def randn(*size, dtype=None, device=None, generator=None, requires_grad: bool = False) -> Tensor:
-    """Standard normal values."""
+def rand(*shape, size=None, dtype=None, device=None, generator=None,
+         requires_grad: bool = False) -> Tensor:
+    """Uniform values in [0, 1); the shape as ints, a sequence or ``size=``."""
     as_device(device)
-    return _random("normal", size, dtype, requires_grad, generator, mean=0.0, std=1.0)
+    return _random("uniform", _size_arg("rand", shape, size), dtype, requires_grad, generator,
+                   low=0.0, high=1.0)
+
+
+def randn(*shape, size=None, dtype=None, device=None, generator=None,
+          requires_grad: bool = False) -> Tensor:
+    """Standard normal values; the shape as ints, a sequence or ``size=``."""
+    as_device(device)
+    return _random("normal", _size_arg("randn", shape, size), dtype, requires_grad, generator,
+                   mean=0.0, std=1.0)
 
 
 def normal(mean=0.0, std=1.0, size=None, *, dtype=None, device=None, generator=None,
@@ -269,7 +289,7 @@ def randint(low, high=None, size=None, dtype=None, device=None, generator=None,
     attrs = {"shape": tuple(size), "dtype": d, "low": int(low), "high": int(high)}
     if generator is not None:
         attrs["seed"] = generator.next_seed()
-    return apply(registry.get("randint"), [], attrs)[0]
+    return _finish(apply(registry.get("randint"), [], attrs)[0], requires_grad)
 
 
 def randperm(n: int, dtype=None, device=None, generator=None) -> Tensor:
@@ -281,29 +301,122 @@ def randperm(n: int, dtype=None, device=None, generator=None) -> Tensor:
     return apply(registry.get("randperm"), [], attrs)[0]
 
 
-def bernoulli(input: Tensor, p=None, generator=None) -> Tensor:
-    """0/1 draws: 1 with probability ``input`` (or ``p``, if given)."""
+def bernoulli(input: Tensor, p=None, *, generator=None, dtype=None) -> Tensor:
+    """0/1 draws: 1 with probability ``input`` (or ``p``, if given), of ``input``'s dtype unless
+    ``dtype``."""
     attrs = {"p": p}
+    if dtype is not None:
+        attrs["dtype"] = dt.as_dtype(dtype)
     if generator is not None:
         attrs["seed"] = generator.next_seed()
     return apply(registry.get("bernoulli"), [input], attrs)[0]
 
 
-def rand_like(x: Tensor, dtype=None, generator=None) -> Tensor:
-    return rand(tuple(x._shape), dtype=dtype or x.dtype, generator=generator)
+def rand_like(x: Tensor, dtype=None, device=None, generator=None,
+              requires_grad: bool = False) -> Tensor:
+    """Uniform values in [0, 1) shaped like ``x`` (of its dtype unless ``dtype``)."""
+    return rand(tuple(x._shape), dtype=dtype or x.dtype, device=device, generator=generator,
+                requires_grad=requires_grad)
 
 
-def randn_like(x: Tensor, dtype=None, generator=None) -> Tensor:
-    return randn(tuple(x._shape), dtype=dtype or x.dtype, generator=generator)
+def randn_like(x: Tensor, dtype=None, device=None, generator=None,
+               requires_grad: bool = False) -> Tensor:
+    """Standard normal values shaped like ``x`` (of its dtype unless ``dtype``)."""
+    return randn(tuple(x._shape), dtype=dtype or x.dtype, device=device, generator=generator,
+                 requires_grad=requires_grad)
 
 
-def randint_like(x: Tensor, low, high=None, dtype=None, generator=None) -> Tensor:
+def randint_like(x: Tensor, low, high=None, dtype=None, device=None, generator=None,
+                 requires_grad: bool = False) -> Tensor:
+    """Random integers in [low, high) (``randint_like(x, high)``: from 0) shaped like ``x``."""
     if high is None:
         low, high = 0, low
-    return randint(low, high, tuple(x._shape), dtype=dtype or x.dtype, generator=generator)
+    return randint(low, high, tuple(x._shape), dtype=dtype or x.dtype, device=device,
+                   generator=generator, requires_grad=requires_grad)
 
+
+def logspace(start, end, steps: int, base: float = 10.0, dtype=None, device=None,
+             requires_grad: bool = False) -> Tensor:
+    """``base ** linspace(start, end, steps)``; an integer dtype truncates the powers."""
+    as_device(device)
+    d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
+    exps = linspace(start, end, steps, dtype=dt.float64)
+    t = cast(rpow(exps, float(base)), d)
+    return _finish(t, requires_grad)
+
+
+def hann_window(window_length: int, periodic: bool = True, *, dtype=None, device=None,
+                requires_grad: bool = False) -> Tensor:
+    """The Hann window ``sin(pi * n / N)**2``, ``N = window_length`` when ``periodic`` else
+    ``window_length - 1``."""
+    as_device(device)
+    d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
+    if not d.is_floating_point:
+        raise TypeError(f"hann_window: expects a floating dtype, got {d}")
+    n = int(window_length)
+    if n < 0:
+        raise ValueError(f"hann_window: window_length must be non-negative, got {n}")
+    if n == 1:
+        return full((1,), 1.0, dtype=d, requires_grad=requires_grad)
+    denom = n if periodic else n - 1
+    s = sin(mul(arange(n, dtype=dt.float64), np.pi / max(denom, 1)))
+    return _finish(cast(mul(s, s), d), requires_grad)
+
+
+# ---- Tensor.new_*: new tensors of this tensor's dtype (unless ``dtype``) -------------------------
+
+def _new_dtype(self: Tensor, dtype):
+    return self.dtype if dtype is None else dt.as_dtype(dtype)
+
+
+def _new_empty(self: Tensor, *size, dtype=None, device=None,
+               requires_grad: bool = False) -> Tensor:
+    return empty(_shape(size), dtype=_new_dtype(self, dtype), device=device,
+                 requires_grad=requires_grad)
+
+
+def _new_zeros(self: Tensor, *size, dtype=None, device=None,
+               requires_grad: bool = False) -> Tensor:
+    return zeros(_shape(size), dtype=_new_dtype(self, dtype), device=device,
+                 requires_grad=requires_grad)
+
+
+def _new_ones(self: Tensor, *size, dtype=None, device=None,
+              requires_grad: bool = False) -> Tensor:
+    return ones(_shape(size), dtype=_new_dtype(self, dtype), device=device,
+                requires_grad=requires_grad)
+
+
+def _new_full(self: Tensor, size, fill_value, dtype=None, device=None,
+              requires_grad: bool = False) -> Tensor:
+    return full(_shape((size,)), fill_value, dtype=_new_dtype(self, dtype), device=device,
+                requires_grad=requires_grad)
+
+
+def _new_tensor(self: Tensor, data, dtype=None, device=None,
+                requires_grad: bool = False) -> Tensor:
+    return tensor(data, dtype=_new_dtype(self, dtype), device=device,
+                  requires_grad=requires_grad)
+
+
+def _new(self: Tensor, *args) -> Tensor:
+    """PyTorch's legacy ``Tensor.new``: ``new()`` an empty tensor, ``new(2, 3)`` or
+    ``new(Size)`` uninitialised values, ``new(data)`` (list, array) the data, ``new(tensor)``
+    that tensor (same dtype only); always of this tensor's dtype."""
+    if len(args) == 1 and isinstance(args[0], Tensor):
+        if args[0].dtype is not self.dtype:
+            raise TypeError(f"new(): expected a tensor of dtype {self.dtype}, got "
+                            f"{args[0].dtype}")
+        return args[0].detach()
+    if len(args) == 1 and not isinstance(args[0], (int, Size)):
+        return tensor(args[0], dtype=self.dtype)
+    return empty(_shape(args) if args else (0,), dtype=self.dtype)
+
+
+register_tensor_methods({"new": _new, "new_empty": _new_empty, "new_zeros": _new_zeros,
+                         "new_ones": _new_ones, "new_full": _new_full, "new_tensor": _new_tensor})
 
 __all__ = ["tensor", "as_tensor", "from_numpy", "full", "zeros", "ones", "empty", "zeros_like",
            "ones_like", "full_like", "empty_like", "arange", "linspace", "eye", "rand", "randn",
            "normal", "randint", "randperm", "bernoulli", "rand_like", "randn_like",
-           "randint_like"]
+           "randint_like", "logspace", "hann_window"]

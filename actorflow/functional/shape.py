@@ -191,8 +191,12 @@ def _tensor_list(name: str, tensors) -> list:
 
 
 def cat(tensors, dim: int = 0) -> Tensor:
-    """Concatenate ``tensors`` along ``dim``; dtypes promote as in arithmetic."""
+    """Concatenate ``tensors`` along ``dim``; dtypes promote as in arithmetic. As in PyTorch,
+    1-D empty tensors (shape ``(0,)``) are skipped when the others have another shape."""
     tensors = _tensor_list("cat", tensors)
+    kept = [t for t in tensors if tuple(t._shape) != (0,)]
+    if kept and len(kept) < len(tensors):
+        tensors = kept
     return apply(_cat, tensors, {"dim": int(dim)})[0]
 
 

@@ -15,6 +15,7 @@ from actorflow.functional import (  # noqa: F401
 )
 from actorflow.functional import relu as _relu
 from actorflow.functional.distance import cosine_similarity, pairwise_distance  # noqa: F401
+from actorflow.functional.fold import fold, unfold  # noqa: F401
 from actorflow.functional.index import one_hot  # noqa: F401
 from actorflow.functional.linalg import normalize  # noqa: F401
 from actorflow.tensor import Tensor
@@ -31,7 +32,7 @@ __all__ = [
     "adaptive_avg_pool2d", "batch_norm", "layer_norm", "group_norm", "embedding", "dropout",
     "scaled_dot_product_attention", "pad", "cross_entropy", "nll_loss", "mse_loss", "l1_loss",
     "smooth_l1_loss", "kl_div", "binary_cross_entropy", "binary_cross_entropy_with_logits",
-    "depend", "one_hot", "normalize",
+    "depend", "one_hot", "normalize", "unfold", "fold",
 ]
 
 # ---- the activation family (its own block: other families add theirs below) ----------------

@@ -2,7 +2,7 @@
 from actorflow.ops.registry import Meta, Op, OpError, all_ops, fail, get, register  # noqa: F401
 from actorflow.ops import (  # noqa: F401  (importing registers the ops)
     elementwise, activation, creation, shape, reduce, reduce_extrema, rearrange, index,
-    linalg, nn_ops, attention, conv, pool, normalization, loss, optim_ops,
+    linalg, nn_ops, attention, conv, pool, normalization, loss, optim_ops, views, fold,
 )
 from actorflow.ops import fused  # noqa: F401,E402  (fused ops of the fusion passes)
 from actorflow.ops import graph_ops  # noqa: F401,E402  (depend)

@@ -82,7 +82,27 @@ def _(inputs, attrs):
 def _(ins, attrs):
     shape = tuple(s if s != -1 else ins[0].shape[i - (len(attrs["shape"]) - ins[0].ndim)]
                   for i, s in enumerate(attrs["shape"]))
-    return [np.broadcast_to(ins[0], shape)]
+    return [_expanded_view(ins[0], shape)]
+
+
+def _expanded_view(x: np.ndarray, shape: tuple) -> np.ndarray:
+    """A read-only view of ``x`` broadcast to ``shape`` with PyTorch's strides: expanded dims
+    get stride 0, kept dims keep theirs, new size-1 dims the stride of a contiguous layout
+    (0 below a 0-d input)."""
+    strides = [0] * len(shape)
+    lead = len(shape) - x.ndim
+    for i in range(len(shape) - 1, -1, -1):
+        j = i - lead
+        if j >= 0:
+            stride = x.strides[j]
+            if x.shape[j] != shape[i]:
+                stride = 0
+        else:
+            stride = shape[i + 1] * strides[i + 1] if i + 1 < len(shape) else 0
+            if shape[i] != 1:
+                stride = 0
+        strides[i] = stride
+    return np.lib.stride_tricks.as_strided(x, shape, tuple(strides), writeable=False)
 
 
 @expand.kernel("cpu")

@@ -8,6 +8,7 @@ from actorflow.nn.modules.container import (  # noqa: F401
 )
 from actorflow.nn.modules.conv import Conv1d, Conv2d, Conv3d  # noqa: F401
 from actorflow.nn.modules.distance import CosineSimilarity, PairwiseDistance  # noqa: F401
+from actorflow.nn.modules.fold import Fold, Unfold  # noqa: F401
 from actorflow.nn.modules.linear import Flatten, Identity, Linear, Unflatten  # noqa: F401
 from actorflow.nn.modules.loss import (  # noqa: F401
     BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, KLDivLoss, L1Loss, MSELoss, NLLLoss,
