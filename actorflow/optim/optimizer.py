@@ -122,7 +122,8 @@ class Optimizer:
                             f"Tensors or dicts, but got {type(params).__name__}")
         params = list(params)
         if not params:
-            raise ValueError("optimizer got an empty parameter list")
+            # OneFlow accepts an empty list (a module without parameters): one empty group
+            params = [{"params": []}]
         if not isinstance(params[0], dict):
             params = [{"params": params}]
         for group in params:
