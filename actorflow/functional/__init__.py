@@ -19,3 +19,7 @@ from actorflow.functional.pool import *  # noqa: F401,F403
 from actorflow.functional.normalization import *  # noqa: F401,F403
 from actorflow.functional.loss import *  # noqa: F401,F403
 from actorflow.functional.graph_ops import *  # noqa: F401,F403
+from actorflow.functional.layers import *  # noqa: F401,F403
+from actorflow.functional.pool_adaptive import *  # noqa: F401,F403
+from actorflow.functional.linalg_ops import *  # noqa: F401,F403
+from actorflow.functional.loss_extra import *  # noqa: F401,F403
