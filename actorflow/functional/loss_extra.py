@@ -19,7 +19,7 @@ def _reduce(name: str, loss: Tensor, reduction: str) -> Tensor:
 def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0,
                         size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
     """``max(0, -target * (input1 - input2) + margin)``, reduced."""
-    from actorflow.functional.activation import relu
+    from actorflow.functional.elementwise import relu
 
     reduction = _reduction(size_average, reduce, reduction)
     if not (len(input1._shape) == len(input2._shape) == len(target._shape)):
@@ -47,7 +47,7 @@ def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, marg
                         size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
     """``max(d(a, p) - d(a, n) + margin, 0)`` with the p-norm distance (``swap``: use the
     smaller of d(a, n) and d(p, n))."""
-    from actorflow.functional.activation import relu
+    from actorflow.functional.elementwise import relu
     from actorflow.functional.elementwise import minimum
 
     reduction = _reduction(size_average, reduce, reduction)
