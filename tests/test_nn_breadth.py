@@ -57,7 +57,8 @@ def test_max_unpool_inverts_max_pool(n):
     gradcheck(lambda t: unpool(t, idx, 2), ty.detach().numpy().astype(np.float64))
 
 
-@pytest.mark.parametrize("name,args", [("ConstantPad1d", ((1, 2), 3.5)), ("ConstantPad2d", (2, 0.5)),
+@pytest.mark.parametrize("name,args", [("ConstantPad1d", ((1, 2), 3.5)),
+                                       ("ConstantPad2d", (2, 0.5)),
                                        ("ConstantPad3d", ((1, 0, 2, 1, 0, 1), -1.0)),
                                        ("ZeroPad2d", ((1, 2, 0, 3),)),
                                        ("ReflectionPad1d", (2,)),
