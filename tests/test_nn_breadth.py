@@ -216,3 +216,21 @@ def test_sparse_softmax_cross_entropy_and_gumbel():
     assert set(np.unique(hard.numpy())) == {0.0, 1.0}
     hard.sum().backward()  # straight-through: the soft sample's gradient (sums to ~0)
     np.testing.assert_allclose(x.grad.numpy(), 0.0, atol=1e-12)
+
+
+@pytest.mark.parametrize("pool", [lambda t: flow.nn.functional.avg_pool2d(t, 2),
+                                  lambda t: flow.nn.functional.adaptive_avg_pool2d(t, 3),
+                                  lambda t: flow.nn.functional.max_pool2d(t, 2),
+                                  lambda t: flow.nn.functional.adaptive_max_pool2d(t, 3)])
+def test_pool_double_backward_wrt_input_and_seed(pool):
+    """dx depends on x in the graph (zero derivative, as in PyTorch) and, with create_graph,
+    on the seed gradient it was computed from."""
+    x = flow.tensor(_rand(1, 2, 6, 6), requires_grad=True)
+    y = pool(x)
+    gy = flow.tensor(_rand(*y.shape), requires_grad=True)
+    (dx,) = flow.autograd.grad(y, x, gy, create_graph=True)
+    gx = flow.tensor(_rand(*x.shape))
+    ddx, ddy = flow.autograd.grad(dx, [x, gy], gx)
+    np.testing.assert_array_equal(ddx.numpy(), 0.0)
+    np.testing.assert_allclose((ddy.numpy() * gy.detach().numpy()).sum(),
+                               (gx.numpy() * dx.detach().numpy()).sum(), rtol=1e-10)

@@ -196,7 +196,9 @@ def _run_hooks(hooks, g):
     return g
 
 
-def _prepare_roots(tensors, grads, op_name):
+def _prepare_roots(tensors, grads, op_name, create_graph=False):
+    """(output, seed gradient) pairs; with ``create_graph`` a given seed keeps its history, so
+    the gradients can be differentiated with respect to it (as in PyTorch)."""
     F = _F()
     roots = []
     for i, (t, g) in enumerate(zip(tensors, grads)):
@@ -218,7 +220,7 @@ def _prepare_roots(tensors, grads, op_name):
                 if tuple(g._shape) != tuple(t._shape):
                     raise RuntimeError(f"{op_name}: gradient of shape {tuple(g._shape)} does not "
                                        f"match the output's shape {tuple(t._shape)}")
-                g = g.detach().clone()
+                g = F.clone(g) if create_graph else g.detach().clone()
         finally:
             grad_mode._state.grad_root = False
         roots.append((t, g))
@@ -234,7 +236,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         grad_tensors = [None] * len(tensors)
     elif isinstance(grad_tensors, Tensor):
         grad_tensors = [grad_tensors]
-    roots = _prepare_roots(tensors, list(grad_tensors), "backward")
+    roots = _prepare_roots(tensors, list(grad_tensors), "backward", create_graph)
     only = None
     if inputs is not None:
         inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
@@ -252,7 +254,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     inputs = [inputs] if single else list(inputs)
     if grad_outputs is None or isinstance(grad_outputs, Tensor):
         grad_outputs = [grad_outputs] * len(outputs) if grad_outputs is None else [grad_outputs]
-    roots = _prepare_roots(list(outputs), list(grad_outputs), "autograd.grad")
+    roots = _prepare_roots(list(outputs), list(grad_outputs), "autograd.grad", create_graph)
     for t in inputs:
         if not t.requires_grad:
             raise RuntimeError("autograd.grad: one of the inputs does not require grad")

@@ -63,7 +63,7 @@ def _register(n: int) -> None:
 
     @op.grad
     def _(ctx, dout, _didx):
-        return F.max_pool_grad(dout, ctx.outputs[1], ctx.input_metas[0][0])
+        return F.max_pool_grad(dout, ctx.outputs[1], ctx.input_metas[0][0], ctx.inputs[0])
 
 
 for _n in (1, 2, 3):
