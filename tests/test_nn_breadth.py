@@ -234,3 +234,19 @@ def test_pool_double_backward_wrt_input_and_seed(pool):
     np.testing.assert_array_equal(ddx.numpy(), 0.0)
     np.testing.assert_allclose((ddy.numpy() * gy.detach().numpy()).sum(),
                                (gx.numpy() * dx.detach().numpy()).sum(), rtol=1e-10)
+
+
+def test_conv_and_conv_transpose_with_empty_batch():
+    x = flow.zeros(0, 2, 5, 4, requires_grad=True)
+    w = flow.tensor(_rand(3, 2, 3, 2).astype(np.float32), requires_grad=True)
+    y = flow.nn.functional.conv2d(x, w, flow.ones(3))
+    ref = TF.conv2d(torch.zeros(0, 2, 5, 4), torch.zeros(3, 2, 3, 2))
+    assert tuple(y.shape) == tuple(ref.shape)
+    y.sum().backward()
+    assert tuple(x.grad.shape) == (0, 2, 5, 4)
+    np.testing.assert_array_equal(w.grad.numpy(), 0.0)
+    wt = flow.tensor(_rand(2, 9, 3, 3).astype(np.float32))
+    out = flow.nn.functional.conv_transpose2d(flow.zeros(0, 2, 2, 3), wt, padding=2)
+    assert tuple(out.shape) == (0, 9, 0, 1)  # empty output allowed for an empty batch, as torch
+    with pytest.raises(ValueError, match="not positive"):
+        flow.nn.functional.conv_transpose2d(flow.zeros(1, 2, 2, 3), wt, padding=2)

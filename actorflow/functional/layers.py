@@ -47,7 +47,7 @@ def _conv_transpose(n: int, input, weight, bias, stride, padding, output_padding
                          f"{tuple(weight._shape)} expects {c_in}")
     spatial = tuple((i - 1) * s - 2 * p + d * (k - 1) + op + 1 for i, s, p, d, k, op in zip(
         input._shape[2:], stride, pad, dilation, weight._shape[2:], out_pad))
-    if any(o <= 0 for o in spatial):
+    if any(o < 0 for o in spatial) or (input._shape[0] and any(o == 0 for o in spatial)):
         raise ValueError(f"{name}: output size {spatial} is not positive (input shape "
                          f"{tuple(input._shape)}, weight shape {tuple(weight._shape)})")
     out_shape = (input._shape[0], weight._shape[1] * groups) + spatial
