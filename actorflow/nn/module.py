@@ -32,7 +32,7 @@ class RemovableHandle:
 
     def __init__(self, hooks: dict, flags: set):
         self.id = next(RemovableHandle._next_id)
-        self._hooks = weakref.ref(hooks)
+        self._hooks = self.hooks_dict_ref = weakref.ref(hooks)  # PyTorch's public name
         self._flags = weakref.ref(flags)
 
     def remove(self) -> None:
