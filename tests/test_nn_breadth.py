@@ -250,3 +250,23 @@ def test_conv_and_conv_transpose_with_empty_batch():
     assert tuple(out.shape) == (0, 9, 0, 1)  # empty output allowed for an empty batch, as torch
     with pytest.raises(ValueError, match="not positive"):
         flow.nn.functional.conv_transpose2d(flow.zeros(1, 2, 2, 3), wt, padding=2)
+
+
+@pytest.mark.parametrize("nd,mode", [(2, "bilinear"), (2, "nearest"), (2, "bicubic"),
+                                     (3, "bilinear"), (3, "nearest")])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align_corners", [True, False])
+def test_grid_sample_matches_torch(nd, mode, padding_mode, align_corners):
+    x = _rand(*((2, 3) + (3, 4, 5)[:nd]))
+    g = RNG.uniform(-1.4, 1.4, (2,) + (2, 3, 2)[:nd] + (nd,))  # some points outside
+    fx, fg = flow.tensor(x, requires_grad=True), flow.tensor(g, requires_grad=True)
+    y = flow.nn.functional.grid_sample(fx, fg, mode, padding_mode, align_corners)
+    tx, tg = to_torch(x, requires_grad=True), to_torch(g, requires_grad=True)
+    ty = TF.grid_sample(tx, tg, mode, padding_mode, align_corners)
+    _close(y, ty, atol=1e-10)
+    p = _rand(*ty.shape)
+    (y * flow.tensor(p)).sum().backward()
+    (ty * to_torch(p)).sum().backward()
+    _close(fx.grad, tx.grad, atol=1e-10)
+    grid_grad = np.zeros(g.shape) if fg.grad is None else fg.grad.numpy()  # nearest: none
+    np.testing.assert_allclose(grid_grad, tg.grad.numpy(), atol=1e-8)
