@@ -64,3 +64,4 @@ from actorflow import optim  # noqa: F401,E402
 from actorflow import profiler  # noqa: F401,E402
 from actorflow import functional as _C  # noqa: F401,E402  (OneFlow's functional namespace)
 import actorflow.linalg as linalg  # noqa: F401,E402  (over the functional.linalg module name)
+from actorflow import backends  # noqa: F401,E402  (CUDA/cuDNN flags, unread on the CPU)

@@ -33,5 +33,19 @@ CharTensor = _make("CharTensor", dt.int8)
 ByteTensor = _make("ByteTensor", dt.uint8)
 BoolTensor = _make("BoolTensor", dt.bool_)
 
-__all__ = ["FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor",
-           "IntTensor", "CharTensor", "ByteTensor", "BoolTensor"]
+def set_default_tensor_type(tensor_type) -> None:
+    """Make a floating typed tensor class's dtype (``flow.DoubleTensor``, or its name such as
+    ``"torch.DoubleTensor"``) the default dtype of creation ops."""
+    if isinstance(tensor_type, str):
+        name = tensor_type.rsplit(".", 1)[-1]
+        tensor_type = globals().get(name)
+        if not isinstance(tensor_type, _TypedTensorMeta):
+            raise TypeError(f"set_default_tensor_type: unknown tensor type {name!r}")
+    if not isinstance(tensor_type, _TypedTensorMeta):
+        raise TypeError(f"set_default_tensor_type: expected a typed tensor class such as "
+                        f"flow.FloatTensor, got {tensor_type!r}")
+    dt.set_default_dtype(tensor_type.dtype)
+
+
+__all__ = ["set_default_tensor_type", "FloatTensor", "DoubleTensor", "HalfTensor",
+           "BFloat16Tensor", "LongTensor", "IntTensor", "CharTensor", "ByteTensor", "BoolTensor"]

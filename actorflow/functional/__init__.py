@@ -26,3 +26,8 @@ from actorflow.functional.index_nd import *  # noqa: F401,F403
 from actorflow.functional.views import *  # noqa: F401,F403
 from actorflow.functional.tensor_api import *  # noqa: F401,F403
 from actorflow.functional.fold import *  # noqa: F401,F403
+from actorflow.functional.layers import *  # noqa: F401,F403
+from actorflow.functional.pool_adaptive import *  # noqa: F401,F403
+from actorflow.functional.linalg_ops import *  # noqa: F401,F403
+from actorflow.functional.loss_extra import *  # noqa: F401,F403
+from actorflow.functional.grid_sample import *  # noqa: F401,F403

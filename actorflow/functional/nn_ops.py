@@ -85,20 +85,27 @@ def log_softmax_grad(dout: Tensor, y: Tensor, dim: int) -> Tensor:
 
 
 def dropout(input: Tensor, p: float = 0.5, training: bool = True,
-            inplace: bool = False) -> Tensor:
-    """Zero elements with probability ``p`` and scale the rest by ``1/(1-p)`` (training only).
+            inplace: bool = False, generator=None, addend: Tensor | None = None) -> Tensor:
+    """Zero elements with probability ``p`` and scale the rest by ``1/(1-p)`` (training only),
+    then add ``addend`` if given (OneFlow's fused residual).
 
-    The mask comes from the global generator (``flow.manual_seed`` makes it reproducible)."""
+    The mask comes from ``generator`` or the global one (``flow.manual_seed`` makes it
+    reproducible)."""
     p = float(p)
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout: probability has to be between 0 and 1, but got {p}")
     if not training or p == 0.0:
-        return input
+        return input if addend is None else input + addend
+    attrs = {"p": p}
+    if generator is not None:
+        attrs["seed"] = generator.next_seed()
     if inplace:
         from actorflow.functional.creation import empty
         mask = empty(tuple(input._shape), dtype=dt.bool_)
-        return apply(_DROPOUT, [input], {"p": p}, out=[input, mask])[0]
-    return apply(_DROPOUT, [input], {"p": p})[0]
+        out = apply(_DROPOUT, [input], attrs, out=[input, mask])[0]
+    else:
+        out = apply(_DROPOUT, [input], attrs)[0]
+    return out if addend is None else out + addend
 
 
 def dropout_grad(dout: Tensor, mask: Tensor, scale: float) -> Tensor:

@@ -135,10 +135,12 @@ def adaptive_avg_pool3d(input: Tensor, output_size) -> Tensor:
 
 # ---- used by gradient rules -------------------------------------------------------------------
 
-def max_pool_grad(dout: Tensor, indices: Tensor, input_shape) -> Tensor:
-    """Scatter ``dout`` to the argmax ``indices`` of a max pooling of an ``input_shape`` input."""
+def max_pool_grad(dout: Tensor, indices: Tensor, input_shape, x: Tensor | None = None) -> Tensor:
+    """Scatter ``dout`` to the argmax ``indices`` of a max pooling of an ``input_shape`` input
+    (``x``, the pooled input, if given, links the result to it in the graph)."""
     n = len(input_shape) - 2
-    return apply(_MAX_GRAD[n], [dout, indices], {"input_shape": tuple(input_shape)})[0]
+    ins = [dout, indices] if x is None else [dout, indices, x]
+    return apply(_MAX_GRAD[n], ins, {"input_shape": tuple(input_shape)})[0]
 
 
 def avg_pool_nd(x: Tensor, attrs: dict) -> Tensor:
@@ -146,10 +148,12 @@ def avg_pool_nd(x: Tensor, attrs: dict) -> Tensor:
     return apply(_AVG[len(attrs["kernel_size"])], [x], dict(attrs))[0]
 
 
-def avg_pool_grad(dout: Tensor, input_shape, attrs: dict) -> Tensor:
-    """Gradient of average pooling with ``attrs`` for an input of ``input_shape``."""
+def avg_pool_grad(dout: Tensor, input_shape, attrs: dict, x: Tensor | None = None) -> Tensor:
+    """Gradient of average pooling with ``attrs`` for an input of ``input_shape`` (``x`` as in
+    ``max_pool_grad``)."""
     a = dict(attrs, input_shape=tuple(input_shape))
-    return apply(_AVG_GRAD[len(attrs["kernel_size"])], [dout], a)[0]
+    ins = [dout] if x is None else [dout, x]
+    return apply(_AVG_GRAD[len(attrs["kernel_size"])], ins, a)[0]
 
 
 def adaptive_avg_pool_nd(x: Tensor, output_size: tuple) -> Tensor:
@@ -158,10 +162,12 @@ def adaptive_avg_pool_nd(x: Tensor, output_size: tuple) -> Tensor:
     return apply(_ADAPTIVE[n], [x], {"output_size": tuple(output_size)})[0]
 
 
-def adaptive_avg_pool_grad(dout: Tensor, input_shape) -> Tensor:
-    """Gradient of adaptive average pooling for an input of ``input_shape``."""
+def adaptive_avg_pool_grad(dout: Tensor, input_shape, x: Tensor | None = None) -> Tensor:
+    """Gradient of adaptive average pooling for an input of ``input_shape`` (``x`` as in
+    ``max_pool_grad``)."""
     n = len(input_shape) - 2
-    return apply(_ADAPTIVE_GRAD[n], [dout], {"input_shape": tuple(input_shape)})[0]
+    ins = [dout] if x is None else [dout, x]
+    return apply(_ADAPTIVE_GRAD[n], ins, {"input_shape": tuple(input_shape)})[0]
 
 
 __all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",

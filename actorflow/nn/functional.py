@@ -13,6 +13,14 @@ from actorflow.functional import (  # noqa: F401
     max_pool1d, max_pool2d, mse_loss, nll_loss, pad, scaled_dot_product_attention, sigmoid, silu,
     smooth_l1_loss, softmax, softplus, tanh,
 )
+from actorflow.functional import (  # noqa: F401
+    adaptive_avg_pool1d, adaptive_avg_pool3d, adaptive_max_pool1d, adaptive_max_pool2d,
+    adaptive_max_pool3d, affine_grid, avg_pool1d, avg_pool3d, conv_transpose1d,
+    conv_transpose2d, conv_transpose3d, dropout1d, dropout2d, dropout3d, instance_norm,
+    max_pool3d, max_unpool1d, max_unpool2d, max_unpool3d, pixel_shuffle, pixel_unshuffle,
+    rms_norm, margin_ranking_loss, triplet_margin_loss,
+    sparse_softmax_cross_entropy, gumbel_softmax, grid_sample,
+)
 from actorflow.functional import relu as _relu
 from actorflow.functional.distance import cosine_similarity, pairwise_distance  # noqa: F401
 from actorflow.functional.fold import fold, unfold  # noqa: F401
@@ -32,7 +40,14 @@ __all__ = [
     "adaptive_avg_pool2d", "batch_norm", "layer_norm", "group_norm", "embedding", "dropout",
     "scaled_dot_product_attention", "pad", "cross_entropy", "nll_loss", "mse_loss", "l1_loss",
     "smooth_l1_loss", "kl_div", "binary_cross_entropy", "binary_cross_entropy_with_logits",
-    "depend", "one_hot", "normalize", "unfold", "fold",
+    "depend", "one_hot", "normalize", "unfold", "fold", "adaptive_avg_pool1d",
+    "adaptive_avg_pool3d",
+    "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d", "affine_grid",
+    "avg_pool1d", "avg_pool3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
+    "dropout1d", "dropout2d", "dropout3d", "instance_norm", "max_pool3d", "max_unpool1d",
+    "max_unpool2d", "max_unpool3d", "pixel_shuffle", "pixel_unshuffle", "rms_norm",
+    "margin_ranking_loss", "triplet_margin_loss",
+    "sparse_softmax_cross_entropy", "gumbel_softmax", "grid_sample",
 ]
 
 # ---- the activation family (its own block: other families add theirs below) ----------------

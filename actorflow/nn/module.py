@@ -18,6 +18,7 @@ from actorflow.autograd import no_grad
 from actorflow.dispatch.lazy import current_tracer
 from actorflow.framework import dtype as dt
 from actorflow.framework.device import as_device
+from actorflow.nn import module_hooks
 from actorflow.nn.parameter import Parameter
 from actorflow.tensor import Tensor, bump_state_generation
 
@@ -31,7 +32,7 @@ class RemovableHandle:
 
     def __init__(self, hooks: dict, flags: set):
         self.id = next(RemovableHandle._next_id)
-        self._hooks = weakref.ref(hooks)
+        self._hooks = self.hooks_dict_ref = weakref.ref(hooks)  # PyTorch's public name
         self._flags = weakref.ref(flags)
 
     def remove(self) -> None:
@@ -83,9 +84,14 @@ class Module:
         try:
             if self._forward_pre_hooks:
                 args, kwargs = self._run_pre_hooks(args, kwargs)
+            bw_hooks = self.__dict__.get("_backward_hooks")
+            if bw_hooks:
+                bw_state, args = module_hooks.wrap_inputs(self, list(bw_hooks.values()), args)
             result = self.forward(*args, **kwargs)
             if self._forward_hooks:
                 result = self._run_hooks(args, kwargs, result)
+            if bw_hooks:
+                result = module_hooks.wrap_outputs(bw_state, result)
         finally:
             stack.pop()
             scope.pop()
@@ -151,6 +157,24 @@ class Module:
         _add_hook(self._forward_hooks, handle.id, hook, prepend)
         if with_kwargs:
             self._forward_hooks_with_kwargs.add(handle.id)
+        return handle
+
+    def register_full_backward_hook(self, hook: Callable) -> RemovableHandle:
+        """``hook(module, grad_input, grad_output)`` runs once the gradients of a call's tensor
+        inputs are known; it may return replacement ``grad_input``."""
+        hooks = self.__dict__.setdefault("_backward_hooks", OrderedDict())
+        handle = RemovableHandle(hooks, set())
+        hooks[handle.id] = hook
+        return handle
+
+    register_backward_hook = register_full_backward_hook
+
+    def _register_state_dict_hook(self, hook: Callable) -> RemovableHandle:
+        """``hook(module, state_dict, prefix, local_metadata)`` runs after this module's
+        ``state_dict`` entries are collected; a returned dict replaces them."""
+        hooks = self.__dict__.setdefault("_state_dict_hooks", OrderedDict())
+        handle = RemovableHandle(hooks, set())
+        hooks[handle.id] = hook
         return handle
 
     # -- attribute bookkeeping -------------------------------------------------------------------
@@ -356,6 +380,10 @@ class Module:
         for name, child in self._modules.items():
             if child is not None:
                 child.state_dict(destination, prefix + name + ".", keep_vars)
+        for hook in self.__dict__.get("_state_dict_hooks", {}).values():
+            res = hook(self, destination, prefix, {})
+            if res is not None:
+                destination = res
         return destination
 
     def _load_from_state_dict(self, state_dict: dict, prefix: str, missing_keys: list,

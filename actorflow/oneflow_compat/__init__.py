@@ -10,7 +10,10 @@ They are registered under OneFlow's module names (``oneflow.framework.X`` is imp
 * ``actorflow.framework.scope_util``: ``current_scope()``, the scope of the code running now
   (module path, activation checkpointing, pipeline stage, lazy or not), read from
   ``actorflow.scope``;
-* ``actorflow.framework.args_tree``: ``ArgsTree``, a nested argument seen as a named tree.
+* ``actorflow.framework.args_tree``: ``ArgsTree``, a nested argument seen as a named tree;
+* ``actorflow._oneflow_internal``: ``flags.cuda_version()`` (0: no CUDA build),
+  ``flags.with_cuda()``, ``TensorTuple`` (the tuples of tensors autograd hands to hooks) and
+  ``Tensor``.
 """
 from __future__ import annotations
 
@@ -34,3 +37,17 @@ _register("graph_build_util", lazy_mode=lazy_mode, scope_to_proto=scope_to_proto
           ScopeProto=ScopeProto, AttrValue=AttrValue)
 _register("scope_util", Scope=Scope, current_scope=current_scope)
 _register("args_tree", ArgsTree=ArgsTree, NamedArg=NamedArg)
+
+
+def _register_internal() -> None:
+    import actorflow
+    from actorflow.tensor import Tensor
+
+    flags = types.SimpleNamespace(cuda_version=lambda: 0, with_cuda=lambda: False)
+    module = types.ModuleType("actorflow._oneflow_internal")
+    module.__dict__.update(flags=flags, TensorTuple=tuple, Tensor=Tensor)
+    sys.modules[module.__name__] = module
+    actorflow._oneflow_internal = module
+
+
+_register_internal()

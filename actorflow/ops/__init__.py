@@ -4,6 +4,7 @@ from actorflow.ops import (  # noqa: F401  (importing registers the ops)
     elementwise, activation, creation, shape, reduce, reduce_extrema, rearrange, index,
     linalg, nn_ops, attention, conv, pool, normalization, loss, optim_ops, views, fold,
 )
+from actorflow.ops import pool_adaptive, linalg_dense  # noqa: F401,E402  (nn layers, linalg)
 from actorflow.ops import fused  # noqa: F401,E402  (fused ops of the fusion passes)
 from actorflow.ops import graph_ops  # noqa: F401,E402  (depend)
 from actorflow.ops import special  # noqa: F401,E402  (erfinv, lgamma, digamma, logaddexp...)

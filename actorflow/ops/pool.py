@@ -165,16 +165,30 @@ def _adaptive_apply(x, out, in_sizes, out_sizes, transpose: bool):
 
 # ---- registration -----------------------------------------------------------------------------
 
+def _zero_input_grad(ctx, arity: int) -> tuple:
+    """A pooling gradient op may take the pooled input ``x`` as a trailing input the kernel
+    does not read: the gradient then depends on ``x`` in the graph (with a zero derivative),
+    as in PyTorch and OneFlow, so double backward can differentiate with respect to ``x``."""
+    if len(ctx.input_metas) == arity:
+        return ()
+    shape, dtype = ctx.input_metas[-1]
+    return (F.zeros(shape, dtype=dtype),)
+
+
+
 def _register(n: int) -> None:
     mp = register(f"max_pool{n}d", grad_uses_outputs=True,
                   doc=f"{n}-d max pooling; outputs the values and the argmax (flat index into "
                       f"each input plane).")
     mpg = register(f"max_pool{n}d_grad", doc=f"Gradient of max_pool{n}d: scatter dout to the "
-                                             f"argmax positions (inputs dout, indices).")
+                                             f"argmax positions (inputs dout, indices[, x]; x, the "
+                                             f"pooled input, is not read: see _zero_input_grad)"
+                                             f".")
     ap = register(f"avg_pool{n}d", doc=f"{n}-d average pooling.")
-    apg = register(f"avg_pool{n}d_grad", doc=f"Gradient of avg_pool{n}d (input dout).")
+    apg = register(f"avg_pool{n}d_grad", doc=f"Gradient of avg_pool{n}d (inputs dout[, x]).")
     aap = register(f"adaptive_avg_pool{n}d", doc=f"{n}-d adaptive average pooling.")
-    aapg = register(f"adaptive_avg_pool{n}d_grad", doc=f"Gradient of adaptive_avg_pool{n}d.")
+    aapg = register(f"adaptive_avg_pool{n}d_grad", doc=f"Gradient of adaptive_avg_pool{n}d "
+                                                      f"(inputs dout[, x]).")
 
     @mp.infer
     def _(inputs, attrs):
@@ -188,11 +202,11 @@ def _register(n: int) -> None:
 
     @mp.grad
     def _(ctx, dout, _didx):
-        return F.max_pool_grad(dout, ctx.outputs[1], ctx.input_metas[0][0])
+        return F.max_pool_grad(dout, ctx.outputs[1], ctx.input_metas[0][0], ctx.inputs[0])
 
     @mpg.infer
     def _(inputs, attrs):
-        dout, idx = inputs
+        dout, idx = inputs[:2]
         if tuple(dout._shape) != tuple(idx._shape):
             fail(mpg.name, "dout and indices must have the same shape", dout._shape, idx._shape)
         return [Meta(tuple(attrs["input_shape"]), dout.dtype)]
@@ -204,10 +218,10 @@ def _register(n: int) -> None:
     @mpg.grad
     def _(ctx, ddx):
         # the adjoint of scattering to the argmax positions is gathering from them
-        dout, idx = ctx.inputs
+        dout, idx = ctx.inputs[:2]
         N, C = dout._shape[:2]
         flat = F.gather(F.reshape(ddx, (N, C, -1)), 2, F.reshape(idx, (N, C, -1)))
-        return F.reshape(flat, dout._shape), None
+        return (F.reshape(flat, dout._shape), None) + _zero_input_grad(ctx, 2)
 
     @ap.infer
     def _(inputs, attrs):
@@ -221,7 +235,7 @@ def _register(n: int) -> None:
 
     @ap.grad
     def _(ctx, dout):
-        return F.avg_pool_grad(dout, ctx.input_metas[0][0], ctx.attrs)
+        return F.avg_pool_grad(dout, ctx.input_metas[0][0], ctx.attrs, ctx.inputs[0])
 
     @apg.infer
     def _(inputs, attrs):
@@ -239,7 +253,7 @@ def _register(n: int) -> None:
     @apg.grad
     def _(ctx, ddx):
         attrs = {k: v for k, v in ctx.attrs.items() if k != "input_shape"}
-        return F.avg_pool_nd(ddx, attrs)
+        return (F.avg_pool_nd(ddx, attrs),) + _zero_input_grad(ctx, 1)
 
     @aap.infer
     def _(inputs, attrs):
@@ -261,7 +275,7 @@ def _register(n: int) -> None:
 
     @aap.grad
     def _(ctx, dout):
-        return F.adaptive_avg_pool_grad(dout, ctx.input_metas[0][0])
+        return F.adaptive_avg_pool_grad(dout, ctx.input_metas[0][0], ctx.inputs[0])
 
     @aapg.infer
     def _(inputs, attrs):
@@ -278,7 +292,8 @@ def _register(n: int) -> None:
 
     @aapg.grad
     def _(ctx, ddx):
-        return F.adaptive_avg_pool_nd(ddx, tuple(ctx.input_metas[0][0][2:]))
+        return ((F.adaptive_avg_pool_nd(ddx, tuple(ctx.input_metas[0][0][2:])),)
+                + _zero_input_grad(ctx, 1))
 
 
 for _n in (1, 2, 3):

@@ -1,4 +1,5 @@
 """Utilities: ``actorflow.utils.data`` (datasets, samplers, DataLoader) and
-``actorflow.utils.tensor`` (``from_torch``)."""
+``actorflow.utils.tensor`` (``from_torch``), ``actorflow.utils.checkpoint``."""
+from actorflow.utils import checkpoint  # noqa: F401
 from actorflow.utils import data  # noqa: F401
 from actorflow.utils import tensor  # noqa: F401

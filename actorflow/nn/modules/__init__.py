@@ -6,19 +6,28 @@ from actorflow.nn.modules.activation_pointwise import *  # noqa: F401,F403
 from actorflow.nn.modules.container import (  # noqa: F401
     ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential,
 )
-from actorflow.nn.modules.conv import Conv1d, Conv2d, Conv3d  # noqa: F401
+from actorflow.nn.modules.conv import (  # noqa: F401
+    Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d,
+)
 from actorflow.nn.modules.distance import CosineSimilarity, PairwiseDistance  # noqa: F401
 from actorflow.nn.modules.fold import Fold, Unfold  # noqa: F401
 from actorflow.nn.modules.linear import Flatten, Identity, Linear, Unflatten  # noqa: F401
 from actorflow.nn.modules.loss import (  # noqa: F401
-    BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, KLDivLoss, L1Loss, MSELoss, NLLLoss,
-    SmoothL1Loss,
+    BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, KLDivLoss, L1Loss, MarginRankingLoss,
+    MSELoss, NLLLoss, SmoothL1Loss, TripletMarginLoss,
 )
 from actorflow.nn.modules.normalization import (  # noqa: F401
-    BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm,
+    BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm, InstanceNorm1d, InstanceNorm2d,
+    InstanceNorm3d, LayerNorm, RMSNorm,
+)
+from actorflow.nn.modules.padding import *  # noqa: F401,F403
+from actorflow.nn.modules.shuffle_dropout import (  # noqa: F401
+    Dropout1d, Dropout2d, Dropout3d, PixelShuffle, PixelUnshuffle,
 )
 from actorflow.nn.modules.pooling import (  # noqa: F401
-    AdaptiveAvgPool2d, AvgPool2d, MaxPool1d, MaxPool2d,
+    AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d, AdaptiveMaxPool1d,
+    AdaptiveMaxPool2d, AdaptiveMaxPool3d, AvgPool1d, AvgPool2d, AvgPool3d, MaxPool1d, MaxPool2d,
+    MaxPool3d, MaxUnpool1d, MaxUnpool2d, MaxUnpool3d,
 )
 from actorflow.nn.modules.sparse import Embedding  # noqa: F401
 from actorflow.nn.modules.transformer import (  # noqa: F401

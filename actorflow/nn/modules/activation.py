@@ -145,15 +145,17 @@ class Dropout(Module):
     """Zeroes each element with probability ``p`` while training (scaling the rest by
     ``1 / (1 - p)``); the identity in eval mode."""
 
-    def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
+    def __init__(self, p: float = 0.5, inplace: bool = False, generator=None) -> None:
         super().__init__()
         if not 0.0 <= p <= 1.0:
             raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
         self.p = p
         self.inplace = inplace
+        self.generator = generator
 
-    def forward(self, input: Tensor) -> Tensor:
-        return F.dropout(input, self.p, self.training, self.inplace)
+    def forward(self, input: Tensor, addend: Tensor | None = None) -> Tensor:
+        return F.dropout(input, self.p, self.training, self.inplace, generator=self.generator,
+                         addend=addend)
 
     def extra_repr(self) -> str:
         return f"p={self.p}, inplace={self.inplace}"

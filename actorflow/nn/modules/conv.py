@@ -137,3 +137,64 @@ class Conv3d(_ConvNd):
 
     def forward(self, input: Tensor) -> Tensor:
         return self._conv_forward(input, F.conv3d)
+
+
+class _ConvTransposeNd(_ConvNd):
+    """Shared constructor of the transposed convolutions: weight (C_in, C_out/groups, *k)."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
+                 output_padding=0, groups: int = 1, bias: bool = True, dilation=1,
+                 padding_mode: str = "zeros", device=None, dtype=None) -> None:
+        name = type(self).__name__
+        if padding_mode != "zeros":
+            raise ValueError(f"{name}: only padding_mode='zeros' is supported, got "
+                             f"{padding_mode!r}")
+        if isinstance(padding, str):
+            raise ValueError(f"{name}: padding must be an int or a tuple, got {padding!r}")
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
+                         groups, bias, padding_mode, device, dtype)
+        self.output_padding = _ntuple(output_padding, self._n, "output_padding")
+        self.transposed = True
+        self.weight = Parameter(empty((in_channels, out_channels // groups) + self.kernel_size,
+                                      dtype=dtype, device=device))
+        self.reset_parameters()
+
+    def forward(self, input: Tensor, output_size=None) -> Tensor:
+        output_padding = self.output_padding
+        if output_size is not None:
+            output_padding = self._output_padding(input, output_size)
+        fn = (F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d)[self._n - 1]
+        return fn(input, self.weight, self.bias, self.stride, self.padding, output_padding,
+                  self.groups, self.dilation)
+
+    def _output_padding(self, input: Tensor, output_size) -> tuple:
+        size = tuple(int(s) for s in output_size)[-self._n:]
+        spatial = tuple(input.shape[-self._n:])
+        pads = []
+        for i in range(self._n):
+            least = ((spatial[i] - 1) * self.stride[i] - 2 * self.padding[i]
+                     + self.dilation[i] * (self.kernel_size[i] - 1) + 1)
+            extra = size[i] - least
+            if not 0 <= extra < max(self.stride[i], self.dilation[i]):
+                raise ValueError(f"{type(self).__name__}: requested output size {size} is not "
+                                 f"reachable from input size {spatial}")
+            pads.append(extra)
+        return tuple(pads)
+
+
+class ConvTranspose1d(_ConvTransposeNd):
+    """1-d transposed convolution over ``(N, C_in, L)`` inputs."""
+
+    _n = 1
+
+
+class ConvTranspose2d(_ConvTransposeNd):
+    """2-d transposed convolution over ``(N, C_in, H, W)`` inputs."""
+
+    _n = 2
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    """3-d transposed convolution over ``(N, C_in, D, H, W)`` inputs."""
+
+    _n = 3

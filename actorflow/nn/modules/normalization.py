@@ -1,7 +1,10 @@
-"""Normalisation layers: BatchNorm1d, BatchNorm2d, LayerNorm, GroupNorm."""
+"""Normalisation layers: BatchNorm1d/2d/3d, LayerNorm, GroupNorm, InstanceNorm1d/2d/3d,
+RMSNorm."""
 from __future__ import annotations
 
 import numbers
+
+import numpy as np
 
 from actorflow.autograd import no_grad
 from actorflow.framework import dtype as dt
@@ -187,3 +190,79 @@ class GroupNorm(Module):
     def extra_repr(self) -> str:
         return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
                 f"bias={self.bias is not None}")
+
+
+class BatchNorm3d(_BatchNorm):
+    """Batch norm over ``(N, C, D, H, W)`` inputs."""
+
+    _dims = (5,)
+
+
+class _InstanceNorm(_BatchNorm):
+    """Normalises each (sample, channel) over its spatial dims; running statistics only with
+    ``track_running_stats`` (off by default), affine off by default."""
+
+    _dims: tuple = ()
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
+                 affine: bool = False, track_running_stats: bool = False, device=None,
+                 dtype=None) -> None:
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device,
+                         dtype)
+
+    def forward(self, input: Tensor) -> Tensor:
+        self._check_input_dim(input)
+        unbatched = input.dim() == self._dims[0]
+        if unbatched:
+            input = input.unsqueeze(0)
+        use_input_stats = self.training or not self.track_running_stats
+        y = F.instance_norm(input, self.running_mean, self.running_var, self.weight, self.bias,
+                            use_input_stats, 0.1 if self.momentum is None else self.momentum,
+                            self.eps)
+        return y.squeeze(0) if unbatched else y
+
+
+class InstanceNorm1d(_InstanceNorm):
+    """Instance norm over ``(N, C, L)`` or ``(C, L)`` inputs."""
+
+    _dims = (2, 3)
+
+
+class InstanceNorm2d(_InstanceNorm):
+    """Instance norm over ``(N, C, H, W)`` or ``(C, H, W)`` inputs."""
+
+    _dims = (3, 4)
+
+
+class InstanceNorm3d(_InstanceNorm):
+    """Instance norm over ``(N, C, D, H, W)`` or ``(C, D, H, W)`` inputs."""
+
+    _dims = (4, 5)
+
+
+class RMSNorm(Module):
+    """``x / sqrt(mean(x**2 over normalized_shape) + eps) * weight``."""
+
+    def __init__(self, normalized_shape, eps: float | None = None,
+                 elementwise_affine: bool = True, device=None, dtype=None) -> None:
+        super().__init__()
+        if isinstance(normalized_shape, numbers.Integral):
+            normalized_shape = (normalized_shape,)
+        self.normalized_shape = tuple(int(s) for s in normalized_shape)
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        if elementwise_affine:
+            self.weight = Parameter(empty(self.normalized_shape, dtype=dtype, device=device))
+            init.ones_(self.weight)
+        else:
+            self.register_parameter("weight", None)
+
+    def forward(self, input: Tensor) -> Tensor:
+        eps = self.eps
+        if eps is None:  # PyTorch's default: the machine epsilon of the input's dtype
+            eps = float(np.finfo(input.dtype.np).eps) if input.dtype.is_floating_point else 1e-6
+        return F.rms_norm(input, self.normalized_shape, self.weight, eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}")
