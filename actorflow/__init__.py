@@ -11,6 +11,8 @@ from actorflow.framework.dtype import (  # noqa: F401
     promote_types, set_default_dtype, uint8,
 )
 from actorflow.framework.device import device  # noqa: F401
+from actorflow.framework import sbp  # noqa: F401
+from actorflow.framework.placement import placement  # noqa: F401
 from actorflow.tensor import Size, Tensor  # noqa: F401
 from actorflow.tensor_types import *  # noqa: F401,F403
 from actorflow import sysconfig  # noqa: F401

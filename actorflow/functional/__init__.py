@@ -19,3 +19,4 @@ from actorflow.functional.pool import *  # noqa: F401,F403
 from actorflow.functional.normalization import *  # noqa: F401,F403
 from actorflow.functional.loss import *  # noqa: F401,F403
 from actorflow.functional.graph_ops import *  # noqa: F401,F403
+from actorflow.functional.global_tensor import *  # noqa: F401,F403
