@@ -55,3 +55,13 @@ def test_boxing_on_several_ranks(n):
     assert code == 0, out
     for r in range(n):
         assert f"OK rank {r}" in out, out
+
+
+@needs_mpi
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("n", [2, 3])
+def test_ops_with_sbp_rules_match_one_process(n):
+    code, secs, out = run_ranks(n, "global_ops.py")
+    assert code == 0, out
+    for r in range(n):
+        assert f"OK rank {r}" in out, out

@@ -224,7 +224,8 @@ class GlobalInterpreter:
             shards = [box_shard(t._h.local, t.sbp[0].attr(), s, t._shape, pl, idx)
                       for t, s in zip(inputs, sig.ins)]
             local_out = None if out is None else [o._h.local for o in out]
-            locals_ = _EAGER.apply(op, shards, attrs, local_out, False)[0]
+            local_attrs = attrs if sig.local is None else sig.local(attrs, idx, n)
+            locals_ = _EAGER.apply(op, shards, local_attrs, local_out, False)[0]
             if sig.post is not None:
                 locals_ = sig.post(locals_, attrs, idx, n)
         if out is not None:

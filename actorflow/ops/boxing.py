@@ -37,11 +37,14 @@ def S(dim: int) -> tuple:
 
 
 class Sig(NamedTuple):
-    """One SBP signature of an op call: input SBPs -> output SBPs (attr tuples)."""
+    """One SBP signature of an op call: input SBPs -> output SBPs (attr tuples). ``local(attrs,
+    index, n)``: the attrs of the call on the shards when they differ (a target shape);
+    ``post(outs, attrs, index, n)``: a fix-up of the local results (mean's scale)."""
 
     ins: tuple
     outs: tuple
     post: Callable | None = None
+    local: Callable | None = None
 
 
 def shard_range(size: int, n: int, i: int) -> tuple:
@@ -234,9 +237,14 @@ def elementwise_rule(inputs, attrs):
 
 
 def linear_rule(inputs, attrs):
-    """Elementwise ops that are linear in every input (add, sub, neg, cast, scalar mul/div):
-    also partial_sum in and out, when all inputs have the output's shape."""
+    """Elementwise ops that are linear in every input (add, sub, neg, scalar mul, scalar div
+    by a number): also partial_sum in and out, when all inputs have the output's shape."""
     yield from elementwise_rule(inputs, attrs)
     shape = tuple(inputs[0]._shape)
-    if all(tuple(t._shape) == shape for t in inputs):
+    if not attrs.get("reverse") and all(tuple(t._shape) == shape for t in inputs):
         yield Sig((P,) * len(inputs), (P,))
+
+
+def split_dims(shape: tuple) -> range:
+    """The dims a tensor of ``shape`` may be split along."""
+    return range(len(shape))
