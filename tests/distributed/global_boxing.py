@@ -63,6 +63,19 @@ for shape in [(2 * n, 3 * n), (2 * n + 1, n + 1), (n - 1, 3)]:  # even, uneven, 
                 want = local_of(dout, src)
             check(gx, want, f"{src}->{dst} gradient {shape}")
 
+# other dtypes: half precision sums in float32, integers exactly, bools as "or"
+for dtype in (flow.float16, flow.bfloat16, flow.int64):
+    full = np.arange(3 * (n + 1)).reshape(n + 1, 3) % 7
+    for src, dst in ((S0, B), (PS, B), (PS, S1), (S1, S0), (B, PS)):
+        # partial sums of small integers: exact in every dtype
+        mine = (full - (n - 1) if r == 0 else np.ones_like(full)) if src == PS else \
+            local_of(full, src)
+        x = flow.tensor(mine.astype(np.float64)).to(dtype).to_global(P, src)
+        got = x.to_global(sbp=dst).to(flow.float64).numpy()
+        check(got, full, f"{dtype} {src}->{dst}", tol=0)
+flags = flow.tensor([r == 0, False, r == n - 1]).to_global(P, PS)
+assert flags.to_global(sbp=B).numpy().tolist() == [True, False, True]
+
 # to_global from local tensors of uneven, non-standard sizes along the split dim
 rows = 1 if r == 0 else 3
 x = flow.tensor(np.full((rows, 2), float(r)), requires_grad=True)

@@ -102,6 +102,11 @@ compare("permute S(2)", lambda x: x.permute(2, 0, 1), [rnd(2, 3, U)], [S2], S0)
 compare("cumsum (no rule)", lambda x: flow.cumsum(x, dim=0), [rnd(U, 3)], [S0], B)
 compare("a chain", lambda x, w: flow.relu(x @ w).sum(dim=1).mean(), [rnd(U, 4), rnd(4, 3)],
         [S0, B])
+# a random op on a global tensor: the same values as in one process with the same seed
+flow.manual_seed(11)
+dg = nnf.dropout(flow.ones(U, 4, placement=PL, sbp=S0), p=0.5).numpy()
+flow.manual_seed(11)
+check(dg, nnf.dropout(flow.ones(U, 4), p=0.5).numpy(), "dropout")
 # in place on global tensors
 a = flow.tensor(rnd(U, 3), placement=PL, sbp=S0)
 full = a.numpy()
