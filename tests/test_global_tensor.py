@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import actorflow as flow
+from actorflow.ops.registry import OpError
 from tests.test_distributed import needs_mpi, run_ranks
 
 
@@ -45,6 +46,18 @@ def test_one_process_global_tensor_round_trip():
                   sbp=(flow.sbp.broadcast, flow.sbp.broadcast))
     with pytest.raises(ValueError, match="mixes a local tensor"):
         g + x
+    with pytest.raises(ValueError, match="needs both placement and sbp"):
+        x.to_global(p)
+    with pytest.raises(ValueError, match="split"):
+        x.to_global(p, flow.sbp.split(2))
+    with pytest.raises(OpError, match="dim 2 is out of range"):
+        flow.zeros(2, 3, placement=p, sbp=flow.sbp.split(2))
+    with pytest.raises(TypeError, match="flow.sbp.split"):
+        flow.zeros(2, placement=p, sbp="S0")
+    # an op without an SBP rule runs broadcast
+    c = flow.cumsum(g, dim=0)
+    assert c.sbp == (flow.sbp.broadcast,)
+    np.testing.assert_array_equal(c.numpy(), np.cumsum(np.arange(6.0).reshape(2, 3), 0))
 
 
 @needs_mpi

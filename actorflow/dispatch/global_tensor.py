@@ -291,14 +291,16 @@ def to_local(t: Tensor) -> Tensor:
 def box(t: Tensor, sbp) -> Tensor:
     """Global ``t`` re-laid out as ``sbp`` on its placement (differentiable)."""
     h = t._h
-    sbp = _sbp_arg("to_global", sbp, h.placement)
     check_1d("to_global", h.placement)
+    sbp = _sbp_arg("to_global", sbp, h.placement)
     if sbp == h.sbp:
         return t
     src, dst = h.sbp[0].attr(), sbp[0].attr()
     idx = h.placement.index(world().rank)
     local = box_shard(h.local, src, dst, t._shape, h.placement, idx)
     out = wrap(local, h.placement, sbp, t._shape, t.dtype)
+    # (S->P runs as S->B then B->P; its node is recorded as the all-gather: a boxing's
+    # gradient depends only on the input's sbp)
     _record(_BOXING_OP[(src[0], dst[0])], [t], [out], {"in_sbp": src})
     return out
 
