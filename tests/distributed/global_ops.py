@@ -107,6 +107,12 @@ flow.manual_seed(11)
 dg = nnf.dropout(flow.ones(U, 4, placement=PL, sbp=S0), p=0.5).numpy()
 flow.manual_seed(11)
 check(dg, nnf.dropout(flow.ones(U, 4), p=0.5).numpy(), "dropout")
+# gradients accumulate into a global leaf's grad whatever the sbps meeting there
+for s in (B, S0, PS):
+    x = flow.tensor(np.arange(5.0), placement=PL, sbp=s, requires_grad=True)
+    (x * 2).sum().backward()
+    (x.to_global(sbp=S0) * x.to_global(sbp=B)).sum().backward()
+    check(x.grad.numpy(), 2 + 2 * np.arange(5.0), f"accumulated gradient of a {s} leaf")
 # in place on global tensors
 a = flow.tensor(rnd(U, 3), placement=PL, sbp=S0)
 full = a.numpy()
