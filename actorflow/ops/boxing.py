@@ -192,6 +192,15 @@ to_local = register("to_local", doc="The local shard of a global tensor (an alia
                                     "Tensor.to_local for autograd, never dispatched).")
 
 
+def _not_dispatched(name: str, how: str):
+    def infer(inputs, attrs):
+        raise OpError(f"{name} is recorded for autograd only; call {how}")
+    return infer
+
+
+to_local.infer(_not_dispatched("to_local", "Tensor.to_local()"))
+
+
 @to_local.grad
 def _(ctx, dout):
     t = ctx.inputs[0]
@@ -202,6 +211,9 @@ local_to_global = register(
     "local_to_global", doc="A global tensor made of each rank's local tensor (recorded by "
                            "Tensor.to_global for autograd, never dispatched). Attrs: sbp, "
                            "start/stop of this rank's rows when split unevenly.")
+
+
+local_to_global.infer(_not_dispatched("local_to_global", "Tensor.to_global(placement, sbp)"))
 
 
 @local_to_global.grad
