@@ -12,6 +12,8 @@ from actorflow.framework.dtype import (  # noqa: F401
 )
 from actorflow.framework.dtype import complex64, complex128  # noqa: F401,E402
 from actorflow.framework.device import device  # noqa: F401
+from actorflow.framework import sbp  # noqa: F401
+from actorflow.framework.placement import placement  # noqa: F401
 from actorflow.tensor import Size, Tensor  # noqa: F401
 from actorflow.tensor_types import *  # noqa: F401,F403
 from actorflow import sysconfig  # noqa: F401

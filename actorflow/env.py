@@ -7,6 +7,7 @@ A program started by ``mpiexec -n N`` (or ``python -m actorflow.distributed.laun
 from __future__ import annotations
 
 from actorflow.distributed.world import world
+from actorflow.framework.placement import placement
 
 
 def get_rank() -> int:
@@ -34,4 +35,10 @@ def is_multi_client() -> bool:
     return True
 
 
-__all__ = ["get_rank", "get_world_size", "get_local_rank", "get_node_size", "is_multi_client"]
+def all_device_placement(device_type: str = "cpu"):
+    """A placement of every rank of the program on ``device_type`` devices."""
+    return placement.all(device_type)
+
+
+__all__ = ["all_device_placement", "get_rank", "get_world_size", "get_local_rank",
+           "get_node_size", "is_multi_client"]

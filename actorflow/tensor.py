@@ -619,7 +619,8 @@ def register_tensor_methods(methods: dict) -> None:
 
 def _format(t: Tensor) -> str:
     h = t._h
-    if type(h) is not EagerBlob:
+    glob = getattr(h, "is_global", False)  # a global tensor prints its logical values
+    if type(h) is not EagerBlob and not glob:
         desc = getattr(h, "describe", None)
         inner = desc() if desc else "..."
         return f"tensor({inner}, shape={tuple(t._shape)}, dtype={t.dtype!r})"
@@ -635,7 +636,8 @@ def _format(t: Tensor) -> str:
                                edgeitems=3, suppress_small=False)
     else:
         body = np.array2string(a, separator=", ", prefix="tensor(", threshold=1000, edgeitems=3)
-    extras = [f"dtype={t.dtype!r}"]
+    extras = [f"placement={h.placement}", f"sbp={h.sbp}"] if glob else []
+    extras.append(f"dtype={t.dtype!r}")
     if t.grad_fn is not None:
         extras.append(f"grad_fn=<{t.grad_fn.name()}>")
     elif t.requires_grad:

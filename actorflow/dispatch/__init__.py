@@ -7,17 +7,19 @@ the node produces). After whichever interpreter ran, ``apply`` records the autog
 
 * eager-local (``dispatch/eager.py``, every thread's default): infer, issue the kernel to the VM;
 * lazy (``dispatch/lazy.py``, set on the thread while ``nn.Graph`` traces ``build``): add the op
-  to the Job being built and return lazy tensors.
+  to the Job being built and return lazy tensors;
+* eager-global (``dispatch/global_tensor.py``, chosen when an input is a global tensor): box
+  the shards to an SBP signature of the op and run the eager-local path on them.
 
 The interpreter is chosen per call from the thread's scope (``actorflow.scope``), so the same
-functional code (user code, gradient rules, optimizer updates) runs in every mode. Global
-tensors will get an eager-global interpreter chosen here the same way.
+functional code (user code, gradient rules, optimizer updates) runs in every mode.
 """
 from __future__ import annotations
 
 from actorflow.autograd import grad_mode
 from actorflow.dispatch.common import check_inplace, infer, record
 from actorflow.dispatch.eager import EagerInterpreter
+from actorflow.dispatch.global_tensor import GLOBAL, GlobalBlob, GlobalInterpreter
 from actorflow.ops.registry import Meta, Op
 from actorflow.scope import current_interpreter, interpreter_scope, state as _scope_state
 from actorflow.tensor import EagerBlob
@@ -34,6 +36,16 @@ def apply(op: Op, inputs: list, attrs: dict, out: list | None = None) -> list:
     """
     rec = _grad.enabled and op.grad_fn is not None and any(t.requires_grad for t in inputs)
     interp = _scope_state.interpreter
+    for t in inputs:
+        if type(t._h) is GlobalBlob:
+            if interp is not None:
+                raise TypeError(f"{op.name}: global tensors can't be used while a Graph "
+                                f"traces (the distributed graph is not built yet)")
+            interp = GLOBAL
+            break
+    else:
+        if out is not None and interp is None and any(type(t._h) is GlobalBlob for t in out):
+            interp = GLOBAL
     results, node_inputs, node_outputs = (EAGER if interp is None else interp).apply(
         op, inputs, attrs, out, rec)
     if rec:
@@ -42,4 +54,5 @@ def apply(op: Op, inputs: list, attrs: dict, out: list | None = None) -> list:
 
 
 __all__ = ["apply", "infer", "check_inplace", "record", "current_interpreter",
-           "interpreter_scope", "EAGER", "EagerInterpreter", "Meta", "EagerBlob"]
+           "interpreter_scope", "EAGER", "EagerInterpreter", "GLOBAL", "GlobalInterpreter",
+           "Meta", "EagerBlob"]

@@ -21,6 +21,7 @@ class World:
 
     def __init__(self):
         self.comm = None
+        self.control = None  # a duplicate of comm for metadata exchanges (distributed.groups)
         self.rank, self.size = 0, 1
         self.local_rank, self.local_size, self.node_size = 0, 1, 1
         launched = max((int(os.environ.get(v, "1") or 1) for v in _SIZE_VARS), default=1)
@@ -48,6 +49,7 @@ class World:
         self.node_size = comm.allreduce(1 if self.local_rank == 0 else 0)
         self.master_addr = comm.bcast(socket.gethostname() if self.rank == 0 else None, root=0)
         local.Free()
+        self.control = comm.Dup()
 
     def _export(self) -> None:
         env = os.environ

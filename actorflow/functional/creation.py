@@ -9,6 +9,8 @@ from actorflow.framework.device import as_device
 from actorflow.dispatch import apply
 from actorflow.functional.activation import sin
 from actorflow.functional.elementwise import cast, mul, rpow
+from actorflow.dispatch import global_tensor as gt
+from actorflow.framework.placement import broadcast
 from actorflow.ops import registry
 from actorflow.ops.int_scalars import check_int_scalar, int_scalar
 from actorflow.tensor import Size, Tensor, register_tensor_methods
@@ -86,8 +88,9 @@ def _nested_tensors_to_array(data):
 
 
 def tensor(data, dtype=None, device=None, requires_grad: bool = False,
-           pin_memory: bool = False) -> Tensor:
-    """A new tensor holding a copy of ``data`` (nested lists, numbers, arrays or tensors)."""
+           pin_memory: bool = False, placement=None, sbp=None) -> Tensor:
+    """A new tensor holding a copy of ``data`` (nested lists, numbers, arrays or tensors);
+    with ``placement`` and ``sbp``, a global tensor of those logical values."""
     as_device(device)
     if isinstance(data, Tensor):
         src = data._array()
@@ -101,7 +104,26 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False,
         arr = _int_array_from_data("tensor", src, d, arr)
     else:
         arr = np.array(src, dtype=d.np, copy=True)
-    return _finish(Tensor._wrap(arr, d), requires_grad)
+    return _global(Tensor._wrap(arr, d), placement, sbp, requires_grad)
+
+
+def _global(t: Tensor, placement, sbp, requires_grad: bool) -> Tensor:
+    """``t`` (the full logical values, the same on every rank) as a global tensor on
+    ``placement`` laid out as ``sbp`` (each rank keeps its shard), or ``t`` itself."""
+    if placement is None and sbp is None:
+        return _finish(t, requires_grad)
+    if placement is None or sbp is None:
+        raise ValueError("a global tensor needs both placement and sbp")
+    return _finish(gt.from_full(t, placement, sbp), requires_grad)
+
+
+def _like_global(x: Tensor) -> tuple:
+    """(placement, sbp) for a tensor like ``x``: a global ``x``'s (partial_sum made
+    broadcast: the values are the logical ones), else (None, None)."""
+    if not gt.is_global(x):
+        return None, None
+    sbp = tuple(broadcast if s.is_partial_sum else s for s in x.sbp)
+    return x.placement, sbp
 
 
 def as_tensor(data, dtype=None, device=None) -> Tensor:
@@ -121,16 +143,18 @@ def from_numpy(array: np.ndarray) -> Tensor:
     return Tensor._wrap(array, dt.from_numpy_dtype(array.dtype))
 
 
-def full(size, fill_value, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def full(size, fill_value, dtype=None, device=None, requires_grad: bool = False,
+         placement=None, sbp=None) -> Tensor:
     """A tensor of shape ``size`` filled with ``fill_value``.
 
     An integer dtype must be able to hold the value, as in PyTorch (unsigned dtypes also take
     ints down to -max, which wrap; floats are truncated toward zero); else OverflowError."""
     as_device(device)
-    return _full("full", size, fill_value, dtype, requires_grad)
+    return _full("full", size, fill_value, dtype, requires_grad, placement, sbp)
 
 
-def _full(name: str, size, fill_value, dtype, requires_grad: bool) -> Tensor:
+def _full(name: str, size, fill_value, dtype, requires_grad: bool, placement=None,
+          sbp=None) -> Tensor:
     if isinstance(fill_value, Tensor):
         fill_value = fill_value.item()
     d = dt.as_dtype(dtype) if dtype is not None else dt.scalar_dtype(fill_value)
@@ -139,17 +163,21 @@ def _full(name: str, size, fill_value, dtype, requires_grad: bool) -> Tensor:
         fill_value = int_scalar(fill_value, d.np)
     t = apply(_constant, [], {"shape": tuple(int(s) for s in size), "dtype": d,
                               "value": fill_value})[0]
-    return _finish(t, requires_grad)
+    return _global(t, placement, sbp, requires_grad)
 
 
-def zeros(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def zeros(*size, dtype=None, device=None, requires_grad: bool = False, placement=None,
+          sbp=None) -> Tensor:
     d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
-    return full(_shape(size), 0, dtype=d, device=device, requires_grad=requires_grad)
+    return full(_shape(size), 0, dtype=d, device=device, requires_grad=requires_grad,
+                placement=placement, sbp=sbp)
 
 
-def ones(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def ones(*size, dtype=None, device=None, requires_grad: bool = False, placement=None,
+          sbp=None) -> Tensor:
     d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
-    return full(_shape(size), 1, dtype=d, device=device, requires_grad=requires_grad)
+    return full(_shape(size), 1, dtype=d, device=device, requires_grad=requires_grad,
+                placement=placement, sbp=sbp)
 
 
 def empty(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
@@ -165,12 +193,14 @@ def _like(x: Tensor, dtype):
 
 def zeros_like(x: Tensor, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     shape, d = _like(x, dtype)
-    return full(shape, 0, dtype=d, requires_grad=requires_grad)
+    pl, sbp = _like_global(x)
+    return full(shape, 0, dtype=d, requires_grad=requires_grad, placement=pl, sbp=sbp)
 
 
 def ones_like(x: Tensor, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     shape, d = _like(x, dtype)
-    return full(shape, 1, dtype=d, requires_grad=requires_grad)
+    pl, sbp = _like_global(x)
+    return full(shape, 1, dtype=d, requires_grad=requires_grad, placement=pl, sbp=sbp)
 
 
 def full_like(x: Tensor, fill_value, dtype=None, device=None,
@@ -178,7 +208,7 @@ def full_like(x: Tensor, fill_value, dtype=None, device=None,
     """A tensor shaped like ``x`` (of its dtype unless ``dtype``) filled with ``fill_value``;
     the value must fit an integer dtype as in ``full``."""
     shape, d = _like(x, dtype)
-    return _full("full_like", shape, fill_value, d, requires_grad)
+    return _full("full_like", shape, fill_value, d, requires_grad, *_like_global(x))
 
 
 def empty_like(x: Tensor, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
@@ -187,7 +217,7 @@ def empty_like(x: Tensor, dtype=None, device=None, requires_grad: bool = False) 
 
 
 def arange(start, end=None, step=1, dtype=None, device=None,
-           requires_grad: bool = False) -> Tensor:
+           requires_grad: bool = False, placement=None, sbp=None) -> Tensor:
     """Values ``start, start+step, ...`` below ``end`` (``arange(n)`` counts from 0)."""
     as_device(device)
     if end is None:
@@ -199,7 +229,7 @@ def arange(start, end=None, step=1, dtype=None, device=None,
         d = dt.as_dtype(dtype)
     t = apply(registry.get("arange"), [], {"start": start, "end": end, "step": step,
                                            "dtype": d})[0]
-    return _finish(t, requires_grad)
+    return _global(t, placement, sbp, requires_grad)
 
 
 def linspace(start, end, steps: int, dtype=None, device=None,
@@ -225,14 +255,18 @@ class RandomDtypeError(TypeError, NotImplementedError):
     OneFlow raises."""
 
 
-def _random(op_name, size, dtype, requires_grad, generator=None, **attrs):
+def _random(op_name, size, dtype, requires_grad, generator=None, placement=None, sbp=None,
+            **attrs):
     d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
     if not d.is_floating_point:
         raise RandomDtypeError(f"{op_name}: random values need a floating dtype, got {d}")
     attrs.update(shape=_shape(size), dtype=d)
     if generator is not None:
         attrs["seed"] = generator.next_seed()
-    return _finish(apply(registry.get(op_name), [], attrs)[0], requires_grad)
+    elif placement is not None:
+        # every rank makes the full logical tensor with one seed, then keeps its shard
+        attrs["seed"] = gt.agreed_seed()
+    return _global(apply(registry.get(op_name), [], attrs)[0], placement, sbp, requires_grad)
 
 
 def _size_arg(name: str, shape: tuple, size) -> tuple:
@@ -245,19 +279,21 @@ def _size_arg(name: str, shape: tuple, size) -> tuple:
 
 
 def rand(*shape, size=None, dtype=None, device=None, generator=None,
-         requires_grad: bool = False) -> Tensor:
-    """Uniform values in [0, 1); the shape as ints, a sequence or ``size=``."""
+         requires_grad: bool = False, placement=None, sbp=None) -> Tensor:
+    """Uniform values in [0, 1); the shape as ints, a sequence or ``size=`` (global with
+    ``placement`` and ``sbp``: the same logical values whatever the world size and sbp)."""
     as_device(device)
     return _random("uniform", _size_arg("rand", shape, size), dtype, requires_grad, generator,
-                   low=0.0, high=1.0)
+                   placement, sbp, low=0.0, high=1.0)
 
 
 def randn(*shape, size=None, dtype=None, device=None, generator=None,
-          requires_grad: bool = False) -> Tensor:
-    """Standard normal values; the shape as ints, a sequence or ``size=``."""
+          requires_grad: bool = False, placement=None, sbp=None) -> Tensor:
+    """Standard normal values; the shape as ints, a sequence or ``size=`` (global with
+    ``placement`` and ``sbp``: the same logical values whatever the world size and sbp)."""
     as_device(device)
     return _random("normal", _size_arg("randn", shape, size), dtype, requires_grad, generator,
-                   mean=0.0, std=1.0)
+                   placement, sbp, mean=0.0, std=1.0)
 
 
 def normal(mean=0.0, std=1.0, size=None, *, dtype=None, device=None, generator=None,

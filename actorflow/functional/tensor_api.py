@@ -1,4 +1,4 @@
-"""Tensor API odds and ends: ``in`` (``__contains__``), ``is_local``, OneFlow's
+"""Tensor API odds and ends: ``in`` (``__contains__``), OneFlow's
 post-accumulation gradient hooks, memory formats (``flow.contiguous_format``,
 ``flow.channels_last``, ``flow.preserve_format``) and ``Tensor.to(memory_format=...)``."""
 from __future__ import annotations
@@ -45,10 +45,6 @@ def _contains(self: Tensor, value) -> bool:
     return bool(_any(eq(self, value)).item())
 
 
-def _is_local(self: Tensor) -> bool:
-    return not self.is_global
-
-
 def _register_post_grad_accumulation_hook(self: Tensor, hook) -> None:
     """Call ``hook(grad)`` after each backward accumulated into this leaf's ``.grad``; a
     returned tensor replaces ``.grad`` (OneFlow's API)."""
@@ -58,7 +54,7 @@ def _register_post_grad_accumulation_hook(self: Tensor, hook) -> None:
 
 
 register_tensor_methods({
-    "__contains__": _contains, "is_local": property(_is_local),
+    "__contains__": _contains,
     "_register_post_grad_accumulation_hook": _register_post_grad_accumulation_hook,
     "_to_memory_format": _to_memory_format,
 })

@@ -16,6 +16,7 @@ from actorflow.ops._common import (
     F, HALF_DTYPES, blas_sum, broadcast_shapes, copy_reshaped, in_float32, promote,
 )
 from actorflow.ops.int_scalars import is_int_scalar, check_int_scalar, int_scalar
+from actorflow.ops.boxing import elementwise_rule, linear_rule
 from actorflow.ops.registry import Meta, fail, register
 
 # ---- broadcasting helpers ---------------------------------------------------------------------
@@ -117,6 +118,9 @@ def _(ctx, dout):
 
 cast = register("cast", elementwise=True, alias_safe=True, is_identity=lambda attrs: True,
                 doc="Convert to another dtype.")
+
+
+cast.sbp(elementwise_rule)
 
 
 @cast.infer
@@ -245,6 +249,7 @@ def binary(name: str, ufunc, *, kind: str = "arith", grad=None, scalar_grad=None
     op = register(name, grad_uses_outputs=grad_uses_outputs,
                   doc=f"{name}(x, y) elementwise, broadcasting x and y.", **traits)
     op.infer(_binary_infer(name, kind))
+    op.sbp(elementwise_rule)
     ufunc = bf16_safe(ufunc)
 
     @op.kernel("cpu")
@@ -265,6 +270,7 @@ def binary(name: str, ufunc, *, kind: str = "arith", grad=None, scalar_grad=None
                    doc=f"{name}(x, scalar) elementwise; attr scalar (a Python number), attr "
                        f"reverse: {name}(scalar, x).", **traits)
     sop.infer(_scalar_infer(sop.name, kind, exact_scalar))
+    sop.sbp(elementwise_rule)
     wraps = kind != "float"  # "float" ops compute in floating point: the scalar stays exact
 
     @sop.kernel("cpu")
@@ -325,6 +331,8 @@ def _scalar_div_grad(ctx, g, s, rev):
 
 div, scalar_div = binary("div", np.true_divide, kind="float", grad=_div_grad,
                          scalar_grad=_scalar_div_grad)
+for _op in (add, sub, scalar_mul, scalar_div):  # linear: partial sums stay partial
+    _op.sbp(linear_rule)
 
 
 # ---- unary math -------------------------------------------------------------------------------
@@ -339,6 +347,7 @@ def unary(name: str, fn, *, grad=None, float_only: bool = True, out_dtype=None,
     """
     op = register(name, grad_uses_outputs=grad_uses_outputs, doc=f"{name}(x) elementwise.",
                   **_elementwise_traits(traits))
+    op.sbp(elementwise_rule)
 
     @op.infer
     def _(inputs, attrs):
@@ -362,6 +371,7 @@ def _ufunc(u):
 
 
 neg = unary("neg", _ufunc(np.negative), float_only=False, grad=lambda ctx, g: F.neg(g))
+neg.sbp(linear_rule)
 exp = unary("exp", _ufunc(np.exp), grad_uses_outputs=True,
             grad=lambda ctx, g: F.mul(g, ctx.outputs[0]), amp="deny")
 
@@ -375,6 +385,9 @@ relu = unary("relu", _relu_kernel, float_only=False, grad_uses_outputs=True,
 
 threshold_backward = register("threshold_backward", elementwise=True, alias_safe=True,
                               doc="dout where y > 0, else 0 (the gradient of relu).")
+
+
+threshold_backward.sbp(elementwise_rule)
 
 
 @threshold_backward.infer

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from actorflow.ops._common import F, broadcast_shapes, promote
+from actorflow.ops.boxing import B, P, S, Sig
 from actorflow.ops.registry import Meta, fail, register
 
 matmul = register("matmul", bias_act_epilogue=True, add_to_output=True, amp="allow",
@@ -35,6 +36,27 @@ def _(inputs, attrs):
         shape = broadcast_shapes("matmul", sa[:-2], sb[:-2]) + (sa[-2], sb[-1])
     d = a.dtype if a.dtype is b.dtype else promote(inputs)
     return [Meta(shape, d)]
+
+
+@matmul.sbp
+def _(inputs, attrs):
+    """Rows of a split -> rows of the result split; columns of b split -> columns split; the
+    inner dim split on both -> partial sums; a partial operand times a broadcast one ->
+    partial; equal batch dims split on both -> that batch dim split."""
+    na, nb = len(inputs[0]._shape), len(inputs[1]._shape)
+    if na < 2 or nb < 2:
+        return
+    no = max(na, nb)
+    am, ak = (na - 1, na - 2) if attrs.get("transpose_a") else (na - 2, na - 1)
+    bk, bn = (nb - 1, nb - 2) if attrs.get("transpose_b") else (nb - 2, nb - 1)
+    yield Sig((S(am), B), (S(no - 2),))
+    yield Sig((B, S(bn)), (S(no - 1),))
+    yield Sig((S(ak), S(bk)), (P,))
+    yield Sig((P, B), (P,))
+    yield Sig((B, P), (P,))
+    if na == nb and tuple(inputs[0]._shape[:-2]) == tuple(inputs[1]._shape[:-2]):
+        for d in range(na - 2):
+            yield Sig((S(d), S(d)), (S(d),))
 
 
 def _t(x):

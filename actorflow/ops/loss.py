@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from actorflow.ops._common import F, is_floating, sum_keepdim
+from actorflow.ops.boxing import B, P, S, Sig
 from actorflow.ops.registry import Meta, fail, register
 
 REDUCTIONS = ("none", "mean", "sum")
@@ -194,6 +195,17 @@ def _(inputs, attrs):
     shape = _class_infer("cross_entropy", inputs, attrs, allow_probs=True)
     x = inputs[0]
     return [Meta(shape, x.dtype), Meta(tuple(x._shape), x.dtype)]
+
+
+@cross_entropy.sbp
+def _(inputs, attrs):
+    """Samples split (dim 0 of input and target; a class weight broadcast): per-sample losses
+    split, a summed loss partial; the mean's denominator depends on the targets, so a mean
+    runs on broadcast inputs."""
+    if len(inputs[0]._shape) < 2 or attrs["reduction"] == "mean":
+        return
+    ins = (S(0), S(0)) + ((B,) * (len(inputs) - 2))
+    yield Sig(ins, (S(0) if attrs["reduction"] == "none" else P, S(0)))
 
 
 # Within this spread of values one shift for the whole (N, C) batch keeps every row's

@@ -9,6 +9,7 @@ import numpy as np
 from actorflow.framework.dtype import bool_
 from actorflow.ops._common import F, norm_axis, sum_keepdim
 from actorflow.ops.conv import compute_array
+from actorflow.ops.boxing import B, P, S, Sig
 from actorflow.ops.registry import Meta, fail, register
 from actorflow.random import numpy_rng
 
@@ -37,6 +38,19 @@ def _(inputs, attrs):
         if b.dtype is not x.dtype:
             raise TypeError(f"linear: bias dtype {b.dtype} differs from input dtype {x.dtype}")
     return [Meta(tuple(xs[:-1]) + (ws[0],), x.dtype)]
+
+
+@linear.sbp
+def _(inputs, attrs):
+    """x split along a leading dim -> the result split there; weight (and bias) split by
+    output features -> the last dim split; x's features and weight's inputs split -> partial
+    sums (the bias joins on the first rank); partial x -> partial result."""
+    nx, bias = len(inputs[0]._shape), len(inputs) > 2
+    for d in range(nx - 1):
+        yield Sig((S(d), B) + ((B,) if bias else ()), (S(d),))
+    yield Sig((B, S(0)) + ((S(0),) if bias else ()), (S(nx - 1),))
+    yield Sig((S(nx - 1), S(1)) + ((P,) if bias else ()), (P,))
+    yield Sig((P, B) + ((P,) if bias else ()), (P,))
 
 
 @linear.kernel("cpu")
@@ -95,6 +109,19 @@ softmax = register("softmax", grad_uses_outputs=True, amp="deny",
 softmax.infer(_softmax_infer("softmax"))
 
 
+def _along_other_dims(inputs, attrs):
+    """Ops along ``attrs["dim"]`` (softmax, log_softmax and their gradients): any other dim
+    split, on every input and output alike."""
+    shape = tuple(inputs[0]._shape)
+    dim = attrs["dim"] % max(len(shape), 1)
+    for d in range(len(shape)):
+        if d != dim:
+            yield Sig((S(d),) * len(inputs), (S(d),))
+
+
+softmax.sbp(_along_other_dims)
+
+
 @softmax.kernel("cpu")
 def _(ins, outs, attrs):
     x = compute_array(ins[0])
@@ -114,6 +141,7 @@ def _(ctx, dout):
 log_softmax = register("log_softmax", grad_uses_outputs=True,
                        doc="x - logsumexp(x) along ``dim`` (max-shifted).", amp="deny")
 log_softmax.infer(_softmax_infer("log_softmax"))
+log_softmax.sbp(_along_other_dims)
 
 
 @log_softmax.kernel("cpu")
@@ -139,6 +167,7 @@ def _grad_infer(inputs, attrs):
 softmax_grad = register("softmax_grad", doc="y * (dout - sum(dout * y, dim)): the gradient of "
                                             "softmax from its output y.", amp="deny")
 softmax_grad.infer(_grad_infer)
+softmax_grad.sbp(_along_other_dims)
 
 
 @softmax_grad.kernel("cpu")
@@ -166,6 +195,7 @@ log_softmax_grad = register("log_softmax_grad", amp="deny",
                             doc="dout - exp(y) * sum(dout, dim): the gradient of log_softmax "
                                 "from its output y.")
 log_softmax_grad.infer(_grad_infer)
+log_softmax_grad.sbp(_along_other_dims)
 
 
 @log_softmax_grad.kernel("cpu")

@@ -10,6 +10,7 @@ import numpy as np
 
 from actorflow.framework import dtype as dt
 from actorflow.ops._common import F, HALF_DTYPES, acc_dtype, blas_sum, in_float32, norm_axis
+from actorflow.ops.boxing import P, S, Sig, shard_range
 from actorflow.ops.registry import Meta, fail, register
 
 
@@ -131,6 +132,34 @@ def _(ctx, dout):
     return broadcast_back(ctx, dout)
 
 
+def _reduce_sbp(mean: bool):
+    """A sum over a split dim gives partial sums; a mean there too, each rank's mean scaled
+    by its share of the dim; other split dims follow; partial sums stay partial (linear)."""
+    def rule(inputs, attrs):
+        shape = tuple(inputs[0]._shape)
+        axes = reduce_axes("sum", attrs.get("dim"), len(shape))
+        keep = attrs.get("keepdim", False)
+        for d in range(len(shape)):
+            if d in axes:
+                post = None
+                if mean:
+                    if shape[d] == 0:
+                        continue
+
+                    def post(outs, attrs, index, n, size=shape[d]):
+                        a, b = shard_range(size, n, index)
+                        return [F.mul(outs[0], (b - a) / size)]
+                yield Sig((S(d),), (P,), post)
+            else:
+                yield Sig((S(d),), (S(d if keep else d - sum(1 for a in axes if a < d)),))
+        if attrs.get("dtype") is None or mean:
+            yield Sig((P,), (P,))
+    return rule
+
+
+sum_.sbp(_reduce_sbp(False))
+
+
 mean = register("mean", doc="Arithmetic mean over ``dim`` (None: all).", amp="deny")
 mean.infer(reduce_infer("mean", float_only("mean")))
 
@@ -149,6 +178,9 @@ def _(ins, outs, attrs):
         return
     out[...] = np.mean(x, axis=axes, keepdims=attrs.get("keepdim", False),
                        dtype=_acc_dtype(out))
+
+
+mean.sbp(_reduce_sbp(True))
 
 
 @mean.grad

@@ -9,6 +9,7 @@ import numpy as np
 
 from actorflow.framework import dtype as dt
 from actorflow.ops._common import F, copy_reshaped, norm_axis
+from actorflow.ops.boxing import P, S, Sig, shard_shape
 from actorflow.ops.registry import Meta, fail, register
 
 
@@ -82,6 +83,23 @@ def _(inputs, attrs):
     return [Meta(infer_reshape("reshape", x._shape, attrs["shape"]), x.dtype)]
 
 
+@reshape.sbp
+def _(inputs, attrs):
+    """A split dim that the new shape keeps (same size, same number of elements before it)
+    stays split; the shards are reshaped to their part of the new shape."""
+    shape = tuple(inputs[0]._shape)
+    new = infer_reshape("reshape", shape, attrs["shape"])
+    for d in range(len(shape)):
+        lead = int(np.prod(shape[:d], dtype=np.int64))
+        for d2 in range(len(new)):
+            if new[d2] == shape[d] and int(np.prod(new[:d2], dtype=np.int64)) == lead:
+                def local(attrs, index, n, d2=d2):
+                    return dict(attrs, shape=shard_shape(new, S(d2), n, index))
+                yield Sig((S(d),), (S(d2),), None, local)
+                break
+    yield Sig((P,), (P,), None, lambda attrs, index, n: dict(attrs, shape=new))
+
+
 @reshape.view
 def _(ins, attrs):
     x = ins[0]
@@ -118,6 +136,15 @@ def _(inputs, attrs):
     if sorted(perm) != list(range(len(x._shape))):
         raise ValueError(f"permutation {tuple(perm)} does not match {len(x._shape)} dims")
     return [Meta(_permuted(x._shape, perm), x.dtype)]
+
+
+@transpose.sbp
+def _(inputs, attrs):
+    """The split dim follows the permutation; partial sums stay partial."""
+    perm = list(attrs["perm"])
+    for d in range(len(perm)):
+        yield Sig((S(d),), (S(perm.index(d)),))
+    yield Sig((P,), (P,))
 
 
 @transpose.view

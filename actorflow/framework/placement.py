@@ -1,0 +1,172 @@
+"""Placement and SBP: where a global tensor lives and how it is laid out over its ranks
+(OneFlow's ``flow.placement`` and ``flow.sbp``).
+
+A ``placement`` is a device type and a list of ranks (nested lists give a hierarchy, e.g.
+``[[0, 1], [2, 3]]``, kept with its shape; ops support 1-D placements only). An ``SbpParallel``
+says how the logical tensor maps onto the ranks of one placement dim: ``split(dim)`` (rank i
+holds the i-th of the numpy.array_split pieces along ``dim``), ``broadcast`` (every rank holds
+all of it) or ``partial_sum`` (the logical tensor is the sum of the ranks' tensors).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+DEVICE_TYPES = ("cpu",)
+
+
+def _world_size() -> int:
+    # late: the world is set up by the distributed layer, above this leaf layer
+    from actorflow.distributed.world import world
+    return world().size
+
+
+class placement:  # noqa: N801  (OneFlow's name)
+    """A device type and the ranks a global tensor lives on: ``placement("cpu", [0, 1])``."""
+
+    __slots__ = ("_type", "_ranks", "_hierarchy", "_flat")
+
+    def __init__(self, type: str = "cpu", ranks=None):  # noqa: A002  (OneFlow's keyword)
+        if not isinstance(type, str) or type not in DEVICE_TYPES:
+            raise ValueError(f"placement: device type must be one of {DEVICE_TYPES}, got "
+                             f"{type!r} (this build runs on CPUs only)")
+        if ranks is None:
+            raise TypeError("placement: ranks is required (a list of ranks, e.g. [0, 1])")
+        if isinstance(ranks, int) and not isinstance(ranks, bool):
+            ranks = [ranks]
+        if isinstance(ranks, range):
+            ranks = list(ranks)
+        try:
+            arr = np.array(ranks, dtype=object)
+        except ValueError:
+            arr = None
+        if arr is None or arr.ndim == 0 or arr.size == 0 or not all(
+                isinstance(r, (int, np.integer)) and not isinstance(r, bool)
+                for r in arr.reshape(-1)):
+            raise ValueError(f"placement: ranks must be a non-empty (nested) list of ints "
+                             f"of a rectangular shape, got {ranks!r}")
+        flat = tuple(int(r) for r in arr.reshape(-1))
+        if len(set(flat)) != len(flat):
+            raise ValueError(f"placement: ranks must be distinct, got {ranks!r}")
+        size = _world_size()
+        bad = [r for r in flat if not 0 <= r < size]
+        if bad:
+            raise ValueError(f"placement: rank {bad[0]} is not in 0..{size - 1} (the world "
+                             f"has {size} process{'es' if size > 1 else ''})")
+        self._type = type
+        self._hierarchy = tuple(int(d) for d in arr.shape)
+        self._flat = flat
+        self._ranks = np.array(flat).reshape(self._hierarchy).tolist()
+
+    @classmethod
+    def all(cls, device_type: str = "cpu") -> "placement":
+        """Every rank of the program: ``placement(device_type, range(world size))``."""
+        return cls(device_type, list(range(_world_size())))
+
+    @property
+    def type(self) -> str:
+        """The device type (``"cpu"``)."""
+        return self._type
+
+    @property
+    def ranks(self) -> list:
+        """The ranks as a (nested) list."""
+        return self._ranks
+
+    @property
+    def hierarchy(self) -> tuple:
+        """The shape of the rank array (``(n,)`` for a 1-D placement)."""
+        return self._hierarchy
+
+    @property
+    def flat_ranks(self) -> tuple:
+        """The ranks in order, flattened."""
+        return self._flat
+
+    def index(self, rank: int) -> int | None:
+        """Position of ``rank`` among the flattened ranks, or None when it is not one."""
+        try:
+            return self._flat.index(rank)
+        except ValueError:
+            return None
+
+    def __eq__(self, other) -> bool:
+        return (isinstance(other, placement) and self._type == other._type
+                and self._flat == other._flat and self._hierarchy == other._hierarchy)
+
+    def __ne__(self, other) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash((self._type, self._flat, self._hierarchy))
+
+    def __repr__(self) -> str:
+        return f'actorflow.placement(type="{self._type}", ranks={self._ranks})'
+
+    __str__ = __repr__
+
+
+class SbpParallel:
+    """One SBP: ``split(dim)``, ``broadcast`` or ``partial_sum`` (see the module docstring)."""
+
+    __slots__ = ("kind", "dim")
+
+    def __init__(self, kind: str, dim: int | None = None):
+        self.kind, self.dim = kind, dim
+
+    @property
+    def is_split(self) -> bool:
+        return self.kind == "S"
+
+    @property
+    def is_broadcast(self) -> bool:
+        return self.kind == "B"
+
+    @property
+    def is_partial_sum(self) -> bool:
+        return self.kind == "P"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, SbpParallel) and (self.kind, self.dim) == (other.kind, other.dim)
+
+    def __ne__(self, other) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash((self.kind, self.dim))
+
+    def __repr__(self) -> str:
+        if self.kind == "S":
+            return f"actorflow.sbp.split(dim={self.dim})"
+        return "actorflow.sbp.broadcast" if self.kind == "B" else "actorflow.sbp.partial_sum"
+
+    __str__ = __repr__
+
+    def attr(self) -> tuple:
+        """A plain value for op attrs: ``("S", dim)``, ``("B",)`` or ``("P",)``."""
+        return ("S", self.dim) if self.kind == "S" else (self.kind,)
+
+    @staticmethod
+    def from_attr(value: tuple) -> "SbpParallel":
+        """The SBP an ``attr()`` value stands for."""
+        return split(value[1]) if value[0] == "S" else (
+            broadcast if value[0] == "B" else partial_sum)
+
+
+def split(dim: int) -> SbpParallel:
+    """``flow.sbp.split(dim)``: rank i holds the i-th piece along ``dim``."""
+    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 0:
+        raise ValueError(f"sbp.split: dim must be a non-negative int, got {dim!r}")
+    return SbpParallel("S", int(dim))
+
+
+broadcast = SbpParallel("B")
+partial_sum = SbpParallel("P")
+
+
+def as_sbp_tuple(sbp, what: str = "sbp") -> tuple:
+    """``sbp`` (one SbpParallel or a list/tuple of them) as a tuple of SbpParallel."""
+    items = sbp if isinstance(sbp, (list, tuple)) else [sbp]
+    if not items or not all(isinstance(s, SbpParallel) for s in items):
+        raise TypeError(f"{what}: expected flow.sbp.split(dim), flow.sbp.broadcast or "
+                        f"flow.sbp.partial_sum (or a tuple of them), got {sbp!r}")
+    return tuple(items)

@@ -1,0 +1,262 @@
+"""Boxing: ops that change a global tensor's SBP (1-D placements), and the SBP-rule helpers
+the op families use.
+
+Each boxing op takes this rank's shard of a global tensor and writes this rank's shard of the
+same logical tensor under another SBP. Attrs: ``shape`` (the logical shape), ``ranks`` (the
+placement's ranks, flattened), ``index`` (this rank's position among them) and the split dims
+(``in_dim``, ``out_dim``). Splits are uneven as ``numpy.array_split``: along a dim of size
+``s`` over ``n`` ranks, the first ``s % n`` ranks hold one entry more. The kernels that move
+data call MPI through the placement's communicator (``actorflow.distributed.groups``); they
+run on the VM's communication worker, in issue order on every rank. The gradient of a boxing
+is the gradient boxed back to the input's SBP (``F.to_global``), so it is exact.
+
+An SBP rule (``@op.sbp``) is ``fn(inputs, attrs) -> iterable of signatures``: ``inputs`` are the
+global tensors of a call (logical ``_shape``, ``dtype``, ``sbp``), a signature is ``Sig(ins,
+outs)``: one SBP attr per input and per output (``S(d)``, ``B``, ``P``: plain tuples), with an
+optional ``post(outs, attrs, index, n)`` run on the local results (mean over a split dim scales
+them). Running the op's kernel on shards laid out as ``ins`` must give shards laid out as
+``outs``; the eager-global interpreter (``actorflow.dispatch.global_tensor``) picks the
+signature that moves the fewest bytes. Every op also runs with all inputs broadcast.
+"""
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+from actorflow.framework.placement import SbpParallel
+from actorflow.ops._common import F
+from actorflow.ops.registry import Meta, OpError, register
+
+B, P = ("B",), ("P",)
+
+
+def S(dim: int) -> tuple:
+    """The SBP attr of split(dim)."""
+    return ("S", dim)
+
+
+class Sig(NamedTuple):
+    """One SBP signature of an op call: input SBPs -> output SBPs (attr tuples). ``local(attrs,
+    index, n)``: the attrs of the call on the shards when they differ (a target shape);
+    ``post(outs, attrs, index, n)``: a fix-up of the local results (mean's scale)."""
+
+    ins: tuple
+    outs: tuple
+    post: Callable | None = None
+    local: Callable | None = None
+
+
+def shard_range(size: int, n: int, i: int) -> tuple:
+    """(start, stop) of piece ``i`` of ``n`` of a dim of ``size`` (numpy.array_split's)."""
+    q, r = divmod(size, n)
+    start = i * q + min(i, r)
+    return start, start + q + (1 if i < r else 0)
+
+
+def shard_shape(shape: tuple, sbp: tuple, n: int, i: int) -> tuple:
+    """This rank's shard shape of a logical ``shape`` laid out as ``sbp`` (an attr tuple)."""
+    if sbp[0] != "S":
+        return tuple(shape)
+    d = sbp[1]
+    if d >= len(shape):
+        raise OpError(f"split({d}) of a tensor of shape {tuple(shape)}: dim {d} is out of "
+                      f"range")
+    a, b = shard_range(shape[d], n, i)
+    return tuple(shape[:d]) + (b - a,) + tuple(shape[d + 1:])
+
+
+def _piece(x: np.ndarray, dim: int, n: int, i: int) -> np.ndarray:
+    a, b = shard_range(x.shape[dim], n, i)
+    return x[(slice(None),) * dim + (slice(a, b),)]
+
+
+def _comm(attrs: dict):
+    # late: communicators belong to the distributed layer, above the ops
+    from actorflow.distributed import groups
+    return groups.comm_for(attrs["ranks"])
+
+
+def _guard(name: str, x: np.ndarray):
+    # late: the watchdog belongs to the distributed layer, above the ops
+    from actorflow.distributed import watchdog
+    return watchdog.guarded(name, f"shard {tuple(x.shape)} {x.dtype}")
+
+
+def _allgather(name: str, x: np.ndarray, attrs: dict) -> list:
+    c = _comm(attrs)
+    if c is None:
+        return [x]
+    with _guard(name, x):
+        return c.allgather(np.ascontiguousarray(x))
+
+
+def _alltoall(name: str, pieces: list, attrs: dict) -> list:
+    c = _comm(attrs)
+    if c is None:
+        return pieces
+    with _guard(name, pieces[0]):
+        return c.alltoall([np.ascontiguousarray(p) for p in pieces])
+
+
+def _sum(parts: list, out: np.ndarray) -> None:
+    """Sum ``parts`` in rank order into ``out`` (half precision accumulates in float32), so
+    every rank gets the same bits."""
+    if out.dtype == np.bool_:
+        acc = np.zeros(out.shape, np.bool_)
+        for p in parts:
+            acc |= p
+    else:
+        half = out.dtype.kind == "V" or out.dtype == np.float16
+        acc = np.array(parts[0], dtype=np.float32 if half else out.dtype)
+        for p in parts[1:]:
+            acc += p.astype(acc.dtype) if half else p
+    out[...] = acc
+
+
+def _boxing(name: str, doc: str, dst: str, kernel) -> None:
+    op = register(name, doc=doc)
+
+    @op.infer
+    def _(inputs, attrs):
+        n, i = len(attrs["ranks"]), attrs["index"]
+        out = S(attrs["out_dim"]) if dst == "S" else (B if dst == "B" else P)
+        return [Meta(shard_shape(attrs["shape"], out, n, i), inputs[0].dtype)]
+
+    op.kernel("cpu")(kernel)
+
+    @op.grad
+    def _(ctx, dout):
+        # boxing is the identity on logical values: box the gradient back to the input's SBP
+        return (F.to_global(dout, sbp=_sbp_value(ctx.attrs["in_sbp"])),)
+
+    @op.sbp
+    def _(inputs, attrs):
+        raise OpError(f"{name} takes the local shard of a global tensor; box a global tensor "
+                      f"with to_global(sbp=...)")
+
+
+def _sbp_value(attr: tuple) -> SbpParallel:
+    return SbpParallel.from_attr(attr)
+
+
+def _s_to_b(ins, outs, attrs):
+    parts = _allgather("boxing S->B (all-gather)", ins[0], attrs)
+    outs[0][...] = np.concatenate(parts, axis=attrs["in_dim"])
+
+
+def _p_to_b(ins, outs, attrs):
+    _sum(_allgather("boxing P->B (all-reduce)", ins[0], attrs), outs[0])
+
+
+def _p_to_s(ins, outs, attrs):
+    n, d = len(attrs["ranks"]), attrs["out_dim"]
+    x = ins[0]
+    parts = _alltoall("boxing P->S (reduce-scatter)", [_piece(x, d, n, k) for k in range(n)],
+                      attrs)
+    _sum(parts, outs[0])
+
+
+def _b_to_s(ins, outs, attrs):
+    outs[0][...] = _piece(ins[0], attrs["out_dim"], len(attrs["ranks"]), attrs["index"])
+
+
+def _b_to_p(ins, outs, attrs):
+    if attrs["index"] == 0:
+        outs[0][...] = ins[0]
+    else:
+        outs[0][...] = 0
+
+
+def _s_to_s(ins, outs, attrs):
+    n, i, j = len(attrs["ranks"]), attrs["in_dim"], attrs["out_dim"]
+    x = ins[0]
+    parts = _alltoall("boxing S->S (all-to-all)", [_piece(x, j, n, k) for k in range(n)], attrs)
+    outs[0][...] = np.concatenate(parts, axis=i)
+
+
+_boxing("boxing_s_to_b", "split(in_dim) -> broadcast: all-gather of the shards (of any sizes) "
+        "along in_dim.", "B", _s_to_b)
+_boxing("boxing_p_to_b", "partial_sum -> broadcast: all-reduce (sum in rank order).", "B",
+        _p_to_b)
+_boxing("boxing_p_to_s", "partial_sum -> split(out_dim): reduce-scatter.", "S", _p_to_s)
+_boxing("boxing_b_to_s", "broadcast -> split(out_dim): this rank's slice, no transfer.", "S",
+        _b_to_s)
+_boxing("boxing_b_to_p", "broadcast -> partial_sum: the first rank keeps the values, the others "
+        "hold zeros.", "P", _b_to_p)
+_boxing("boxing_s_to_s", "split(in_dim) -> split(out_dim): all-to-all.", "S", _s_to_s)
+
+# ---- between local and global tensors (autograd records these around an alias) -----------------
+
+to_local = register("to_local", doc="The local shard of a global tensor (an alias; recorded by "
+                                    "Tensor.to_local for autograd, never dispatched).")
+
+
+def _not_dispatched(name: str, how: str):
+    def infer(inputs, attrs):
+        raise OpError(f"{name} is recorded for autograd only; call {how}")
+    return infer
+
+
+to_local.infer(_not_dispatched("to_local", "Tensor.to_local()"))
+
+
+@to_local.grad
+def _(ctx, dout):
+    t = ctx.inputs[0]
+    return (F.to_global(dout, placement=t.placement, sbp=t.sbp),)
+
+
+local_to_global = register(
+    "local_to_global", doc="A global tensor made of each rank's local tensor (recorded by "
+                           "Tensor.to_global for autograd, never dispatched). Attrs: sbp, "
+                           "start/stop of this rank's rows when split unevenly.")
+
+
+local_to_global.infer(_not_dispatched("local_to_global", "Tensor.to_global(placement, sbp)"))
+
+
+@local_to_global.grad
+def _(ctx, dout):
+    a = ctx.attrs
+    sbp = _sbp_value(a["sbp"])
+    if sbp.is_broadcast:
+        # the values came from the first rank: it gets the gradient, the others zeros
+        return (F.to_local(F.to_global(dout, sbp=_sbp_value(P))),)
+    if sbp.is_partial_sum:
+        return (F.to_local(F.to_global(dout, sbp=_sbp_value(B))),)
+    if a.get("start") is None:
+        return (F.to_local(F.to_global(dout, sbp=sbp)),)
+    full = F.to_local(F.to_global(dout, sbp=_sbp_value(B)))
+    return (F.narrow(full, sbp.dim, a["start"], a["stop"] - a["start"]),)
+
+
+# ---- SBP-rule helpers for the op families -----------------------------------------------------
+
+def elementwise_rule(inputs, attrs):
+    """Elementwise ops (broadcasting): every input and the output split along the same output
+    dim (an input that is broadcast along it - size 1 or missing - stays broadcast), all
+    broadcast, or, for one input, partial_sum through linear ops only (see ``linear_rule``)."""
+    shapes = [tuple(t._shape) for t in inputs]
+    nd = max(len(s) for s in shapes)
+    for d in range(nd):
+        ins = []
+        for s in shapes:
+            k = d - (nd - len(s))
+            ins.append(B if k < 0 or s[k] == 1 else S(k))
+        if any(x[0] == "S" for x in ins):
+            yield Sig(tuple(ins), (S(d),))
+
+
+def linear_rule(inputs, attrs):
+    """Elementwise ops that are linear in every input (add, sub, neg, scalar mul, scalar div
+    by a number): also partial_sum in and out, when all inputs have the output's shape."""
+    yield from elementwise_rule(inputs, attrs)
+    shape = tuple(inputs[0]._shape)
+    if not attrs.get("reverse") and all(tuple(t._shape) == shape for t in inputs):
+        yield Sig((P,) * len(inputs), (P,))
+
+
+def split_dims(shape: tuple) -> range:
+    """The dims a tensor of ``shape`` may be split along."""
+    return range(len(shape))
