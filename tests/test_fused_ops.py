@@ -43,7 +43,7 @@ def _elementwise_job():
                  "atanh", "erf", "erfc", "sigmoid", "relu", "gelu", "silu", "mish", "leaky_relu",
                  "elu", "softplus", "hardtanh", "hardsigmoid", "hardswish", "softsign",
                  "logsigmoid", "hardshrink", "softshrink", "nan_to_num", "isnan", "isinf",
-                 "isfinite", "logical_not"]
+                 "isfinite", "logical_not", "erfinv", "lgamma", "digamma"]
         for name in unary:
             getattr(F, name)(x)
         F.threshold(x, 0.2, -1.0)
@@ -52,7 +52,7 @@ def _elementwise_job():
         F.cast(x, flow.float64)
         for name in ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "atan2",
                      "floor_divide", "remainder", "fmod", "eq", "ne", "lt", "le", "gt", "ge",
-                     "logical_and", "logical_or", "logical_xor"]:
+                     "logical_and", "logical_or", "logical_xor", "logaddexp", "logaddexp2"]:
             getattr(F, name)(x, y)
             getattr(F, name)(x, 1.5)
         F.threshold_backward(x, y)
@@ -60,6 +60,9 @@ def _elementwise_job():
         F.dropout_grad(x, F.cast(m, flow.float32), 2.0)
         F.where(m, x, y)
         F.masked_fill(x, m, 3.0)
+        F.polygamma(1, x)
+        z = F.cast(x, flow.complex64)
+        F.conj(z), F.real(z), F.imag(z)
     return b.job
 
 

@@ -188,7 +188,7 @@ log10 = unary("log10", _quiet_ufunc(np.log10),
               grad=lambda ctx, g: F.div(g, F.mul(_x(ctx), _LN10)), amp="deny")
 log1p = unary("log1p", _quiet_ufunc(np.log1p), amp="deny",
               grad=lambda ctx, g: F.div(g, F.add(_x(ctx), 1)))
-sqrt = unary("sqrt", _quiet_ufunc(np.sqrt), grad_uses_outputs=True,
+sqrt = unary("sqrt", _quiet_ufunc(np.sqrt), grad_uses_outputs=True, complex_ok=True,
              grad=lambda ctx, g: F.div(F.mul(g, 0.5), F.conj(_y(ctx))))
 rsqrt = unary("rsqrt", _composite(lambda a, attrs: 1.0 / np.sqrt(a)), grad_uses_outputs=True,
               grad=lambda ctx, g: F.mul(g, F.mul(F.pow(_y(ctx), 3), -0.5)), amp="deny")
