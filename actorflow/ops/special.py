@@ -137,7 +137,7 @@ conj = unary("conj", lambda x, out, attrs: np.conjugate(x, out=out), float_only=
 
 
 def _part_op(name: str, part: str, grad):
-    op = register(name, elementwise=True, alias_safe=True,  # a float output never aliases x
+    op = register(name, elementwise=False, alias_safe=False,  # complex in, float out
                   doc=f"The {part} part of a complex tensor (a float tensor of its precision).")
 
     @op.infer
