@@ -121,3 +121,19 @@ def test_requires_grad_rules():
     flow.tensor(_c(2)).requires_grad_()  # complex tensors may require grad
     with pytest.raises(RuntimeError, match="floating point and complex"):
         flow.tensor([1, 2]).requires_grad_()
+
+
+def test_exp_and_unsupported_ops():
+    z = _c((3,))
+    fz, tz = flow.tensor(z, requires_grad=True), torch.tensor(z, requires_grad=True)
+    out, tout = flow.exp(fz), torch.exp(tz)
+    np.testing.assert_allclose(out.numpy(), tout.detach().numpy(), rtol=1e-12)
+    out.backward(flow.tensor(z))
+    tout.backward(torch.tensor(z))
+    np.testing.assert_allclose(fz.grad.numpy(), tz.grad.numpy(), rtol=1e-12)
+    # ops without complex support say so instead of computing on the real parts
+    for fn in (flow.sigmoid, flow.sin, flow.abs, lambda t: flow.maximum(t, t),
+               lambda t: flow.pow(t, 2), lambda t: t < 1, lambda t: flow.clamp(t, 0, 1),
+               lambda t: flow.clamp(t, min=t)):
+        with pytest.raises(Exception, match="complex tensors are not supported"):
+            fn(flow.tensor(z))

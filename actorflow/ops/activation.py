@@ -15,7 +15,7 @@ import numpy as np
 
 from actorflow.framework import dtype as dt
 from actorflow.ops._common import F, broadcast_shapes, promote
-from actorflow.ops.elementwise import _integral_only, _needs, _ufunc, bf16_safe, unary
+from actorflow.ops.elementwise import _integral_only, _needs, _ufunc, bf16_safe, no_complex, unary
 from actorflow.ops.gelu_f32 import AS_A, AS_P, GELU_C, gelu_f32, gelu_grad_f32
 from actorflow.ops.int_scalars import check_int_scalar, int_scalar
 from actorflow.ops.registry import Meta, fail, register
@@ -188,7 +188,7 @@ log10 = unary("log10", _quiet_ufunc(np.log10),
               grad=lambda ctx, g: F.div(g, F.mul(_x(ctx), _LN10)), amp="deny")
 log1p = unary("log1p", _quiet_ufunc(np.log1p), amp="deny",
               grad=lambda ctx, g: F.div(g, F.add(_x(ctx), 1)))
-sqrt = unary("sqrt", _quiet_ufunc(np.sqrt), grad_uses_outputs=True,
+sqrt = unary("sqrt", _quiet_ufunc(np.sqrt), grad_uses_outputs=True, complex_ok=True,
              grad=lambda ctx, g: F.div(F.mul(g, 0.5), F.conj(_y(ctx))))
 rsqrt = unary("rsqrt", _composite(lambda a, attrs: 1.0 / np.sqrt(a)), grad_uses_outputs=True,
               grad=lambda ctx, g: F.mul(g, F.mul(F.pow(_y(ctx), 3), -0.5)), amp="deny")
@@ -248,6 +248,7 @@ def _(inputs, attrs):
     if not bounds:
         raise ValueError("at least one of min and max must be given")
     d = dt.result_type([x.dtype], (), bounds)
+    no_complex("clamp", d, x._shape)
     for b in bounds:  # an integral bound must be representable in an integer result (PyTorch)
         check_int_scalar("clamp", b, d, exact=True)
     return [Meta(x._shape, d)]
@@ -294,7 +295,9 @@ def _(inputs, attrs):
     if len(inputs) != 1 + bool(attrs["has_min"]) + bool(attrs["has_max"]) or len(inputs) < 2:
         raise ValueError("expected x and at least one bound tensor")
     shape = broadcast_shapes("clamp", *[t._shape for t in inputs])
-    return [Meta(shape, promote(inputs))]
+    d = promote(inputs)
+    no_complex("clamp", d, *[t._shape for t in inputs])
+    return [Meta(shape, d)]
 
 
 def _bounds(values: list, attrs: dict):

@@ -180,11 +180,20 @@ def _(ins, outs, attrs):
 
 # ---- binary arithmetic ------------------------------------------------------------------------
 
-def _binary_infer(name: str, kind: str):
+def no_complex(name: str, d: dt.dtype, *shapes) -> None:
+    """Inference check of an op without complex support: a complex dtype is an error naming
+    the op (rather than a result computed on the real parts)."""
+    if d.is_complex:
+        fail(name, f"complex tensors are not supported (got {d})", *shapes)
+
+
+def _binary_infer(name: str, kind: str, complex_ok: bool):
     def infer(inputs, attrs):
         x, y = inputs
         shape = x._shape if x._shape == y._shape else broadcast_shapes(name, x._shape, y._shape)
         d = x.dtype if x.dtype is y.dtype else promote(inputs)
+        if not complex_ok:
+            no_complex(name, d, x._shape, y._shape)
         if kind == "float" and not d.is_differentiable:
             d = dt.get_default_dtype()
         elif kind == "bool":
@@ -193,11 +202,13 @@ def _binary_infer(name: str, kind: str):
     return infer
 
 
-def _scalar_infer(name: str, kind: str, exact: bool = False):
+def _scalar_infer(name: str, kind: str, exact: bool = False, complex_ok: bool = False):
     def infer(inputs, attrs):
         x = inputs[0]
         s = attrs["scalar"]
         d = dt.result_type([x.dtype], (), (s,))
+        if not complex_ok:
+            no_complex(name, d, x._shape)
         if type(s) is not float and kind != "float":
             check_int_scalar(name, s, d, exact=exact and not attrs.get("reverse"))
         if kind == "float" and not d.is_differentiable:
@@ -235,7 +246,8 @@ def _elementwise_traits(traits: dict) -> dict:
 
 
 def binary(name: str, ufunc, *, kind: str = "arith", grad=None, scalar_grad=None,
-           grad_uses_outputs: bool = False, exact_scalar: bool = False, **traits):
+           grad_uses_outputs: bool = False, exact_scalar: bool = False,
+           complex_ok: bool = False, **traits):
     """Register ``name`` (tensor op tensor) and ``scalar_<name>`` (tensor op scalar).
 
     ``kind``: "arith" (promoted dtype), "float" (integers promote to the default float),
@@ -243,12 +255,13 @@ def binary(name: str, ufunc, *, kind: str = "arith", grad=None, scalar_grad=None
     input shapes; ``scalar_grad(ctx, dout, x, scalar, reverse)`` returns dx. Integral scalars
     wrap to an integer tensor's dtype (``int_scalar``); ``exact_scalar``: instead an
     unrepresentable right-hand scalar is an error (pow's exponent, as in PyTorch).
+    ``complex_ok``: complex inputs are supported (else inference rejects them).
     ``traits``: registry traits of both ops (default: elementwise and alias-safe).
     """
     traits = _elementwise_traits(traits)
     op = register(name, grad_uses_outputs=grad_uses_outputs,
                   doc=f"{name}(x, y) elementwise, broadcasting x and y.", **traits)
-    op.infer(_binary_infer(name, kind))
+    op.infer(_binary_infer(name, kind, complex_ok))
     op.sbp(elementwise_rule)
     ufunc = bf16_safe(ufunc)
 
@@ -269,7 +282,7 @@ def binary(name: str, ufunc, *, kind: str = "arith", grad=None, scalar_grad=None
     sop = register("scalar_" + name, grad_uses_outputs=grad_uses_outputs,
                    doc=f"{name}(x, scalar) elementwise; attr scalar (a Python number), attr "
                        f"reverse: {name}(scalar, x).", **traits)
-    sop.infer(_scalar_infer(sop.name, kind, exact_scalar))
+    sop.infer(_scalar_infer(sop.name, kind, exact_scalar, complex_ok))
     sop.sbp(elementwise_rule)
     wraps = kind != "float"  # "float" ops compute in floating point: the scalar stays exact
 
@@ -297,19 +310,19 @@ def _conj_scalar(s):
 
 
 add, scalar_add = binary(
-    "add", np.add,
+    "add", np.add, complex_ok=True,
     grad=lambda ctx, g, x, y: (g if ctx.needs_input_grad[0] else None,
                                g if ctx.needs_input_grad[1] else None),
     scalar_grad=lambda ctx, g, s, rev: g)
 
 sub, scalar_sub = binary(
-    "sub", np.subtract,
+    "sub", np.subtract, complex_ok=True,
     grad=lambda ctx, g, x, y: (g if ctx.needs_input_grad[0] else None,
                                F.neg(g) if ctx.needs_input_grad[1] else None),
     scalar_grad=lambda ctx, g, s, rev: F.neg(g) if rev else g)
 
 mul, scalar_mul = binary(
-    "mul", np.multiply,
+    "mul", np.multiply, complex_ok=True,
     grad=lambda ctx, g, x, y: (F.mul(g, F.conj(y)) if ctx.needs_input_grad[0] else None,
                                F.mul(g, F.conj(x)) if ctx.needs_input_grad[1] else None),
     scalar_grad=lambda ctx, g, s, rev: F.mul(g, _conj_scalar(s)))
@@ -329,7 +342,7 @@ def _scalar_div_grad(ctx, g, s, rev):
     return F.mul(F.div(g, F.mul(x, x)), -_conj_scalar(s))
 
 
-div, scalar_div = binary("div", np.true_divide, kind="float", grad=_div_grad,
+div, scalar_div = binary("div", np.true_divide, kind="float", grad=_div_grad, complex_ok=True,
                          scalar_grad=_scalar_div_grad)
 for _op in (add, sub, scalar_mul, scalar_div):  # linear: partial sums stay partial
     _op.sbp(linear_rule)
@@ -338,12 +351,12 @@ for _op in (add, sub, scalar_mul, scalar_div):  # linear: partial sums stay part
 # ---- unary math -------------------------------------------------------------------------------
 
 def unary(name: str, fn, *, grad=None, float_only: bool = True, out_dtype=None,
-          grad_uses_outputs: bool = False, **traits):
+          grad_uses_outputs: bool = False, complex_ok: bool = False, **traits):
     """Register a one-input elementwise op computing ``fn(x, out=out)``.
 
     ``float_only``: integer inputs produce the default float dtype (exp, sin...).
-    ``grad(ctx, dout)`` returns dx. ``traits``: registry traits (default: elementwise and
-    alias-safe).
+    ``grad(ctx, dout)`` returns dx. ``complex_ok``: complex inputs are supported (else
+    inference rejects them). ``traits``: registry traits (default: elementwise and alias-safe).
     """
     op = register(name, grad_uses_outputs=grad_uses_outputs, doc=f"{name}(x) elementwise.",
                   **_elementwise_traits(traits))
@@ -352,6 +365,8 @@ def unary(name: str, fn, *, grad=None, float_only: bool = True, out_dtype=None,
     @op.infer
     def _(inputs, attrs):
         x = inputs[0]
+        if not complex_ok:
+            no_complex(name, x.dtype, x._shape)
         d = out_dtype or x.dtype
         if float_only and not d.is_differentiable:
             d = dt.get_default_dtype()
@@ -370,10 +385,11 @@ def _ufunc(u):
     return lambda x, out, attrs: u(x, out=out, dtype=out.dtype, casting="unsafe")
 
 
-neg = unary("neg", _ufunc(np.negative), float_only=False, grad=lambda ctx, g: F.neg(g))
+neg = unary("neg", _ufunc(np.negative), float_only=False, grad=lambda ctx, g: F.neg(g),
+            complex_ok=True)
 neg.sbp(linear_rule)
-exp = unary("exp", _ufunc(np.exp), grad_uses_outputs=True,
-            grad=lambda ctx, g: F.mul(g, ctx.outputs[0]), amp="deny")
+exp = unary("exp", _ufunc(np.exp), grad_uses_outputs=True, complex_ok=True,
+            grad=lambda ctx, g: F.mul(g, F.conj(ctx.outputs[0])), amp="deny")
 
 
 def _relu_kernel(x, out, attrs):
@@ -581,8 +597,8 @@ atan2, scalar_atan2 = binary("atan2", np.arctan2, kind="float", grad=_atan2_grad
                              scalar_grad=_scalar_atan2_grad)
 
 # comparisons and logical ops: bool results, no gradient
-eq, scalar_eq = binary("eq", np.equal, kind="bool")
-ne, scalar_ne = binary("ne", np.not_equal, kind="bool")
+eq, scalar_eq = binary("eq", np.equal, kind="bool", complex_ok=True)
+ne, scalar_ne = binary("ne", np.not_equal, kind="bool", complex_ok=True)
 lt, scalar_lt = binary("lt", np.less, kind="bool")
 le, scalar_le = binary("le", np.less_equal, kind="bool")
 gt, scalar_gt = binary("gt", np.greater, kind="bool")

@@ -133,7 +133,7 @@ logaddexp2, scalar_logaddexp2 = binary("logaddexp2", _quiet(np.logaddexp2), kind
 # conj's is conj(g), real's is g as a complex number, imag's is g * 1j.
 
 conj = unary("conj", lambda x, out, attrs: np.conjugate(x, out=out), float_only=False,
-             grad=lambda ctx, g: F.conj(g))
+             grad=lambda ctx, g: F.conj(g), complex_ok=True)
 
 
 def _part_op(name: str, part: str, grad):
