@@ -148,6 +148,37 @@ def test_pairwise_distance_matches_torch(p, s1, s2):
     gradcheck(lambda x, y: flow.nn.functional.pairwise_distance(x, y, p=p), a, b)
 
 
+@needs_torch
+@pytest.mark.parametrize("p", [2.0, 1.0, 0.0, 3.0, float("inf")])
+def test_cdist_matches_torch(p):
+    a, b = rng.standard_normal((2, 5, 3)), rng.standard_normal((4, 3))
+    ours = flow.cdist(t(a), t(b), p)
+    ref = torch.cdist(torch.tensor(a), torch.tensor(b), p)
+    assert ours.shape == (2, 5, 4)
+    np.testing.assert_allclose(ours.numpy(), ref.numpy(), rtol=1e-12)
+    if p not in (0.0, float("inf")):
+        gradcheck(lambda x, y: flow.cdist(x, y, p), a[0], b)
+
+
+def test_cdist_gradient_is_zero_at_zero_distance():
+    x = t(np.ones((2, 3)), requires_grad=True)
+    flow.cdist(x, t(np.ones((1, 3)))).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.zeros((2, 3)))
+
+
+@needs_torch
+@pytest.mark.parametrize("xs,ishape,dim", [((3, 4), (1, 2), 1), ((3, 4), (2, 4), 0),
+                                           ((2, 3, 4), (2, 5), None), ((2, 1, 4), (1, 3, 2), 2)])
+def test_take_along_dim_matches_torch(xs, ishape, dim):
+    a = rng.standard_normal(xs)
+    n = int(np.prod(xs)) if dim is None else xs[dim]
+    idx = rng.integers(0, n, ishape)
+    ours = flow.take_along_dim(t(a), t(idx), dim)
+    ref = torch.take_along_dim(torch.tensor(a), torch.tensor(idx), dim)
+    np.testing.assert_array_equal(ours.numpy(), ref.numpy())
+    gradcheck(lambda x: x.take_along_dim(t(idx), dim), a)
+
+
 # ---- framework behaviours -----------------------------------------------------------------------
 
 @needs_torch

@@ -6,6 +6,7 @@ from actorflow.framework import dtype as dt
 from actorflow.functional.elementwise import add, cast, clamp_min, div, expand, mul, sub
 from actorflow.functional.reduce import sum
 from actorflow.functional.reduce_extrema import norm
+from actorflow.functional.shape import unsqueeze
 from actorflow.ops._common import broadcast_shapes, promote
 from actorflow.tensor import Tensor
 
@@ -42,4 +43,16 @@ def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6,
     return norm(add(sub(a, b), eps), p, -1 if a._shape else None, keepdim=keepdim)
 
 
-__all__ = ["cosine_similarity", "pairwise_distance"]
+def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode=None) -> Tensor:
+    """The ``p``-norm distances between each row of ``x1`` (``..., P, M``) and each row of
+    ``x2`` (``..., R, M``): a ``..., P, R`` tensor (leading dims broadcast)."""
+    if len(x1._shape) < 2 or len(x2._shape) < 2 or x1._shape[-1] != x2._shape[-1]:
+        raise ValueError(f"cdist: expected inputs of at least 2 dims with the same last dim, "
+                         f"got shapes {tuple(x1._shape)} and {tuple(x2._shape)}")
+    if p < 0:
+        raise ValueError(f"cdist: p must be non-negative, got {p}")
+    a, b = _float_pair("cdist", unsqueeze(x1, -2), unsqueeze(x2, -3))
+    return norm(sub(a, b), p, -1)
+
+
+__all__ = ["cosine_similarity", "pairwise_distance", "cdist"]

@@ -7,7 +7,8 @@ from actorflow.functional.index import (
     _check_values, _index_tensor, gather, getitem_by_spec, setitem_by_spec,
 )
 from actorflow.functional.shape import reshape
-from actorflow.tensor import Tensor
+from actorflow.ops._common import broadcast_shapes
+from actorflow.tensor import Tensor, register_tensor_methods
 
 
 def batch_gather(input: Tensor, indices: Tensor) -> Tensor:
@@ -63,4 +64,30 @@ def tensor_scatter_nd_update(tensor: Tensor, indices: Tensor, updates: Tensor,
     return setitem_by_spec(tensor, entries, cols, updates)
 
 
-__all__ = ["batch_gather", "tensor_scatter_nd_update"]
+def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Tensor:
+    """``gather`` with ``input`` and ``indices`` broadcast against each other except along
+    ``dim``; with ``dim=None`` both are flattened first."""
+    indices = _index_tensor(indices)
+    if dim is None:
+        return gather(reshape(input, (-1,)), 0, reshape(indices, (-1,)))
+    xs, ishape = tuple(input._shape), tuple(indices._shape)
+    if len(xs) != len(ishape):
+        raise IndexError(f"take_along_dim: input and indices must have the same number of dims "
+                         f"(input shape {xs}, indices shape {ishape})")
+    nd = len(xs)
+    d = dim % nd if nd else 0
+    if not -max(nd, 1) <= dim < max(nd, 1):
+        raise IndexError(f"take_along_dim: dim {dim} is out of range for a tensor of {nd} dims")
+    shape = broadcast_shapes("take_along_dim", xs[:d] + xs[d + 1:], ishape[:d] + ishape[d + 1:])
+    x_to = shape[:d] + xs[d:d + 1] + shape[d:]
+    i_to = shape[:d] + ishape[d:d + 1] + shape[d:]
+    if x_to != xs:
+        input = expand(input, x_to)
+    if i_to != ishape:
+        indices = expand(indices, i_to)
+    return gather(input, d, indices)
+
+
+register_tensor_methods({"take_along_dim": take_along_dim})
+
+__all__ = ["batch_gather", "tensor_scatter_nd_update", "take_along_dim"]
