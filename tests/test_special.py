@@ -256,3 +256,20 @@ def test_erf_of_a_zero_dim_float32_tensor():
         got = flow.erf(flow.tensor(v))
         assert got.shape == () and got.dtype is flow.float32
         assert got.item() == pytest.approx(torch.erf(torch.tensor(v)).item(), rel=1e-6)
+
+
+def test_special_functions_without_scipy_match_scipy(monkeypatch):
+    """The NumPy forms used when SciPy is not installed (erfinv, digamma, polygamma)."""
+    sp = pytest.importorskip("scipy.special")
+    import actorflow.ops.special as special
+
+    monkeypatch.setattr(special, "_scipy", lambda name: None)
+    rng = np.random.default_rng(0)
+    y = np.concatenate([rng.uniform(-0.999, 0.999, 500), [0.0, 1.0, -1.0, 1.5]])
+    np.testing.assert_allclose(special._erfinv_array(y), sp.erfinv(y), rtol=1e-9, atol=1e-12)
+    x = np.concatenate([rng.uniform(-20, 30, 800), [1e-8, 0.5, 100.0, 1e5, -3.7, 0.0, -2.0]])
+    np.testing.assert_allclose(special._polygamma_array(0, x.copy()),
+                               np.where(x == 0, -np.inf, sp.psi(x)), rtol=1e-10)
+    for n in (1, 2, 3):
+        np.testing.assert_allclose(special._polygamma_array(n, x.copy()), sp.polygamma(n, x),
+                                   rtol=1e-10)

@@ -1,8 +1,9 @@
 """Special functions: erfinv, lgamma, digamma, polygamma, and logaddexp / logaddexp2.
 
-The kernels compute with SciPy (``scipy.special``, an optional dependency: without it erfinv,
-digamma and polygamma raise an error naming the op, and lgamma uses ``math.lgamma`` per
-element); float16/bfloat16 and integer inputs compute in float32
+The kernels compute with SciPy's ``scipy.special`` when it is installed (faster) and otherwise
+with NumPy (erfinv: a closed-form start and Newton steps on erf; digamma and polygamma:
+recurrence and asymptotic series; lgamma: ``math.lgamma`` per element), both to double
+precision; float16/bfloat16 and integer inputs compute in float32
 and give their floating result dtype, as the other unary math ops do. Gradients are written with
 functional ops, so they can be differentiated again (digamma's is polygamma(1, x), polygamma(n)'s
 is polygamma(n + 1)).
@@ -15,19 +16,19 @@ import numpy as np
 
 from actorflow.framework import dtype as dt
 from actorflow.ops._common import F
-from actorflow.ops.activation import _composite
+from actorflow.ops.activation import _composite, erf_array
 from actorflow.ops.elementwise import _needs, _quiet, binary, unary
 from actorflow.ops.registry import Meta, fail, register
 
 _SQRT_PI_OVER_2 = math.sqrt(math.pi) / 2.0
 
 
-def _scipy(op_name: str, fn_name: str):
-    """``scipy.special.<fn_name>``; an error naming the op when SciPy is not installed."""
+def _scipy(fn_name: str):
+    """``scipy.special.<fn_name>``, or None when SciPy is not installed."""
     try:
-        import scipy.special  # noqa: PLC0415  (an optional dependency, needed only here)
-    except ImportError:  # pragma: no cover - SciPy is optional
-        raise RuntimeError(f"{op_name}: needs SciPy (scipy.special.{fn_name})") from None
+        import scipy.special  # (optional: faster; the NumPy forms below are exact too)
+    except ImportError:  # pragma: no cover - depends on the environment
+        return None
     return getattr(scipy.special, fn_name)
 
 
@@ -39,24 +40,89 @@ def _math_lgamma(v: float) -> float:
 
 
 def _lgamma_array(a: np.ndarray) -> np.ndarray:
-    try:
-        fn = _scipy("lgamma", "gammaln")
-    except RuntimeError:  # pragma: no cover - SciPy is optional
+    fn = _scipy("gammaln")
+    if fn is None:
         fn = np.frompyfunc(_math_lgamma, 1, 1)
     return np.asarray(fn(a), dtype=a.dtype)
 
 
 def _erfinv_array(a: np.ndarray) -> np.ndarray:
-    return np.asarray(_scipy("erfinv", "erfinv")(a), dtype=a.dtype)
+    fn = _scipy("erfinv")
+    if fn is not None:
+        return np.asarray(fn(a), dtype=a.dtype)
+    y = np.asarray(a, dtype=np.float64)
+    # Winitzki's closed form (relative error ~2e-3), then Newton steps on erf(x) = y, each
+    # squaring the error: three reach double precision
+    with np.errstate(all="ignore"):
+        w = np.log1p(-y * y)
+        c = 2.0 / (math.pi * 0.147) + w / 2.0
+        x = np.copysign(np.sqrt(np.sqrt(c * c - w / 0.147) - c), y)
+        for _ in range(3):
+            x = x - (erf_array(x) - y) / (2.0 / math.sqrt(math.pi) * np.exp(-x * x))
+    x = np.where(np.abs(y) == 1.0, np.copysign(np.inf, y), x)
+    x = np.where(np.abs(y) > 1.0, np.nan, x)
+    return x.astype(a.dtype)
+
+
+# Bernoulli numbers B_2k / (2k) for the asymptotic series of digamma, and B_2k for polygamma's
+_B2K = (1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6, -3617 / 510)
+
+
+def _digamma_numpy(x: np.ndarray) -> np.ndarray:
+    """digamma in float64: reflection below 0.5, recurrence up to 10, asymptotic series."""
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        neg = x < 0.5
+        z = np.where(neg, 1.0 - x, x)
+        out = np.where(neg, -math.pi / np.tan(math.pi * x), 0.0)
+        for _ in range(10):
+            small = z < 10.0
+            out = out - np.where(small, 1.0 / z, 0.0)
+            z = np.where(small, z + 1.0, z)
+        inv2 = 1.0 / (z * z)
+        series = np.zeros_like(z)
+        for k in range(len(_B2K) - 1, -1, -1):
+            series = series * inv2 + _B2K[k] / (2 * (k + 1))
+        out = out + np.log(z) - 0.5 / z - series * inv2
+        out = np.where((x <= 0) & (x == np.floor(x)), np.nan, out)
+    return out
+
+
+def _polygamma_numpy(n: int, x: np.ndarray) -> np.ndarray:
+    """polygamma(n >= 1) in float64: (-1)^(n+1) n! sum_k 1/(x+k)^(n+1), the first terms summed
+    until x + k >= 20 (also for negative non-integer x), the rest by the asymptotic series."""
+    x = np.asarray(x, dtype=np.float64)
+    sign = -1.0 if n % 2 == 0 else 1.0
+    with np.errstate(all="ignore"):
+        acc = np.zeros_like(x)
+        z = x.copy()
+        steps = int(max(0.0, math.ceil(20.0 - float(np.nanmin(x, initial=20.0)))))
+        for _ in range(steps):
+            small = z < 20.0
+            acc = acc + np.where(small, z ** -(n + 1), 0.0)
+            z = np.where(small, z + 1.0, z)
+        fact = math.factorial(n)
+        tail = math.factorial(n - 1) / z ** n + fact / (2.0 * z ** (n + 1))
+        for k, b in enumerate(_B2K, start=1):
+            tail = tail + b * math.factorial(2 * k + n - 1) / math.factorial(2 * k) \
+                / z ** (2 * k + n)
+        out = sign * (fact * acc + tail)
+        pole = (x <= 0) & (x == np.floor(x))
+        out = np.where(pole, sign * np.inf, out)  # zeta(n + 1, 0) = inf, as PyTorch
+    return out
 
 
 def _polygamma_array(n: int, a: np.ndarray) -> np.ndarray:
     """polygamma(n, a) (n = 0: digamma). As in PyTorch, digamma(+-0) is -inf (SciPy: nan)."""
     if n == 0:
-        out = np.asarray(_scipy("digamma", "psi")(a), dtype=a.dtype)
+        fn = _scipy("psi")
+        out = np.asarray(fn(a) if fn is not None else _digamma_numpy(a), dtype=a.dtype)
         out[a == 0] = -np.inf
         return out
-    return np.asarray(_scipy("polygamma", "polygamma")(n, a), dtype=a.dtype)
+    fn = _scipy("polygamma")
+    if fn is not None:
+        return np.asarray(fn(n, a), dtype=a.dtype)
+    return np.asarray(_polygamma_numpy(n, a), dtype=a.dtype)
 
 
 # ---- erfinv -------------------------------------------------------------------------------------
