@@ -1,11 +1,15 @@
 """Shared test helpers: finite-difference gradient checks and PyTorch comparisons."""
 from __future__ import annotations
 
+import os
+
 import time
 
 import numpy as np
 
 import actorflow as flow
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 try:  # PyTorch is an optional reference
     import torch

@@ -150,7 +150,7 @@ def test_identity_elimination_follows_the_is_identity_field(monkeypatch):
 
 # ---- no hand-copied op names in the passes -----------------------------------------------------
 
-PASSES_DIR = Path(__file__).resolve().parents[1] / "actorflow" / "passes"
+PASSES_DIR = Path(__file__).resolve().parents[2] / "actorflow" / "passes"
 
 # Op names a pass may spell out: the ops it creates itself (fused ops, casts), ``assign`` (a
 # system-like op the tracer emits), and ``add``, the one op fuse_matmul's rewrite patterns match

@@ -1,6 +1,6 @@
 """Tests of the Job passes after the optimizer: constant folding, the fusions (matmul + bias +
 activation, add to output, elementwise chains, multi-tensor model updates) and dead-op
-elimination (the fused ops themselves: tests/test_fused_ops.py).
+elimination (the fused ops themselves: tests/ops/test_fused_ops.py).
 
 Every fused op runs the registered kernels of the ops it replaces in their order, so a Graph
 gives the same bits with a pass on or off; the tests compare with ``np.array_equal``.
@@ -421,7 +421,7 @@ def test_gpt_training_graph_is_the_same_with_and_without_the_passes():
     import sys
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
     from gpt import GPT
 
     def run(disable):

@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 import actorflow as flow
+from tests.helpers import REPO_ROOT
 from actorflow.utils.data import DataLoader, Dataset, IterableDataset, Sampler, get_worker_info
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = REPO_ROOT
 N = 16
 
 

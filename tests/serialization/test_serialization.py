@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import actorflow as flow
+from tests.helpers import REPO_ROOT
 import actorflow.serialization as ser
 
 DTYPES = [flow.float16, flow.bfloat16, flow.float32, flow.float64, flow.int8, flow.uint8,
@@ -424,7 +425,7 @@ def _stalled_writer(target):
     """A child process saving 4 MiB to ``target``, stopped just before the rename."""
     import subprocess
     import sys
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = REPO_ROOT
     child = subprocess.Popen([sys.executable, "-c", _STALLING_SAVE, str(target)], cwd=root,
                              stdout=subprocess.PIPE, text=True)
     assert child.stdout.readline().strip() == "written"

@@ -8,7 +8,7 @@ import pytest
 
 import actorflow as flow
 from actorflow.ops.registry import OpError
-from tests.test_distributed import needs_mpi, run_ranks
+from tests.distributed.test_distributed import needs_mpi, run_ranks
 
 
 def test_placement_and_sbp_values():

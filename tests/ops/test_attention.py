@@ -187,7 +187,7 @@ def test_one_fused_op_each_way():
 
 
 def test_dropout_keeps_the_composite_path():
-    # (dropout's values and gradients are tested in test_ops_nn.py)
+    # (dropout's values and gradients are tested in tests/ops/test_nn.py)
     q, k, v = (_t(_rand(2, 4, 3), True) for _ in range(3))
     sdpa = flow.scaled_dot_product_attention
     assert sdpa(q, k, v, dropout_p=0.5).grad_fn.op.name == "matmul"

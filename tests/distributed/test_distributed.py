@@ -11,10 +11,11 @@ import time
 import pytest
 
 import actorflow as flow
+from tests.helpers import REPO_ROOT
 from actorflow.distributed import launch
 
-HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "distributed")
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))  # the rank scripts sit beside this file
+ROOT = REPO_ROOT
 
 try:
     import mpi4py  # noqa: F401

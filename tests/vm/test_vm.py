@@ -17,11 +17,12 @@ import numpy as np
 import pytest
 
 import actorflow as flow
+from tests.helpers import REPO_ROOT
 from actorflow import vm
 from actorflow.tensor import Tensor
 from actorflow.vm import scheduler
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = REPO_ROOT
 async_only = pytest.mark.skipif(vm.is_blocking(), reason="timing of the asynchronous mode")
 
 
