@@ -19,7 +19,7 @@ from actorflow.functional import (  # noqa: F401
     conv_transpose2d, conv_transpose3d, dropout1d, dropout2d, dropout3d, instance_norm,
     max_pool3d, max_unpool1d, max_unpool2d, max_unpool3d, pixel_shuffle, pixel_unshuffle,
     rms_norm, margin_ranking_loss, triplet_margin_loss,
-    sparse_softmax_cross_entropy, gumbel_softmax, grid_sample,
+    sparse_softmax_cross_entropy, gumbel_softmax, grid_sample, huber_loss,
 )
 from actorflow.functional import relu as _relu
 from actorflow.functional.distance import cosine_similarity, pairwise_distance  # noqa: F401
@@ -48,6 +48,7 @@ __all__ = [
     "max_unpool2d", "max_unpool3d", "pixel_shuffle", "pixel_unshuffle", "rms_norm",
     "margin_ranking_loss", "triplet_margin_loss",
     "sparse_softmax_cross_entropy", "gumbel_softmax", "grid_sample",
+    "huber_loss",
 ]
 
 # ---- the activation family (its own block: other families add theirs below) ----------------

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from actorflow.ops._common import promote
+from actorflow.ops._common import F, promote
 from actorflow.ops.loss import (
     REDUCTIONS, backward_infer, check_reduction, grad_rule, no_double_backward, work,
 )
@@ -70,10 +70,61 @@ def _infer(name: str, reductions: tuple, check):
     return infer
 
 
+def _f(fn, pos_weight: bool = False):
+    """Mark a ``deriv_f`` (whether it handles a pos_weight)."""
+    fn.pos_weight = pos_weight
+    return fn
+
+
+def _double_backward(name: str, deriv_f):
+    """The gradient rule of ``<name>_backward``: the vector-Jacobian product of the first
+    derivatives written as functional ops (``deriv_f(x, t, attrs, pos_weight) -> (d/dx, d/dt
+    or None)``), for the input and target gradients (weight and pos_weight count as constants;
+    a gradient *of* them is not differentiated again)."""
+    def rule(ctx, *ggs):
+        # late: autograd sits above the op layer; the rule differentiates a composite
+        from actorflow.autograd import enable_grad, grad, is_grad_enabled
+
+        attrs = ctx.attrs
+        x, t, w, p = _unpack(ctx.inputs[1:], attrs)
+        names = [k for k, a in zip("xtwp", (x, t, w, p)) if a is not None]
+        produced = [k for k, n in zip(names, attrs["needs"]) if n]
+        if "w" in produced or "p" in produced or (p is not None and not deriv_f.pos_weight):
+            return no_double_backward(name)(ctx, *ggs)
+        keep = is_grad_enabled()  # create_graph: the result stays differentiable
+        srcs = [ctx.inputs[0], x, t]
+        if not keep:
+            srcs = [a.detach().requires_grad_() for a in srcs]
+        dout, xs, ts = srcs
+        with enable_grad():
+            g = dout
+            red = attrs["reduction"]
+            if red == "mean":
+                den = (F.broadcast_to(w, tuple(xs._shape)).sum() if w is not None
+                       and attrs.get("weight_norm") else float(max(xs.numel(), 1)))
+                g = g / den
+            elif red == "batchmean":
+                g = g / float(xs._shape[0] if len(xs._shape) else 1)
+            if w is not None:
+                g = g * w.detach()
+            dx_e, dt_e = deriv_f(xs, ts, attrs, None if p is None else p.detach())
+            outs = {"x": dx_e * g, "t": (-dx_e if dt_e is None else dt_e) * g}
+            pairs = [(outs[k], gg) for k, gg in zip(produced, ggs) if gg is not None]
+            if not pairs:
+                return (None,) * len(ctx.inputs)
+            wrt = [a for a in srcs if a.requires_grad]
+            res = iter(grad([o for o, _ in pairs], wrt, [gg for _, gg in pairs],
+                            create_graph=keep, allow_unused=True))
+        out = [next(res) if a.requires_grad else None for a in srcs]
+        return tuple(out) + (None,) * (len(ctx.inputs) - 3)
+    return rule
+
+
 def pointwise_loss(name: str, value, deriv, *, reductions: tuple = REDUCTIONS, check=None,
-                   doc: str = ""):
+                   doc: str = "", deriv_f=None):
     """Register loss op ``name`` and ``<name>_backward`` from ``value`` and ``deriv`` (both
-    run in float32 under AMP)."""
+    run in float32 under AMP); ``deriv_f``, the first derivatives as functional ops, gives
+    the backward op a gradient rule (double backward)."""
     op = register(name, amp="deny", doc=doc)
     op.infer(_infer(name, reductions, check))
 
@@ -97,7 +148,7 @@ def pointwise_loss(name: str, value, deriv, *, reductions: tuple = REDUCTIONS, c
                    doc=f"Gradients of {name}: inputs (dout, input, target[, weight]"
                        f"[, pos_weight]).")
     bwd.infer(backward_infer)
-    bwd.grad(no_double_backward(name))
+    bwd.grad(no_double_backward(name) if deriv_f is None else _double_backward(name, deriv_f))
 
     @bwd.kernel("cpu")
     def _(ins, outs, attrs):
@@ -144,7 +195,8 @@ def _mse_d(x, t, p, attrs, need_t):
     return 2.0 * (x - t), None, None
 
 
-mse_loss = pointwise_loss("mse_loss", _mse, _mse_d, doc="Squared error (x - t)^2.")
+mse_loss = pointwise_loss("mse_loss", _mse, _mse_d, doc="Squared error (x - t)^2.",
+                          deriv_f=_f(lambda x, t, a, p: ((x - t) * 2.0, None)))
 
 
 def _l1(x, t, p, attrs):
@@ -155,7 +207,8 @@ def _l1_d(x, t, p, attrs, need_t):
     return np.sign(x - t), None, None
 
 
-l1_loss = pointwise_loss("l1_loss", _l1, _l1_d, doc="Absolute error |x - t|.")
+l1_loss = pointwise_loss("l1_loss", _l1, _l1_d, doc="Absolute error |x - t|.",
+                         deriv_f=_f(lambda x, t, a, p: (F.sign(x - t), None)))
 
 
 def _smooth_l1(x, t, p, attrs):
@@ -175,8 +228,13 @@ def _check_beta(name, attrs):
         fail(name, f"beta must be non-negative, got {attrs['beta']}")
 
 
+def _smooth_l1_f(x, t, attrs, p):
+    beta = attrs["beta"]
+    return (F.sign(x - t) if beta == 0 else F.clamp((x - t) / beta, -1.0, 1.0)), None
+
+
 smooth_l1_loss = pointwise_loss(
-    "smooth_l1_loss", _smooth_l1, _smooth_l1_d, check=_check_beta,
+    "smooth_l1_loss", _smooth_l1, _smooth_l1_d, check=_check_beta, deriv_f=_f(_smooth_l1_f),
     doc="0.5 (x - t)^2 / beta where |x - t| < beta, else |x - t| - 0.5 beta.")
 
 
@@ -196,6 +254,7 @@ def _check_delta(name, attrs):
 
 huber_loss = pointwise_loss(
     "huber_loss", _huber, _huber_d, check=_check_delta,
+    deriv_f=_f(lambda x, t, a, p: (F.clamp(x - t, -a["delta"], a["delta"]), None)),
     doc="0.5 (x - t)^2 where |x - t| < delta, else delta (|x - t| - 0.5 delta).")
 
 
@@ -219,8 +278,15 @@ def _kl_d(x, t, p, attrs, need_t):
         return -t, np.log(t) + 1.0 - x, None
 
 
+def _kl_f(x, t, attrs, p):
+    if attrs["log_target"]:
+        e = F.exp(t)
+        return -e, e * (t - x + 1.0)
+    return -t, F.log(t) + 1.0 - x
+
+
 kl_div = pointwise_loss(
-    "kl_div", _kl, _kl_d, reductions=REDUCTIONS + ("batchmean",),
+    "kl_div", _kl, _kl_d, reductions=REDUCTIONS + ("batchmean",), deriv_f=_f(_kl_f),
     doc="Kullback-Leibler divergence t (log t - x) of log-probabilities x from target t.")
 
 
@@ -267,6 +333,14 @@ def _bce_logits_d(x, t, p, attrs, need_t):
     return dx, dt, t * sp
 
 
+def _bce_logits_f(x, t, attrs, p):
+    if p is None:
+        return F.sigmoid(x) - t, -x
+    sp = F.softplus(-x)  # log(1 + exp(-x))
+    return (1.0 - t) - (1.0 + (p - 1.0) * t) * F.sigmoid(-x), (p - 1.0) * sp - x
+
+
 binary_cross_entropy_with_logits = pointwise_loss(
     "binary_cross_entropy_with_logits", _bce_logits, _bce_logits_d,
+    deriv_f=_f(_bce_logits_f, pos_weight=True),
     doc="Sigmoid + binary cross entropy in one stable op; pos_weight scales positive terms.")

@@ -270,3 +270,44 @@ def test_grid_sample_matches_torch(nd, mode, padding_mode, align_corners):
     _close(fx.grad, tx.grad, atol=1e-10)
     grid_grad = np.zeros(g.shape) if fg.grad is None else fg.grad.numpy()  # nearest: none
     np.testing.assert_allclose(grid_grad, tg.grad.numpy(), atol=1e-8)
+
+
+@pytest.mark.parametrize("name,kw", [("smooth_l1_loss", {"beta": 0.7}), ("kl_div", {}),
+                                     ("kl_div", {"log_target": True, "reduction": "batchmean"}),
+                                     ("binary_cross_entropy_with_logits", {}),
+                                     ("mse_loss", {"reduction": "sum"}), ("l1_loss", {}),
+                                     ("huber_loss", {"delta": 0.5})])
+def test_loss_double_backward_matches_torch(name, kw):
+    x, t = _rand(3, 4), RNG.uniform(0.1, 1.0, (3, 4))
+    fx, ft = flow.tensor(x, requires_grad=True), flow.tensor(t, requires_grad=True)
+    gx, gt = flow.autograd.grad(getattr(flow.nn.functional, name)(fx, ft, **kw), [fx, ft],
+                                create_graph=True)
+    u, v = _rand(3, 4), _rand(3, 4)
+    ddx, ddt = flow.autograd.grad([gx, gt], [fx, ft], [flow.tensor(u), flow.tensor(v)])
+    tx, tt = to_torch(x, requires_grad=True), to_torch(t, requires_grad=True)
+    tgx, tgt = torch.autograd.grad(getattr(TF, name)(tx, tt, **kw), [tx, tt], create_graph=True)
+    tdx, tdt = torch.autograd.grad([tgx, tgt], [tx, tt], [to_torch(u), to_torch(v)],
+                                   allow_unused=True)
+    zero = torch.zeros(3, 4, dtype=torch.float64)
+    _close(ddx, zero if tdx is None else torch.add(zero, tdx))  # (l1: torch's ZeroTensor)
+    _close(ddt, zero if tdt is None else torch.add(zero, tdt))
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_bce_with_logits_double_backward_with_weights(reduction):
+    x, t = _rand(3, 4), RNG.uniform(0, 1, (3, 4))
+    w, pw = RNG.uniform(0.5, 2, (4,)), RNG.uniform(1, 3, (4,))
+    fx, ft = flow.tensor(x, requires_grad=True), flow.tensor(t, requires_grad=True)
+    loss = flow.nn.BCEWithLogitsLoss(flow.tensor(w), pos_weight=flow.tensor(pw),
+                                     reduction=reduction)(fx, ft)
+    seed = _rand(*loss.shape)
+    gx, gt = flow.autograd.grad(loss, [fx, ft], flow.tensor(seed), create_graph=True)
+    u, v = _rand(3, 4), _rand(3, 4)
+    ddx, ddt = flow.autograd.grad([gx, gt], [fx, ft], [flow.tensor(u), flow.tensor(v)])
+    tx, tt = to_torch(x, requires_grad=True), to_torch(t, requires_grad=True)
+    tl = torch.nn.BCEWithLogitsLoss(to_torch(w), pos_weight=to_torch(pw),
+                                    reduction=reduction)(tx, tt)
+    tgx, tgt = torch.autograd.grad(tl, [tx, tt], to_torch(seed), create_graph=True)
+    tdx, tdt = torch.autograd.grad([tgx, tgt], [tx, tt], [to_torch(u), to_torch(v)])
+    _close(ddx, tdx)
+    _close(ddt, tdt)
