@@ -74,7 +74,7 @@ class Op:
     __slots__ = ("name", "doc", "infer_fn", "kernels", "grad_fn", "sbp_fn", "view_fn",
                  "mutates", "mutates_fn", "grad_uses_outputs", "random", "optional_outputs",
                  "elementwise", "alias_safe", "activation", "bias_act_epilogue", "bias_input",
-                 "add_to_output", "optimizer_update", "amp", "is_identity")
+                 "add_to_output", "optimizer_update", "amp", "is_identity", "kernel_cpu")
 
     def __init__(self, name: str, *, doc: str = "", mutates: tuple = (),
                  mutates_fn: Callable | None = None,
@@ -95,6 +95,8 @@ class Op:
         self.doc = doc
         self.infer_fn: Callable | None = None
         self.kernels: dict[str, Callable] = {}
+        # kernels["cpu"], kept in a slot as well: every eager op and act reads it
+        self.kernel_cpu: Callable | None = None
         self.grad_fn: Callable | None = None
         self.sbp_fn: Callable | None = None
         self.view_fn: Callable | None = None
@@ -112,11 +114,6 @@ class Op:
         self.optimizer_update = optimizer_update
         self.amp = amp
         self.is_identity = is_identity
-
-    @property
-    def kernel_cpu(self) -> Callable | None:
-        """The CPU kernel (``kernels["cpu"]``), or None."""
-        return self.kernels.get("cpu")
 
     def mutated_inputs(self, n_inputs: int, attrs: dict) -> tuple:
         """Indices of the inputs one call with ``n_inputs`` inputs and ``attrs`` writes in
@@ -171,6 +168,8 @@ class Op:
         """Set the kernel for ``device_type`` (decorator; registering again replaces it)."""
         def deco(fn):
             self.kernels[device_type] = fn
+            if device_type == "cpu":
+                self.kernel_cpu = fn
             return fn
         return deco
 
