@@ -48,7 +48,9 @@ def check_inplace(op: Op, inputs: list, out: list, metas: list, record: bool) ->
     for t in out:
         what = None
         if t.grad_fn is None and t.requires_grad:
-            what = "a leaf tensor"
+            # OneFlow lets an op none of whose inputs needs grad write into a leaf
+            # (``model.weight.copy_(array)`` outside no_grad()); PyTorch refuses
+            what = "a leaf tensor" if record else None
         else:
             # the tensor whose memory t views: eager views share their base's storage record
             # (a reshape that had to copy does not); lazy ones are followed through the view

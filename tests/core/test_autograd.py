@@ -343,15 +343,17 @@ def test_inplace_on_views_that_pytorch_allows():
     assert frozen.tolist() == [2.0, 2.0, 1.0]
 
 
-def test_leaf_written_by_an_op_whose_inputs_need_no_grad_raises():
+def test_leaf_written_by_an_op_whose_inputs_need_no_grad():
     x = _leaf([1.0, 2.0])
-    with pytest.raises(RuntimeError, match="copy_: a leaf tensor that requires grad"):
-        x.copy_(flow.zeros(2))  # copy_'s only input is the source
+    x.copy_(flow.zeros(2))  # OneFlow allows it (model.weight.copy_(array)); PyTorch raises
+    assert x.tolist() == [0.0, 0.0] and x.grad_fn is None and x.requires_grad
+    with pytest.raises(RuntimeError, match="a leaf tensor that requires grad"):
+        x.mul_(_leaf([2.0, 2.0]))  # an input needs grad: autograd would record the write
     with pytest.raises(RuntimeError, match="a view of a leaf tensor"):
         with flow.no_grad():
             v = x[:1]
         v.copy_(flow.zeros(1))  # a view made under no_grad(), written with grad mode on
-    assert x.tolist() == [1.0, 2.0]
+    assert x.tolist() == [0.0, 0.0]
 
 
 @pytest.mark.parametrize("name", ["slice_mul_", "setitem", "copy_", "view_of_view"])
