@@ -22,6 +22,7 @@ import socket
 
 import numpy as np
 
+from actorflow.distributed.world import world
 from actorflow.framework import dtype as dt
 from actorflow.framework.device import as_device
 from actorflow.tensor import Tensor
@@ -139,9 +140,13 @@ def _serialize(obj) -> tuple[bytes, list[np.ndarray]]:
     return len(text).to_bytes(8, "little") + text, chunks
 
 
-def save(obj, path) -> None:
+def save(obj, path, global_dst_rank: int | None = None) -> None:
     """Save tensors, state dicts and nested dict/list/tuple containers of tensors, numbers,
     strings, bools and None to ``path`` (a file name or a writable binary file object).
+
+    Global tensors need ``global_dst_rank``: every rank calls ``save``, each global tensor's
+    logical values are gathered, and only that rank writes the file (as plain tensors of the
+    logical values; ``path`` is ignored on the other ranks).
 
     Writing to a path is atomic: a temporary file ``.<name>.<host>.<pid>.<random>.tmp`` in the
     same directory is written, flushed to disk and renamed over ``path``. A writer killed
@@ -150,6 +155,13 @@ def save(obj, path) -> None:
     the mode new files get under the process's umask (``0o666 & ~umask``), like ``open``.
     Parameters are stored as their values; a leaf tensor that requires grad keeps that flag.
     """
+    if global_dst_rank is not None:
+        obj = _gathered(obj, _check_dst(global_dst_rank), {})
+        if world().rank != global_dst_rank:
+            return
+    elif _holds_global(obj, 0):
+        raise ValueError("save: the object holds global tensors; give global_dst_rank (the "
+                         "rank that writes the file) and call save on every rank")
     head, chunks = _serialize(obj)
     if hasattr(path, "write"):
         path.write(head)
@@ -176,6 +188,49 @@ def save(obj, path) -> None:
             pass
         raise
     _fsync_dir(directory)
+
+
+def _check_dst(rank) -> int:
+    n = world().size
+    if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or not 0 <= rank < n:
+        raise ValueError(f"save: global_dst_rank must be a rank in [0, {n - 1}], got {rank!r}")
+    return int(rank)
+
+
+def _holds_global(obj, depth: int) -> bool:
+    if isinstance(obj, Tensor):
+        return obj.is_global
+    if depth < MAX_DEPTH and isinstance(obj, (dict, list, tuple)):
+        values = obj.values() if isinstance(obj, dict) else obj
+        return any(_holds_global(v, depth + 1) for v in values)
+    return False
+
+
+def _gathered(obj, dst: int, memo: dict, depth: int = 0):
+    """``obj`` with every global tensor replaced by a local tensor of its logical values
+    (a collective over each tensor's placement: every rank walks the same structure)."""
+    if isinstance(obj, Tensor):
+        if not obj.is_global:
+            return obj
+        if id(obj) not in memo:
+            arr = np.array(obj._array())
+            t = Tensor._wrap(arr, obj.dtype)
+            if obj.requires_grad and obj.is_leaf and type(obj) is Tensor:
+                t.requires_grad = True
+            memo[id(obj)] = t
+        return memo[id(obj)]
+    if depth >= MAX_DEPTH:
+        return obj  # encode reports the nesting
+    if isinstance(obj, dict):
+        out = type(obj)() if isinstance(obj, collections.OrderedDict) else {}
+        for k, v in obj.items():
+            out[k] = _gathered(v, dst, memo, depth + 1)
+        return out
+    if isinstance(obj, list):
+        return [_gathered(v, dst, memo, depth + 1) for v in obj]
+    if isinstance(obj, tuple):
+        return tuple(_gathered(v, dst, memo, depth + 1) for v in obj)
+    return obj
 
 
 # ---- temporary files of save ------------------------------------------------------------------

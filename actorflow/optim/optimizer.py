@@ -366,9 +366,12 @@ def _is_int(key) -> bool:
 
 def _load_state_value(target: Tensor, name: str, value):
     """A copy of a saved state value for ``target``: float tensors take its dtype and must have
-    its shape (0-d entries such as ``step`` excepted); numbers named ``step`` become tensors."""
+    its shape (0-d entries such as ``step`` excepted); numbers named ``step`` become tensors.
+    For a global ``target`` the (logical) value is laid out like it: state of its shape with
+    its sbp, 0-d entries broadcast, on its placement."""
     if name == "step" and not isinstance(value, Tensor):
-        return Tensor._wrap(np.array(int(value), dtype=np.int64), dt.int64)
+        out = Tensor._wrap(np.array(int(value), dtype=np.int64), dt.int64)
+        return _like_placement(out, target)
     if not isinstance(value, Tensor):
         return value
     arr = value._array()
@@ -376,8 +379,11 @@ def _load_state_value(target: Tensor, name: str, value):
         if tuple(arr.shape) != tuple(target._shape):
             raise ValueError(f"load_state_dict: state {name!r} has shape {tuple(arr.shape)}, but "
                              f"its parameter has shape {tuple(target._shape)}")
-        return Tensor._wrap(np.array(arr, dtype=target.dtype.np, copy=True), target.dtype)
-    return Tensor._wrap(np.array(arr, copy=True), value.dtype)
+        out = Tensor._wrap(np.array(arr, dtype=target.dtype.np, copy=True), target.dtype)
+        if is_global(target):
+            return from_full(out, target._h.placement, target._h.sbp)
+        return out
+    return _like_placement(Tensor._wrap(np.array(arr, copy=True), value.dtype), target)
 
 
 
