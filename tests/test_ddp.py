@@ -88,3 +88,30 @@ def test_ddp_trains_like_one_process_and_like_global_tensors(n):
     assert code == 0, out
     for r in range(n):
         assert f"OK rank {r}" in out, out
+
+
+@needs_mpi
+@pytest.mark.timeout(300)
+def test_gpt_example_data_parallel_gives_the_one_process_losses(tmp_path):
+    import json
+
+    from examples import gpt
+
+    code, secs, out = run_ranks(2, "gpt_ddp.py", str(tmp_path), timeout=280)
+    assert code == 0, out
+    with open(tmp_path / "losses.json") as f:
+        got = json.load(f)
+    args = gpt.build_parser().parse_args(
+        ["--mode", "eager", "--steps", "4", "--batch-size", "4", "--block-size", "16",
+         "--n-embd", "16", "--n-layer", "1", "--n-head", "2", "--schedule-steps", "4",
+         "--sample-len", "10", "--no-progress", "--out", str(tmp_path / "one")])
+    want = gpt.train(args)
+    np.testing.assert_allclose(got["losses"], want["losses"], rtol=1e-5)
+    # the checkpoint rank 0 wrote holds the one-process parameters (AdamW moves each weight
+    # by about lr = 3e-3 a step whatever its gradient's size, so float32 rounding of a tiny
+    # gradient may show up to a few 1e-6)
+    a = flow.load(tmp_path / "run" / "checkpoint.safetensors")["model"]
+    b = flow.load(tmp_path / "one" / "checkpoint.safetensors")["model"]
+    assert list(a) == list(b)
+    for k in b:
+        np.testing.assert_allclose(a[k].numpy(), b[k].numpy(), rtol=1e-4, atol=1e-4)
