@@ -483,7 +483,7 @@ class Module:
                 p.grad = None
             else:
                 with no_grad():
-                    p.grad.copy_(0)
+                    p.grad.zero_()
 
     def _apply(self, fn: Callable[[Tensor], Tensor]) -> "Module":
         """Replace every parameter's and buffer's values with ``fn(values)``, keeping the

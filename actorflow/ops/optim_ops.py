@@ -443,6 +443,14 @@ def _(inputs, attrs):
     return []
 
 
+@clip_grad_by_norm.sbp
+def _(inputs, attrs):
+    # a scaling by one broadcast factor: split or partial-sum gradients scale shard by shard
+    g = inputs[0].sbp[0].attr()
+    if g != B:
+        yield Sig((g, B), ())
+
+
 @clip_grad_by_norm.kernel("cpu")
 def _(ins, outs, attrs):
     g = ins[0]
@@ -462,6 +470,13 @@ def _(inputs, attrs):
     if not inputs[0].dtype.is_floating_point:
         fail("clip_grad_by_value", f"expected a floating point gradient, got {inputs[0].dtype}")
     return []
+
+
+@clip_grad_by_value.sbp
+def _(inputs, attrs):
+    g = inputs[0].sbp[0].attr()  # elementwise, but not linear: a split gradient only
+    if g[0] == "S":
+        yield Sig((g,), ())
 
 
 @clip_grad_by_value.kernel("cpu")

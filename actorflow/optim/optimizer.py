@@ -276,7 +276,7 @@ class Optimizer:
                 if isinstance(g._h, EagerBlob) and not g._h.raw.flags.writeable:
                     g = g.clone()
                 with no_grad():
-                    g.copy_(0.0)
+                    g.zero_()
                 p.grad = g
 
     def clip_grad(self, error_if_nonfinite: bool = False) -> None:

@@ -81,6 +81,29 @@ for name, make_opt in OPTIMS:
     np.testing.assert_allclose(results[0], results[1], rtol=1e-5, atol=1e-6,
                                err_msg=f"rank {r}: {name} on split(0)")
 
+# LBFGS (tensor ops on the flattened parameters), gradient clipping and zero_grad in place
+A = rng.standard_normal((N, 3)).astype(np.float32)
+results = []
+for glob_ in (True, False):
+    pkw = dict(placement=PL, sbp=B) if glob_ else {}
+    dkw = dict(placement=PL, sbp=S0) if glob_ else {}
+    w = flow.tensor(np.full(3, 0.1, np.float32), requires_grad=True, **pkw)
+    a, t = flow.tensor(A, **dkw), flow.tensor(T[:, 0], **dkw)
+    opt = flow.optim.LBFGS([w], lr=0.5, max_iter=2)  # short of the flat optimum
+
+    def closure(opt=opt, a=a, w=w, t=t):
+        opt.zero_grad(set_to_none=False)
+        loss = ((a @ w - t) ** 2).sum() / N
+        loss.backward()
+        flow.nn.utils.clip_grad_norm_([w], 0.5)  # clips the first steps
+        return loss
+    for _ in range(2):
+        opt.step(closure)
+    assert w.is_global == glob_
+    results.append(w.numpy())
+np.testing.assert_allclose(results[0], results[1], rtol=1e-4, atol=1e-5,
+                           err_msg=f"rank {r}: LBFGS")
+
 # LAMB on a split parameter says why it can't
 p = flow.tensor(init[0], placement=PL, sbp=S0, requires_grad=True)
 opt = flow.optim.LAMB([p], lr=0.1)
