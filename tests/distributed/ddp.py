@@ -1,6 +1,8 @@
 """Run under ``mpiexec -n N``: DistributedDataParallel trains like one process on the full
 global batch and like the global-tensor data-parallel model; no_sync accumulates; rank 0's
 parameters and buffers are broadcast; an unused parameter is reported. Prints ``OK rank R``."""
+import os
+
 import numpy as np
 
 import actorflow as flow
@@ -106,5 +108,21 @@ try:
     raise AssertionError("expected the unused parameters to be reported")
 except RuntimeError as e:
     assert "got none" in str(e), e
+# overlap (async VM only): the first bucket (the last layer's gradients, ready early in
+# backward) is flattened on the communication worker while worker 0 still computes the rest
+if os.environ.get("ACTORFLOW_EAGER_BLOCKING") != "1":
+    flow.manual_seed(0)
+    big = flow.nn.Sequential(*[flow.nn.Linear(512, 512) for _ in range(6)])
+    ddp = DDP(big, bucket_size=2)
+    xb = flow.randn(256, 512)
+    for _ in range(2):
+        big.zero_grad()
+        with flow.profiler.profile() as prof:
+            ddp(xb).square().mean().backward()
+            flow.synchronize()
+    ins = prof.instructions()
+    cats = [e["start"] for e in ins if e["thread"].endswith("comm") and e["name"] == "cat"]
+    compute = [e["start"] for e in ins if e["thread"].endswith("worker-0")]
+    assert len(cats) == 6 and min(cats) < max(compute), (cats, max(compute))
 flow.synchronize()
 print(f"OK rank {r}", flush=True)
