@@ -417,6 +417,8 @@ class Module:
             if target.is_global and value.is_local:
                 # a logical (loaded) value: each rank keeps its shard of the target's layout
                 value = _global_like(value, target)
+            elif target.is_local and value.is_global:  # its logical values (a collective)
+                value = Tensor._wrap(value.numpy(), value.dtype)
             with no_grad():
                 target.copy_(value)
 

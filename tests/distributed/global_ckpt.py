@@ -79,6 +79,38 @@ local.load_state_dict(loaded)
 for k, v in local.state_dict().items():
     np.testing.assert_array_equal(v.numpy(), logical[k])
 
+# load(global_src_rank=1): only rank 1 reads (the path exists on rank 1 only), every tensor
+# comes back broadcast on all ranks; modules and optimizers take it whatever their layout
+mine = os.path.join(DIR, f"model_dst1_rank{r}.af")
+g = flow.load(mine, global_src_rank=1)
+for k, v in g.items():
+    assert v.is_global and v.sbp == (B,) and v.placement == PL, (k, v.sbp)
+    np.testing.assert_array_equal(v.numpy(), logical[k], err_msg=f"rank {r}: {k}")
+net3 = model(3)
+opt3 = flow.optim.Adam(net3.parameters(), lr=0.05)
+net3.load_state_dict(g)
+opt3.load_state_dict(flow.load(mine + ".opt", global_src_rank=1))
+for (k, p), sbp in zip(net3.named_parameters(), LAYOUT):
+    assert p.sbp == (sbp,), (k, p.sbp)
+local2 = flow.nn.Sequential(flow.nn.Linear(5, 7), flow.nn.ReLU(), flow.nn.Linear(7, 3))
+local2.load_state_dict(g)
+for k, v in local2.state_dict().items():
+    assert v.is_local
+    np.testing.assert_array_equal(v.numpy(), logical[k])
+net4 = model(4)
+opt4 = flow.optim.Adam(net4.parameters(), lr=0.05)
+net4.load_state_dict(loaded)
+opt4.load_state_dict(flow.load(path + ".opt"))
+train(net3, opt3, 2)
+train(net4, opt4, 2)
+for (k, a), b in zip(net3.named_parameters(), net4.parameters()):
+    np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=f"rank {r}: {k} (src load)")
+try:
+    flow.load(os.path.join(DIR, "missing.af"), global_src_rank=1)
+    raise AssertionError("a missing file on the source rank should raise on every rank")
+except OSError as e:
+    assert "rank 1 could not read" in str(e), e
+
 try:
     flow.save(net.state_dict(), os.path.join(DIR, f"nodst{r}.af"))
     raise AssertionError("saving global tensors without global_dst_rank should raise")
