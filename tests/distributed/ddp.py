@@ -1,6 +1,7 @@
 """Run under ``mpiexec -n N``: DistributedDataParallel trains like one process on the full
 global batch and like the global-tensor data-parallel model; no_sync accumulates; rank 0's
 parameters and buffers are broadcast; an unused parameter is reported. Prints ``OK rank R``."""
+import gc
 import os
 
 import numpy as np
@@ -86,6 +87,16 @@ solo = model(8)
 nnf.cross_entropy(solo(flow.tensor(X[0][mine])), flow.tensor(Y[0][mine])).backward()
 for a, b in zip(local, solo.parameters()):
     np.testing.assert_allclose(a, b.grad.numpy(), rtol=1e-6, atol=1e-7)
+
+# a dropped wrapper stops averaging: the module's gradients are this rank's own again
+net, solo = model(8), model(8)
+ddp = DDP(net)
+del ddp
+gc.collect()
+nnf.cross_entropy(net(flow.tensor(X[0][mine])), flow.tensor(Y[0][mine])).backward()
+nnf.cross_entropy(solo(flow.tensor(X[0][mine])), flow.tensor(Y[0][mine])).backward()
+for a, b in zip(net.parameters(), solo.parameters()):
+    np.testing.assert_array_equal(a.grad.numpy(), b.grad.numpy())
 
 # buffers: rank 0's are broadcast at construction and before each forward
 bn = flow.nn.BatchNorm1d(D)

@@ -17,6 +17,7 @@ is reported at the next forward, as PyTorch does without ``find_unused_parameter
 from __future__ import annotations
 
 import contextlib
+import weakref
 
 import actorflow.functional as F
 from actorflow import vm
@@ -86,13 +87,16 @@ class DistributedDataParallel(Module):
                 _comm().broadcast(b, 0)
 
     def _hook(self, bucket: _Bucket, param):
+        ref = weakref.ref(self)  # a wrapper that was dropped stops reducing
+
         def hook(grad):
-            if not self._sync or self._world == 1:
+            me = ref()
+            if me is None or not me._sync or me._world == 1:
                 return None
             bucket.ready.add(id(param))
             if len(bucket.ready) == len(bucket.params):
                 bucket.ready.clear()
-                _reduce(bucket.params, self._world)
+                _reduce(bucket.params, me._world)
             return None
 
         return hook
