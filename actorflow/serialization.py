@@ -22,8 +22,12 @@ import socket
 
 import numpy as np
 
+from actorflow.dispatch.global_tensor import from_full
+from actorflow.distributed import groups
+from actorflow.distributed.world import world
 from actorflow.framework import dtype as dt
 from actorflow.framework.device import as_device
+from actorflow.framework.placement import SbpParallel, placement
 from actorflow.tensor import Tensor
 
 _STRUCT_KEY = "actorflow.structure"
@@ -139,9 +143,13 @@ def _serialize(obj) -> tuple[bytes, list[np.ndarray]]:
     return len(text).to_bytes(8, "little") + text, chunks
 
 
-def save(obj, path) -> None:
+def save(obj, path, global_dst_rank: int | None = None) -> None:
     """Save tensors, state dicts and nested dict/list/tuple containers of tensors, numbers,
     strings, bools and None to ``path`` (a file name or a writable binary file object).
+
+    Global tensors need ``global_dst_rank``: every rank calls ``save``, each global tensor's
+    logical values are gathered, and only that rank writes the file (as plain tensors of the
+    logical values; ``path`` is ignored on the other ranks).
 
     Writing to a path is atomic: a temporary file ``.<name>.<host>.<pid>.<random>.tmp`` in the
     same directory is written, flushed to disk and renamed over ``path``. A writer killed
@@ -150,6 +158,13 @@ def save(obj, path) -> None:
     the mode new files get under the process's umask (``0o666 & ~umask``), like ``open``.
     Parameters are stored as their values; a leaf tensor that requires grad keeps that flag.
     """
+    if global_dst_rank is not None:
+        obj = _gathered(obj, _check_rank("save", "global_dst_rank", global_dst_rank), {})
+        if world().rank != global_dst_rank:
+            return
+    elif _holds_global(obj, 0):
+        raise ValueError("save: the object holds global tensors; give global_dst_rank (the "
+                         "rank that writes the file) and call save on every rank")
     head, chunks = _serialize(obj)
     if hasattr(path, "write"):
         path.write(head)
@@ -176,6 +191,49 @@ def save(obj, path) -> None:
             pass
         raise
     _fsync_dir(directory)
+
+
+def _check_rank(fn: str, name: str, rank) -> int:
+    n = world().size
+    if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or not 0 <= rank < n:
+        raise ValueError(f"{fn}: {name} must be a rank in [0, {n - 1}], got {rank!r}")
+    return int(rank)
+
+
+def _holds_global(obj, depth: int) -> bool:
+    if isinstance(obj, Tensor):
+        return obj.is_global
+    if depth < MAX_DEPTH and isinstance(obj, (dict, list, tuple)):
+        values = obj.values() if isinstance(obj, dict) else obj
+        return any(_holds_global(v, depth + 1) for v in values)
+    return False
+
+
+def _gathered(obj, dst: int, memo: dict, depth: int = 0):
+    """``obj`` with every global tensor replaced by a local tensor of its logical values
+    (a collective over each tensor's placement: every rank walks the same structure)."""
+    if isinstance(obj, Tensor):
+        if not obj.is_global:
+            return obj
+        if id(obj) not in memo:
+            arr = np.array(obj._array())
+            t = Tensor._wrap(arr, obj.dtype)
+            if obj.requires_grad and obj.is_leaf and type(obj) is Tensor:
+                t.requires_grad = True
+            memo[id(obj)] = t
+        return memo[id(obj)]
+    if depth >= MAX_DEPTH:
+        return obj  # encode reports the nesting
+    if isinstance(obj, dict):
+        out = type(obj)() if isinstance(obj, collections.OrderedDict) else {}
+        for k, v in obj.items():
+            out[k] = _gathered(v, dst, memo, depth + 1)
+        return out
+    if isinstance(obj, list):
+        return [_gathered(v, dst, memo, depth + 1) for v in obj]
+    if isinstance(obj, tuple):
+        return tuple(_gathered(v, dst, memo, depth + 1) for v in obj)
+    return obj
 
 
 # ---- temporary files of save ------------------------------------------------------------------
@@ -416,7 +474,7 @@ def _decode(node, tensors: dict, where: str, depth: int = 0):
     raise bad(f"unknown entry kind {str(kind)[:40]!r}")
 
 
-def load(path, map_location=None):
+def load(path, map_location=None, global_src_rank: int | None = None):
     """Load what ``save`` wrote to ``path`` (a file name or a readable binary file object).
 
     Any safetensors file loads; one without actorflow's structure metadata comes back as an
@@ -425,9 +483,29 @@ def load(path, map_location=None):
     covering the data, bad structure metadata) raises ``ValueError`` naming the file and the
     problem. Tensors come back as plain tensors (not Parameters).
     ``map_location`` may name the CPU (the only device).
+
+    With ``global_src_rank`` (every rank calls ``load``): only that rank reads ``path``, its
+    bytes are broadcast, and every tensor comes back global, broadcast on all ranks (OneFlow's
+    way to load a checkpoint that only one rank can read).
     """
     if map_location is not None:
         as_device(map_location)
+    if global_src_rank is None:
+        return _load_bytes(*_read(path))
+    src = _check_rank("load", "global_src_rank", global_src_rank)
+    got = None
+    if world().rank == src:
+        try:
+            got = ("ok", *_read(path))
+        except (OSError, TypeError) as e:  # every rank raises, none waits
+            got = ("error", f"load: rank {src} could not read {path!r}: {e}", None)
+    kind, data, where = groups.bcast_object(got, src, "load (global_src_rank)")
+    if kind == "error":
+        raise OSError(data)
+    return _globalized(_load_bytes(data, where), placement.all("cpu"), {})
+
+
+def _read(path) -> tuple[bytes, str]:
     if hasattr(path, "read"):
         data = path.read()
         where = repr(getattr(path, "name", type(path).__name__))
@@ -441,6 +519,10 @@ def load(path, map_location=None):
     if not isinstance(data, bytes):
         raise TypeError(f"load: {where} gave {type(data).__name__}, not bytes; open the file "
                         f"in binary mode")
+    return data, where
+
+
+def _load_bytes(data: bytes, where: str):
     try:
         tensors, meta = _parse(data, where)
         text = meta.get(_STRUCT_KEY)
@@ -453,6 +535,28 @@ def load(path, map_location=None):
     except (TypeError, KeyError, IndexError, AttributeError, OverflowError,
             RecursionError) as e:  # a malformation no check above names
         raise _invalid(where, f"{type(e).__name__}: {e}") from e
+
+
+def _globalized(obj, pl: placement, memo: dict):
+    """``obj`` with every tensor made global, broadcast on ``pl`` (each rank holds the same
+    values already: nothing moves)."""
+    if isinstance(obj, Tensor):
+        if id(obj) not in memo:
+            g = from_full(obj, pl, (SbpParallel.from_attr(("B",)),))
+            if obj.requires_grad:
+                g.requires_grad = True
+            memo[id(obj)] = g
+        return memo[id(obj)]
+    if isinstance(obj, dict):
+        out = type(obj)() if isinstance(obj, collections.OrderedDict) else {}
+        for k, v in obj.items():
+            out[k] = _globalized(v, pl, memo)
+        return out
+    if isinstance(obj, list):
+        return [_globalized(v, pl, memo) for v in obj]
+    if isinstance(obj, tuple):
+        return tuple(_globalized(v, pl, memo) for v in obj)
+    return obj
 
 
 __all__ = ["save", "load"]

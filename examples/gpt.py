@@ -7,6 +7,7 @@ sample and saves a checkpoint that ``--resume`` continues from.
     python examples/gpt.py                      # a short default run (nn.Graph, actor runtime)
     python examples/gpt.py --mode eager         # the same training step run eagerly
     python examples/gpt.py --steps 2000 --data my.txt --out runs/gpt
+    mpiexec -n 2 python examples/gpt.py --mode eager   # data parallel (DDP), same global batch
 
 In graph mode the run also writes the compiled Plan (``plan.dot``, and ``plan.svg`` where
 Graphviz is installed) and a Chrome trace of a few training steps on the actor runtime
@@ -218,6 +219,12 @@ def train(args) -> dict:
     """Train per ``args``; returns a summary (losses, entropy, sample, checkpoint path)."""
     from tqdm import tqdm
 
+    rank, world = flow.env.get_rank(), flow.env.get_world_size()
+    if world > 1 and args.mode != "eager":
+        raise ValueError("several processes train data parallel in eager mode: pass --mode eager")
+    if args.batch_size % world:
+        raise ValueError(f"--batch-size {args.batch_size} is not divisible by the {world} "
+                         f"processes (each takes an equal share of the global batch)")
     flow.manual_seed(args.seed)
     text = load_text(args.data)
     codec = CharCodec(text)
@@ -241,8 +248,12 @@ def train(args) -> dict:
         start = state["step"]
         flow.set_rng_state(state["rng"])
     graph = TrainGraph(model, opt, sched) if args.mode == "graph" else None
+    # several processes: rank 0's weights everywhere, gradients averaged across the ranks
+    step_model = nn.parallel.DistributedDataParallel(model) if world > 1 else model
+    share = args.batch_size // world
     losses = []
-    bar = tqdm(range(start, start + args.steps), disable=args.no_progress, unit="step",
+    bar = tqdm(range(start, start + args.steps), disable=args.no_progress or rank > 0,
+               unit="step",
                desc=f"gpt ({args.mode})")
     t0 = time.perf_counter()
     tokens = 0
@@ -255,12 +266,18 @@ def train(args) -> dict:
         if graph is not None:
             loss = graph(x, y)  # updates model, optimizer state and schedule in place
         else:
-            _, loss = model(x, y)
+            # every rank draws the same global batch and trains on its share of the rows
+            rows = slice(rank * share, (rank + 1) * share)
+            _, loss = step_model(x[rows], y[rows])
             opt.zero_grad()
             loss.backward()
             opt.clip_grad()
             opt.step()
             sched.step()
+        if world > 1:  # the global batch's loss: the mean of the ranks' (equal shares)
+            loss = loss.detach().clone()
+            flow.comm.all_reduce(loss)
+            loss = loss / world
         losses.append(loss.item())
         tokens += x.numel()
         if prof is not None and i == args.trace_steps:
@@ -277,9 +294,12 @@ def train(args) -> dict:
     if graph is not None:
         graph.close()
     os.makedirs(args.out, exist_ok=True)
-    flow.save({"model": model.state_dict(), "optimizer": opt.state_dict(),
-               "scheduler": sched.state_dict(), "step": start + args.steps,
-               "rng": flow.get_rng_state()}, ckpt)
+    if rank == 0:  # the ranks hold the same model and optimizer state
+        flow.save({"model": model.state_dict(), "optimizer": opt.state_dict(),
+                   "scheduler": sched.state_dict(), "step": start + args.steps,
+                   "rng": flow.get_rng_state()}, ckpt)
+    if world > 1:
+        flow.comm.barrier()  # a --resume right after finds the file
     model.eval()
     prompt = flow.from_numpy(codec.encode("\n")[None, :])
     sample = codec.decode(model.generate(prompt, args.sample_len)[0].numpy())
@@ -315,6 +335,8 @@ def write_graph_artifacts(graph, prof, out: str) -> dict:
 def main(argv=None) -> None:
     args = build_parser().parse_args(argv)
     res = train(args)
+    if flow.env.get_rank() > 0:
+        return
     tail = res["losses"][-20:]
     print(f"unigram entropy of the text: {res['entropy']:.3f} nats; "
           f"final loss (mean of last {len(tail)} steps): {sum(tail) / len(tail):.3f}; "

@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterator
 
 from actorflow import scope
 from actorflow.autograd import no_grad
+from actorflow.dispatch.global_tensor import from_full
 from actorflow.dispatch.lazy import current_tracer
 from actorflow.framework import dtype as dt
 from actorflow.framework.device import as_device
@@ -413,6 +414,11 @@ class Module:
                                   f"{tuple(value._shape)} from checkpoint, the shape in current "
                                   f"model is {tuple(target._shape)}.")
                 continue
+            if target.is_global and value.is_local:
+                # a logical (loaded) value: each rank keeps its shard of the target's layout
+                value = _global_like(value, target)
+            elif target.is_local and value.is_global:  # its logical values (a collective)
+                value = Tensor._wrap(value.numpy(), value.dtype)
             with no_grad():
                 target.copy_(value)
 
@@ -479,7 +485,7 @@ class Module:
                 p.grad = None
             else:
                 with no_grad():
-                    p.grad.copy_(0)
+                    p.grad.zero_()
 
     def _apply(self, fn: Callable[[Tensor], Tensor]) -> "Module":
         """Replace every parameter's and buffer's values with ``fn(values)``, keeping the
@@ -567,6 +573,12 @@ class Module:
         head = self.extra_repr().split("\n") if self.extra_repr() else []
         children = [f"({key}): {_indent(repr(mod), 2)}" for key, mod in self._modules.items()]
         return _format_repr(self._get_name(), head, children)
+
+
+def _global_like(value: Tensor, target: Tensor) -> Tensor:
+    """Local ``value`` (the logical tensor, the same on every rank) laid out like global
+    ``target``: its placement and sbp; no transfer."""
+    return from_full(value.to(target.dtype), target.placement, target.sbp)
 
 
 def _format_repr(name: str, extra: list, children: list) -> str:

@@ -16,7 +16,7 @@ from actorflow.ops._common import (
     F, HALF_DTYPES, blas_sum, broadcast_shapes, copy_reshaped, in_float32, promote,
 )
 from actorflow.ops.int_scalars import is_int_scalar, check_int_scalar, int_scalar
-from actorflow.ops.boxing import elementwise_rule, linear_rule
+from actorflow.ops.boxing import Sig, elementwise_rule, linear_rule
 from actorflow.ops.registry import Meta, fail, register
 
 # ---- broadcasting helpers ---------------------------------------------------------------------
@@ -152,6 +152,9 @@ def _(inputs, attrs):
 @copy.kernel("cpu")
 def _(ins, outs, attrs):
     np.copyto(outs[0], ins[0])
+
+
+copy.sbp(linear_rule)  # shard by shard (copy_ into a split tensor, clone keeps the layout)
 
 
 @copy.grad
@@ -703,6 +706,14 @@ def _(inputs, attrs):
 def _(ins, outs, attrs):
     out = outs[0]
     np.copyto(out, np.asarray(int_scalar(attrs["value"], out.dtype)), casting="unsafe")
+
+
+@fill.sbp
+def _(inputs, attrs):
+    # every shard of a split tensor takes the value; partial sums only for 0 (zero_)
+    x = inputs[0].sbp[0].attr()
+    if x[0] == "S" or (x == ("P",) and attrs["value"] == 0):
+        yield Sig((x,), (x,))
 
 
 @fill.grad

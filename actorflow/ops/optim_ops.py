@@ -29,6 +29,7 @@ import math
 import numpy as np
 
 from actorflow.framework import dtype as dt
+from actorflow.ops.boxing import B, Sig
 from actorflow.ops.registry import Meta, fail, register
 
 
@@ -82,6 +83,19 @@ def _update_op(name: str, mutates: tuple, has_step: bool, n_state, doc: str, *,
             inputs = _check_skip_flag(name, inputs)
         _check_update(name, inputs, has_step, n_state(attrs))
         return []
+
+    @op.sbp
+    def _(inputs, attrs):
+        # on global tensors: an elementwise update runs on the shards of a split parameter,
+        # its gradient and state laid out alike, lr/step/skip flag broadcast (a broadcast
+        # parameter takes the all-broadcast signature every op has)
+        p = inputs[0].sbp[0].attr()
+        if not elementwise or p[0] != "S":
+            return
+        n_fixed = 4 if has_step else 3
+        n_flag = 1 if attrs.get("skip_if", False) else 0
+        yield Sig((p, p) + (B,) * (n_fixed - 2) + (p,) * (len(inputs) - n_fixed - n_flag)
+                  + (B,) * n_flag, ())
 
     _UPDATE_OPS.append(op)
     return op
@@ -429,6 +443,14 @@ def _(inputs, attrs):
     return []
 
 
+@clip_grad_by_norm.sbp
+def _(inputs, attrs):
+    # a scaling by one broadcast factor: split or partial-sum gradients scale shard by shard
+    g = inputs[0].sbp[0].attr()
+    if g != B:
+        yield Sig((g, B), ())
+
+
 @clip_grad_by_norm.kernel("cpu")
 def _(ins, outs, attrs):
     g = ins[0]
@@ -448,6 +470,13 @@ def _(inputs, attrs):
     if not inputs[0].dtype.is_floating_point:
         fail("clip_grad_by_value", f"expected a floating point gradient, got {inputs[0].dtype}")
     return []
+
+
+@clip_grad_by_value.sbp
+def _(inputs, attrs):
+    g = inputs[0].sbp[0].attr()  # elementwise, but not linear: a split gradient only
+    if g[0] == "S":
+        yield Sig((g,), ())
 
 
 @clip_grad_by_value.kernel("cpu")

@@ -18,7 +18,7 @@ def _check_betas(betas) -> None:
 
 def _moments(state: dict, param: Tensor) -> None:
     if "step" not in state:
-        state["step"] = step_state()
+        state["step"] = step_state(param)
     if "exp_avg" not in state:
         state["exp_avg"] = zeros_state(param)
     if "exp_avg_sq" not in state:

@@ -71,7 +71,7 @@ class Adagrad(Optimizer):
     def _update(self, param: Tensor, grad: Tensor, lr: Tensor, attrs: dict, group: dict) -> None:
         state = self.state[param]
         if "step" not in state:
-            state["step"] = step_state()
+            state["step"] = step_state(param)
         if "sum" not in state:
             state["sum"] = zeros_state(param, float(group["initial_accumulator_value"]))
         self._apply_update(_ADAGRAD, [param, grad, lr, state["step"], state["sum"]], attrs)

@@ -25,7 +25,9 @@ import numpy as np
 
 from actorflow.autograd.grad_mode import enable_grad, no_grad
 from actorflow.dispatch import apply
+from actorflow.dispatch.global_tensor import from_full, is_global, wrap
 from actorflow.framework import dtype as dt
+from actorflow.framework.placement import SbpParallel
 from actorflow.ops import registry
 from actorflow.tensor import EagerBlob, Tensor, bump_state_generation
 
@@ -46,13 +48,31 @@ required = _Required()
 
 def zeros_state(param: Tensor, fill: float = 0.0) -> Tensor:
     """A new state tensor shaped and typed like ``param`` (only its metadata is read, so a lazy
-    parameter works too)."""
+    parameter works too); for a global parameter, a global tensor with its placement and sbp
+    (each rank fills its own shard, nothing moves)."""
+    if is_global(param):
+        h = param._h
+        local = None
+        if h.local is not None:
+            local = Tensor._wrap(np.full(tuple(h.local._shape), fill, dtype=param.dtype.np),
+                                 param.dtype)
+        return wrap(local, h.placement, h.sbp, param._shape, param.dtype)
     return Tensor._wrap(np.full(tuple(param._shape), fill, dtype=param.dtype.np), param.dtype)
 
 
-def step_state() -> Tensor:
-    """A new 0-d int64 step counter (the update ops increment it)."""
-    return Tensor._wrap(np.zeros((), dtype=np.int64), dt.int64)
+def step_state(param: Tensor | None = None) -> Tensor:
+    """A new 0-d int64 step counter (the update ops increment it); broadcast on the placement
+    of a global ``param``."""
+    step = Tensor._wrap(np.zeros((), dtype=np.int64), dt.int64)
+    return _like_placement(step, param)
+
+
+def _like_placement(t: Tensor, param: Tensor | None) -> Tensor:
+    """Local ``t`` (the same value on every rank) as a broadcast tensor on the placement of a
+    global ``param``; ``t`` itself otherwise."""
+    if param is None or not is_global(param):
+        return t
+    return from_full(t, param._h.placement, (SbpParallel.from_attr(("B",)),))
 
 
 class ContiguousParams:
@@ -67,6 +87,9 @@ class ContiguousParams:
     def __init__(self, params: list):
         by_dtype: dict = {}
         for p in params:
+            if is_global(p):
+                raise ValueError("contiguous_params: global parameters can't share a flat "
+                                 "buffer; use contiguous_params=False")
             if p.requires_grad:
                 by_dtype.setdefault(p.dtype, []).append(p)
         self.buffers = []  # (buffer, grad buffer, [(param, flat view of the grad buffer)])
@@ -207,6 +230,9 @@ class Optimizer:
         """Issue update ``op`` on ``inputs`` (param, grad, lr, state...), or collect it while
         ``step()`` batches a group's updates."""
         batch = self._batch
+        if is_global(inputs[0]) and not is_global(inputs[2]):
+            # the group's lr, broadcast on the parameter's placement
+            inputs = inputs[:2] + [_like_placement(inputs[2], inputs[0])] + inputs[3:]
         if batch is None:
             apply(op, inputs, attrs)
         else:
@@ -250,7 +276,7 @@ class Optimizer:
                 if isinstance(g._h, EagerBlob) and not g._h.raw.flags.writeable:
                     g = g.clone()
                 with no_grad():
-                    g.copy_(0.0)
+                    g.zero_()
                 p.grad = g
 
     def clip_grad(self, error_if_nonfinite: bool = False) -> None:
@@ -340,9 +366,12 @@ def _is_int(key) -> bool:
 
 def _load_state_value(target: Tensor, name: str, value):
     """A copy of a saved state value for ``target``: float tensors take its dtype and must have
-    its shape (0-d entries such as ``step`` excepted); numbers named ``step`` become tensors."""
+    its shape (0-d entries such as ``step`` excepted); numbers named ``step`` become tensors.
+    For a global ``target`` the (logical) value is laid out like it: state of its shape with
+    its sbp, 0-d entries broadcast, on its placement."""
     if name == "step" and not isinstance(value, Tensor):
-        return Tensor._wrap(np.array(int(value), dtype=np.int64), dt.int64)
+        out = Tensor._wrap(np.array(int(value), dtype=np.int64), dt.int64)
+        return _like_placement(out, target)
     if not isinstance(value, Tensor):
         return value
     arr = value._array()
@@ -350,20 +379,25 @@ def _load_state_value(target: Tensor, name: str, value):
         if tuple(arr.shape) != tuple(target._shape):
             raise ValueError(f"load_state_dict: state {name!r} has shape {tuple(arr.shape)}, but "
                              f"its parameter has shape {tuple(target._shape)}")
-        return Tensor._wrap(np.array(arr, dtype=target.dtype.np, copy=True), target.dtype)
-    return Tensor._wrap(np.array(arr, copy=True), value.dtype)
+        out = Tensor._wrap(np.array(arr, dtype=target.dtype.np, copy=True), target.dtype)
+        if is_global(target):
+            return from_full(out, target._h.placement, target._h.sbp)
+        return out
+    return _like_placement(Tensor._wrap(np.array(arr, copy=True), value.dtype), target)
 
 
 
 def _issue_batched(calls: list) -> None:
     """Issue collected update calls: each run of calls with the same op, lr tensor, attrs and
-    input count as one ``multi_tensor_update``; a run of one as the op itself."""
+    input count as one ``multi_tensor_update``; a run of one as the op itself. Updates of global
+    parameters are issued one by one (each with its own SBP signature)."""
     i = 0
     while i < len(calls):
         op, inputs, attrs = calls[i]
         j = i + 1
-        while j < len(calls) and calls[j][0] is op and calls[j][1][2] is inputs[2] \
-                and len(calls[j][1]) == len(inputs) and calls[j][2] == attrs:
+        while not is_global(inputs[0]) and j < len(calls) and calls[j][0] is op \
+                and calls[j][1][2] is inputs[2] and len(calls[j][1]) == len(inputs) \
+                and calls[j][2] == attrs:
             j += 1
         if j - i == 1:
             apply(op, inputs, attrs)

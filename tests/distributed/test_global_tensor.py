@@ -88,3 +88,23 @@ def test_mlp_with_global_tensors_trains_like_one_process(n):
     assert code == 0, out
     for r in range(n):
         assert f"OK rank {r}" in out, out
+
+
+@needs_mpi
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("n", [2, 4])
+def test_optimizers_on_global_parameters_match_one_process(n):
+    code, secs, out = run_ranks(n, "global_optim.py")
+    assert code == 0, out
+    for r in range(n):
+        assert f"OK rank {r}" in out, out
+
+
+@needs_mpi
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("n", [2, 4])
+def test_checkpoints_of_global_state(n, tmp_path):
+    code, secs, out = run_ranks(n, "global_ckpt.py", str(tmp_path))
+    assert code == 0, out
+    for r in range(n):
+        assert f"OK rank {r}" in out, out

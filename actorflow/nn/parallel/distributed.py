@@ -1,0 +1,156 @@
+"""``DistributedDataParallel``: one model replica per process, gradients averaged across them.
+
+At construction the parameters and buffers of rank 0 are broadcast to every rank, and the
+parameters that require grad are cut into buckets (reverse registration order, the order
+backward tends to produce gradients in; one dtype per bucket, at most ``bucket_size``
+parameters). Each parameter gets a post-accumulation hook; when every parameter of a bucket has
+its gradient, the bucket is flattened, all-reduced (``flow.comm.all_reduce``), divided by the
+world size (OneFlow averages) and copied back into the gradients. All three steps are issued on
+the VM's communication worker, so they wait only for the bucket's own gradients and run while
+worker 0 still computes the rest of backward; the optimizer's update waits for them through the
+ordinary storage dependencies.
+
+Every rank must produce gradients for the same parameters in the same order (one model, the
+same graph): a parameter that gets no gradient in a backward that filled part of its bucket
+is reported at the next forward, as PyTorch does without ``find_unused_parameters``.
+"""
+from __future__ import annotations
+
+import contextlib
+import weakref
+
+import actorflow.functional as F
+from actorflow import vm
+from actorflow.autograd.grad_mode import no_grad
+from actorflow.distributed.world import world
+from actorflow.nn.module import Module
+
+
+def _comm():
+    # late: flow.comm sits above nn (it is the user-facing collective API)
+    from actorflow import comm
+    return comm
+
+
+class _Bucket:
+    __slots__ = ("params", "ready")
+
+    def __init__(self, params: list):
+        self.params = params
+        self.ready: set = set()
+
+
+class DistributedDataParallel(Module):
+    """Data parallel ``module``: rank 0's parameters and buffers are broadcast at construction
+    (and the buffers again before each forward when ``broadcast_buffers``); gradients are
+    averaged across the ranks in buckets of at most ``bucket_size`` parameters while backward
+    runs. ``no_sync()`` keeps gradients local (accumulation). ``self.module`` is the wrapped
+    module (state dict keys start with ``module.``, as in PyTorch)."""
+
+    def __init__(self, module: Module, broadcast_buffers: bool = True, bucket_size: int = 10,
+                 use_bucket: bool = True):
+        super().__init__()
+        if not isinstance(module, Module):
+            raise TypeError(f"DistributedDataParallel: expected an nn.Module, got "
+                            f"{type(module).__name__}")
+        if bucket_size < 1:
+            raise ValueError(f"DistributedDataParallel: bucket_size must be >= 1, got "
+                             f"{bucket_size}")
+        for name, p in module.named_parameters():
+            if not p.is_local:
+                raise ValueError(f"DistributedDataParallel: parameter {name!r} is a global "
+                                 f"tensor; DDP replicates local modules (global parameters "
+                                 f"already train data parallel)")
+        self.module = module
+        self.broadcast_buffers = bool(broadcast_buffers)
+        self._world = world().size
+        self._sync = True
+        with no_grad():
+            for p in module.parameters():
+                _comm().broadcast(p, 0)
+            self._broadcast_buffers()
+        params = [p for p in dict.fromkeys(module.parameters()) if p.requires_grad]
+        cap = bucket_size if use_bucket else 1
+        self._buckets: list = []
+        for p in reversed(params):
+            last = self._buckets[-1].params if self._buckets else None
+            if last is None or len(last) >= cap or last[0].dtype is not p.dtype:
+                self._buckets.append(_Bucket([]))
+            self._buckets[-1].params.append(p)
+        for b in self._buckets:
+            for p in b.params:
+                p._register_post_grad_accumulation_hook(self._hook(b, p))
+
+    def _broadcast_buffers(self) -> None:
+        for b in self.module.buffers():
+            if b is not None:
+                _comm().broadcast(b, 0)
+
+    def _hook(self, bucket: _Bucket, param):
+        ref = weakref.ref(self)  # a wrapper that was dropped stops reducing
+
+        def hook(grad):
+            me = ref()
+            if me is None or not me._sync or me._world == 1:
+                return None
+            bucket.ready.add(id(param))
+            if len(bucket.ready) == len(bucket.params):
+                bucket.ready.clear()
+                _reduce(bucket.params, me._world)
+            return None
+
+        return hook
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """Within the block, backward accumulates gradients locally without all-reducing
+        them; the first backward after it averages the accumulated gradients."""
+        old, self._sync = self._sync, False
+        try:
+            yield
+        finally:
+            self._sync = old
+
+    def forward(self, *args, **kwargs):
+        """Run the wrapped module (after broadcasting rank 0's buffers when asked)."""
+        for b in self._buckets:
+            if b.ready:
+                missing = [i for i, p in enumerate(b.params) if id(p) not in b.ready]
+                b.ready.clear()
+                raise RuntimeError(
+                    f"DistributedDataParallel: the last backward produced gradients for only "
+                    f"part of a bucket; {len(missing)} parameter(s) of shapes "
+                    f"{[tuple(b.params[i].shape) for i in missing]} got none, so their "
+                    f"bucket was never all-reduced. Every parameter that requires grad must "
+                    f"take part in the loss (or set requires_grad=False on unused ones)")
+        if self.broadcast_buffers and self._world > 1:
+            with no_grad():
+                self._broadcast_buffers()
+        return self.module(*args, **kwargs)
+
+
+def _reduce(params: list, n: int) -> None:
+    """Average the gradients of ``params`` over the ranks: flatten, all-reduce, scale, copy
+    back, all on the communication worker."""
+    grads = [p.grad for p in params]
+    with no_grad():
+        vm.push_worker(vm.pool().comm)
+        try:
+            flat = F.cat([g.reshape(-1) for g in grads]) if len(grads) > 1 \
+                else grads[0].reshape(-1).clone()
+        finally:
+            vm.pop_worker()
+        _comm().all_reduce(flat)
+        vm.push_worker(vm.pool().comm)
+        try:
+            flat = F.div(flat, float(n))
+            off = 0
+            for g in grads:
+                k = g.numel()
+                g.copy_(flat[off:off + k].reshape(tuple(g.shape)))
+                off += k
+        finally:
+            vm.pop_worker()
+
+
+__all__ = ["DistributedDataParallel"]
