@@ -10,7 +10,7 @@ from torch.utils.data.distributed import DistributedSampler as TorchSampler
 import actorflow as flow
 from actorflow.nn.parallel import DistributedDataParallel as DDP
 from actorflow.utils.data import DistributedSampler
-from tests.test_distributed import needs_mpi, run_ranks
+from tests.distributed.test_distributed import needs_mpi, run_ranks
 
 
 @pytest.mark.parametrize("size", [0, 1, 7, 10, 13])
