@@ -44,14 +44,19 @@ def _pads(padding, kernel: tuple, stride: tuple, dilation: tuple, n: int, name: 
     return tuple((p, p) for p in ntuple(padding, n, "padding", name))
 
 
-def _conv(n: int, input, weight, bias, stride, padding, dilation, groups) -> Tensor:
-    name = f"conv{n}d"
+def check_conv_args(name: str, n: int, input, weight) -> None:
+    """Raise unless ``input`` and ``weight`` are tensors and the weight has ``n + 2`` dims."""
     if not isinstance(input, Tensor) or not isinstance(weight, Tensor):
         raise TypeError(f"{name}: input and weight must be Tensors, got "
                         f"{type(input).__name__} and {type(weight).__name__}")
     if len(weight._shape) != n + 2:
         raise ValueError(f"{name}: expected a {n + 2}-d weight, got shape "
                          f"{tuple(weight._shape)}")
+
+
+def _conv(n: int, input, weight, bias, stride, padding, dilation, groups) -> Tensor:
+    name = f"conv{n}d"
+    check_conv_args(name, n, input, weight)
     stride = ntuple(stride, n, "stride", name)
     dilation = ntuple(dilation, n, "dilation", name)
     pads = _pads(padding, tuple(weight._shape[2:]), stride, dilation, n, name)

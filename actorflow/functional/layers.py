@@ -7,7 +7,7 @@ inside a Graph trace and under double backward without an op of its own.
 """
 from __future__ import annotations
 
-from actorflow.functional.conv import _GRAD_INPUT, _attrs, ntuple
+from actorflow.functional.conv import _GRAD_INPUT, _attrs, check_conv_args, ntuple
 from actorflow.functional.activation import rsqrt
 from actorflow.functional.elementwise import mul
 from actorflow.functional.reduce import mean
@@ -21,12 +21,7 @@ from actorflow.tensor import Tensor
 def _conv_transpose(n: int, input, weight, bias, stride, padding, output_padding, groups,
                     dilation) -> Tensor:
     name = f"conv_transpose{n}d"
-    if not isinstance(input, Tensor) or not isinstance(weight, Tensor):
-        raise TypeError(f"{name}: input and weight must be Tensors, got "
-                        f"{type(input).__name__} and {type(weight).__name__}")
-    if len(weight._shape) != n + 2:
-        raise ValueError(f"{name}: expected a {n + 2}-d weight, got shape "
-                         f"{tuple(weight._shape)}")
+    check_conv_args(name, n, input, weight)
     unbatched = len(input._shape) == n + 1
     if unbatched:
         input = reshape(input, (1,) + tuple(input._shape))

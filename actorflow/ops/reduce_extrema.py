@@ -30,6 +30,17 @@ def _nonempty(name: str, shape: tuple, axes: tuple) -> None:
 
 # ---- max / min along one dim: (values, indices) --------------------------------------------------
 
+def selected_values_grad(ctx, dvalues, dindices):
+    """The gradient of an op returning (values, indices) picked along ``attrs["dim"]`` (max/min
+    over a dim, kthvalue, median, mode): each value's gradient goes to the element it came
+    from."""
+    shape = ctx.input_metas[0][0]
+    idx = kept(ctx, ctx.outputs[1])
+    mask = F.call("reduce_index_mask", idx, dim=ctx.attrs["dim"], shape=tuple(shape),
+                  dtype=dvalues.dtype)
+    return F.mul(broadcast_back(ctx, dvalues), mask)
+
+
 def _dim_extremum(name: str, arg_fn):
     op = register(name, grad_uses_outputs=True,
                   doc="Values and int64 indices of the extremum along ``dim``.")
@@ -55,13 +66,7 @@ def _dim_extremum(name: str, arg_fn):
         values[...] = np.take_along_axis(x, idx, axis=d).reshape(values.shape)
         indices[...] = idx.reshape(indices.shape)
 
-    @op.grad
-    def _(ctx, dvalues, dindices):
-        shape = ctx.input_metas[0][0]
-        idx = kept(ctx, ctx.outputs[1])
-        mask = F.call("reduce_index_mask", idx, dim=ctx.attrs["dim"], shape=tuple(shape),
-                      dtype=dvalues.dtype)
-        return F.mul(broadcast_back(ctx, dvalues), mask)
+    op.grad(selected_values_grad)
     return op
 
 

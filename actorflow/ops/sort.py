@@ -16,6 +16,7 @@ import numpy as np
 from actorflow.framework import dtype as dt
 from actorflow.ops._common import F, norm_axis
 from actorflow.ops.reduce import broadcast_back, kept, reduced_shape
+from actorflow.ops.reduce_extrema import selected_values_grad
 from actorflow.ops.registry import Meta, fail, register
 
 
@@ -207,13 +208,7 @@ def _select_op(name: str, doc: str, pick):
         d = norm_axis(name, attrs["dim"], x.ndim)
         _pick_rows(x, d, lambda rows: pick(rows, attrs), outs[0], outs[1])
 
-    @op.grad
-    def _(ctx, dvalues, dindices):
-        shape = ctx.input_metas[0][0]
-        idx = kept(ctx, ctx.outputs[1])
-        mask = F.call("reduce_index_mask", idx, dim=ctx.attrs["dim"], shape=tuple(shape),
-                      dtype=dvalues.dtype)
-        return F.mul(broadcast_back(ctx, dvalues), mask)
+    op.grad(selected_values_grad)
     return op
 
 
