@@ -25,7 +25,7 @@ from actorflow import vm  # noqa: F401
 from actorflow import asyncs  # noqa: F401
 from actorflow.vm import synchronize  # noqa: F401
 from actorflow import nn  # noqa: F401
-from actorflow import comm, env  # noqa: F401
+from actorflow import comm, distributed, env  # noqa: F401
 from actorflow import oneflow_compat as _oneflow_compat  # noqa: F401  (oneflow.framework.X)
 from actorflow.autograd import (  # noqa: F401
     enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled,
@@ -67,3 +67,5 @@ from actorflow import profiler  # noqa: F401,E402
 from actorflow import functional as _C  # noqa: F401,E402  (OneFlow's functional namespace)
 import actorflow.linalg as linalg  # noqa: F401,E402  (over the functional.linalg module name)
 from actorflow import backends  # noqa: F401,E402  (CUDA/cuDNN flags, unread on the CPU)
+
+distributed.world.world()  # join the other ranks now (and export RANK...) when launched by MPI

@@ -6,28 +6,10 @@ A program started by ``mpiexec -n N`` (or ``python -m actorflow.distributed.laun
 """
 from __future__ import annotations
 
-from actorflow.distributed.world import world
+from actorflow.distributed.world import (  # noqa: F401  (flow.env's API)
+    get_local_rank, get_node_size, get_rank, get_world_size, world,
+)
 from actorflow.framework.placement import placement
-
-
-def get_rank() -> int:
-    """This process's rank (0 .. world size - 1)."""
-    return world().rank
-
-
-def get_world_size() -> int:
-    """How many processes run the program."""
-    return world().size
-
-
-def get_local_rank() -> int:
-    """This process's rank among the processes on its machine."""
-    return world().local_rank
-
-
-def get_node_size() -> int:
-    """How many machines the processes run on."""
-    return world().node_size
 
 
 def is_multi_client() -> bool:

@@ -6,3 +6,6 @@ actorflow.distributed.launch``); a one-process program never imports mpi4py. ``w
 bounds every wait between ranks. The user-facing APIs built on it are ``flow.env`` and
 ``flow.comm`` (collectives on local tensors, run on the VM's communication worker).
 """
+from actorflow.distributed.world import (  # noqa: F401,E402  (flow.distributed's API)
+    get_local_rank, get_node_size, get_rank, get_world_size,
+)

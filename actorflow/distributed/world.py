@@ -5,8 +5,10 @@ Started by ``mpiexec -n N`` (MPICH sets ``PMI_RANK``/``PMI_SIZE``; Open MPI
 ``MPI_THREAD_MULTIPLE``: the VM's communication worker calls MPI) and exports the variables
 OneFlow's launcher sets: ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``,
 ``MASTER_ADDR`` and ``MASTER_PORT`` (MPI needs neither of the last two; they are set, if unset,
-to rank 0's host name and 29500, for code that reads them). Without an MPI launch, or with one
-process, the world has size 1 and mpi4py is never imported.
+to 127.0.0.1 on one machine (rank 0's host name across machines) and 29500, for code that reads
+them). Without an MPI launch, or with one process, the world has size 1, mpi4py is never
+imported and the environment is left as it is. ``import actorflow`` makes the world, so the
+variables are there from the start.
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ class World:
         launched = max((int(os.environ.get(v, "1") or 1) for v in _SIZE_VARS), default=1)
         if launched > 1:
             self._join_mpi(launched)
-        self._export()
+            self._export()  # a one-process program leaves the environment alone (OneFlow)
 
     def _join_mpi(self, launched: int) -> None:
         try:
@@ -47,7 +49,9 @@ class World:
         self.local_rank, self.local_size = local.Get_rank(), local.Get_size()
         # one leader per node: the number of leaders is the number of nodes
         self.node_size = comm.allreduce(1 if self.local_rank == 0 else 0)
-        self.master_addr = comm.bcast(socket.gethostname() if self.rank == 0 else None, root=0)
+        # one machine: the loopback address, as OneFlow's launcher sets it; else rank 0's host
+        host = socket.gethostname() if self.rank == 0 else None
+        self.master_addr = "127.0.0.1" if self.node_size == 1 else comm.bcast(host, root=0)
         local.Free()
         self.control = comm.Dup()
 
@@ -55,7 +59,7 @@ class World:
         env = os.environ
         env["RANK"], env["WORLD_SIZE"] = str(self.rank), str(self.size)
         env["LOCAL_RANK"], env["LOCAL_WORLD_SIZE"] = str(self.local_rank), str(self.local_size)
-        env.setdefault("MASTER_ADDR", getattr(self, "master_addr", "127.0.0.1"))
+        env.setdefault("MASTER_ADDR", self.master_addr)
         env.setdefault("MASTER_PORT", "29500")
 
     @property
@@ -76,3 +80,23 @@ def world() -> World:
 
             watchdog.install(_world)
     return _world
+
+
+def get_rank() -> int:
+    """This process's rank (0 .. world size - 1)."""
+    return world().rank
+
+
+def get_world_size() -> int:
+    """How many processes run the program."""
+    return world().size
+
+
+def get_local_rank() -> int:
+    """This process's rank among the processes on its machine."""
+    return world().local_rank
+
+
+def get_node_size() -> int:
+    """How many machines the processes run on."""
+    return world().node_size

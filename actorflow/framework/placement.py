@@ -134,6 +134,10 @@ class SbpParallel:
     def __hash__(self) -> int:
         return hash((self.kind, self.dim))
 
+    def __call__(self) -> "SbpParallel":
+        """``flow.sbp.broadcast()`` is ``flow.sbp.broadcast``, as OneFlow's tests write it."""
+        return self
+
     def __repr__(self) -> str:
         if self.kind == "S":
             return f"actorflow.sbp.split(dim={self.dim})"

@@ -50,7 +50,14 @@ def test_one_process_is_a_world_of_one():
         flow.comm.send(x, 0)
     with pytest.raises(ValueError, match="rank 3 is not in 0..0"):
         flow.comm.broadcast(x, 3)
-    assert os.environ["RANK"] == "0" and os.environ["WORLD_SIZE"] == "1"
+    # a one-process program leaves the environment alone (OneFlow: no RANK, MASTER_ADDR...)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
+    code = "import os, actorflow; print(sorted(k for k in os.environ if k in " \
+           "('RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'MASTER_ADDR', 'MASTER_PORT')))"
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=60, env=dict(env, PYTHONPATH=ROOT))
+    assert p.stdout.strip() == "[]", p.stdout + p.stderr
 
 
 @needs_mpi
