@@ -504,6 +504,15 @@ class Module:
         bump_state_generation()
         return self
 
+    def to_global(self, placement=None, sbp=None) -> "Module":
+        """Make every parameter and buffer a global tensor with ``placement`` and ``sbp`` (the
+        same Parameter objects; see ``Tensor.to_global``), as OneFlow's ``Module.to_global``."""
+        return self._apply(lambda t: t.to_global(placement=placement, sbp=sbp))
+
+    def to_local(self) -> "Module":
+        """Make every global parameter and buffer this rank's local shard (``to_local``)."""
+        return self._apply(lambda t: t.to_local() if t.is_global else t)
+
     def apply(self, fn: Callable[["Module"], None]) -> "Module":
         """Call ``fn`` on every descendant (children first) and then on this module."""
         for child in self.children():

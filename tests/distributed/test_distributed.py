@@ -120,3 +120,11 @@ def test_a_failing_rank_stops_every_rank_in_bounded_time(mode, expect):
     assert "[actorflow rank" in out, out
     assert seconds < 60, (seconds, out)
     assert "finished" not in out or mode == "exit", out
+
+
+@needs_mpi
+@pytest.mark.timeout(120)
+def test_module_to_global_and_back():
+    code, _, out = run_ranks(2, "module_global.py")
+    assert code == 0, out
+    assert "OK rank 0" in out and "OK rank 1" in out, out
