@@ -306,6 +306,13 @@ def _checked_rows(idx, n, name):
     return idx
 
 
+@embedding.sbp
+def _(inputs, attrs):
+    """Indices split on a dim, weight broadcast: the rows split on that dim."""
+    for d in range(len(inputs[0]._shape)):
+        yield Sig((S(d), B), (S(d),))
+
+
 @embedding.kernel("cpu")
 def _(ins, outs, attrs):
     idx, w = ins
@@ -333,6 +340,16 @@ def _(inputs, attrs):
         fail("embedding_grad", "dout must have the indices' shape plus one dim", dout._shape,
              idx._shape)
     return [Meta((attrs["num_weights"], dout._shape[-1]), dout.dtype)]
+
+
+@embedding_grad.sbp
+def _(inputs, attrs):
+    """dout and indices split on one of the indices' dims: each rank scatters its rows, so the
+    weight gradient is a partial sum (not with scale_grad_by_freq, whose counts are global)."""
+    if attrs.get("scale_grad_by_freq"):
+        return
+    for d in range(len(inputs[1]._shape)):
+        yield Sig((S(d), S(d)), (P,))
 
 
 @embedding_grad.kernel("cpu")

@@ -91,6 +91,19 @@ labels = rng.integers(0, 5, size=U)
 for red, want in (("none", S0), ("sum", PS), ("mean", None)):
     compare(f"cross_entropy {red}", lambda x, y, red=red: nnf.cross_entropy(x, y, reduction=red),
             [rnd(U, 5), labels], [S0, S0], want)
+# layer norm over dims that are not split; its gradient's weight and bias parts partial
+compare("layer_norm S(0)", lambda x, w, b: nnf.layer_norm(x, (5,), w, b),
+        [rnd(U, 5), rnd(5), rnd(5)], [S0, B, B], S0)
+compare("layer_norm 2 dims S(1)", lambda x: nnf.layer_norm(x, (3, 4)), [rnd(2, U, 3, 4)], [S1],
+        S1)
+compare("layer_norm along the split dim", lambda x: nnf.layer_norm(x, (U,)), [rnd(3, U)], [S1])
+# embedding: indices split -> rows split; the weight gradient a partial sum
+ids = rng.integers(0, 7, size=(U, 3))
+compare("embedding S(0)", lambda i, w: nnf.embedding(i, w), [ids, rnd(7, 4)], [S0, B], S0)
+compare("embedding S(1) padding_idx", lambda i, w: nnf.embedding(i, w, padding_idx=2),
+        [ids.T.copy(), rnd(7, 4)], [S1, B], S1)
+compare("embedding scale_grad_by_freq", lambda i, w: nnf.embedding(i, w, scale_grad_by_freq=True),
+        [ids, rnd(7, 4)], [S0, B], S0)
 # reshape / view keep a split dim; transpose and permute move it
 compare("reshape keeps dim 0", lambda x: x.reshape(U, 2, 3), [rnd(U, 6)], [S0], S0)
 compare("view keeps dim 1", lambda x: x.view(2, 3, U), [rnd(6, U)], [S1], S2)
