@@ -104,6 +104,18 @@ compare("embedding S(1) padding_idx", lambda i, w: nnf.embedding(i, w, padding_i
         [ids.T.copy(), rnd(7, 4)], [S1, B], S1)
 compare("embedding scale_grad_by_freq", lambda i, w: nnf.embedding(i, w, scale_grad_by_freq=True),
         [ids, rnd(7, 4)], [S0, B], S0)
+# attention split on a batch or head dim; a mask split there too or broadcast
+sdpa = nnf.scaled_dot_product_attention
+compare("sdpa S(0)", sdpa, [rnd(U, 2, 3, 4), rnd(U, 2, 5, 4), rnd(U, 2, 5, 2)], [S0] * 3, S0)
+compare("sdpa causal S(1)", lambda q, k, v: sdpa(q, k, v, is_causal=True),
+        [rnd(2, U, 3, 4), rnd(2, U, 3, 4), rnd(2, U, 3, 2)], [S1] * 3, S1)
+compare("sdpa additive mask S(1)", sdpa,
+        [rnd(2, U, 3, 4), rnd(2, U, 5, 4), rnd(2, U, 5, 2), rnd(U, 3, 5)], [S1] * 3 + [S0], S1)
+compare("sdpa broadcast mask", sdpa, [rnd(U, 3, 4), rnd(U, 5, 4), rnd(U, 5, 2), rnd(3, 5)],
+        [S0] * 3 + [B], S0)
+compare("sdpa bool mask", lambda q, k, v, m: sdpa(q, k, v, m > 0),
+        [rnd(U, 3, 4), rnd(U, 5, 4), rnd(U, 5, 2), rnd(U, 1, 5)], [S0] * 4, S0)
+compare("sdpa split along L", sdpa, [rnd(3, U, 4), rnd(3, 5, 4), rnd(3, 5, 2)], [S1, B, B])
 # reshape / view keep a split dim; transpose and permute move it
 compare("reshape keeps dim 0", lambda x: x.reshape(U, 2, 3), [rnd(U, 6)], [S0], S0)
 compare("view keeps dim 1", lambda x: x.view(2, 3, U), [rnd(6, U)], [S1], S2)
