@@ -116,6 +116,26 @@ compare("sdpa broadcast mask", sdpa, [rnd(U, 3, 4), rnd(U, 5, 4), rnd(U, 5, 2), 
 compare("sdpa bool mask", lambda q, k, v, m: sdpa(q, k, v, m > 0),
         [rnd(U, 3, 4), rnd(U, 5, 4), rnd(U, 5, 2), rnd(U, 1, 5)], [S0] * 4, S0)
 compare("sdpa split along L", sdpa, [rnd(3, U, 4), rnd(3, 5, 4), rnd(3, 5, 2)], [S1, B, B])
+# cat / split / narrow / basic indexing along dims that are not split
+compare("cat dim 1 of S(0)", lambda a, b: flow.cat([a, b], dim=1), [rnd(U, 2), rnd(U, 3)],
+        [S0, S0], S0)
+compare("cat dim 0 of S(1) and B", lambda a, b: flow.cat([a, b]), [rnd(2, U), rnd(3, U)],
+        [S1, B], S1)
+compare("cat P", lambda a, b: flow.cat([a, b], dim=-1), [rnd(3, 2), rnd(3, 1)], [PS, PS], PS)
+compare("cat along the split dim", lambda a, b: flow.cat([a, b]), [rnd(U, 2), rnd(U, 2)],
+        [S0, S0])
+compare("narrow dim 1 of S(0)", lambda x: x.narrow(1, 1, 2), [rnd(U, 4)], [S0], S0)
+compare("split dim 1 of S(0)", lambda x: flow.split(x, [1, 3], dim=1)[1] * 2.0, [rnd(U, 4)],
+        [S0], S0)
+compare("getitem x[:, 1:3] of S(0)", lambda x: x[:, 1:3], [rnd(U, 4)], [S0], S0)
+# (exp's gradient is laid out as its input: getitem_backward then gets a split dout)
+compare("getitem of S(0), gradient split", lambda x: flow.exp(x[:, 1:3]), [rnd(U, 4)], [S0], S0)
+compare("getitem x[1, None, ..., ::2] of S(1)", lambda x: flow.exp(x[1, None, ..., ::2]),
+        [rnd(3, U, 4)], [S1], S1)
+compare("getitem x[..., 0] of S(1)", lambda x: x[..., 0], [rnd(3, U, 4)], [S1], S1)
+compare("getitem x[:, 2] of S(2)", lambda x: flow.exp(x[:, 2]), [rnd(3, 4, U)], [S2], S1)
+compare("getitem P", lambda x: x[1:], [rnd(3, 4)], [PS], PS)
+compare("getitem on the split dim", lambda x: x[1:], [rnd(U, 4)], [S0])
 # reshape / view keep a split dim; transpose and permute move it
 compare("reshape keeps dim 0", lambda x: x.reshape(U, 2, 3), [rnd(U, 6)], [S0], S0)
 compare("view keeps dim 1", lambda x: x.view(2, 3, U), [rnd(6, U)], [S1], S2)
