@@ -136,6 +136,21 @@ compare("getitem x[..., 0] of S(1)", lambda x: x[..., 0], [rnd(3, U, 4)], [S1], 
 compare("getitem x[:, 2] of S(2)", lambda x: flow.exp(x[:, 2]), [rnd(3, 4, U)], [S2], S1)
 compare("getitem P", lambda x: x[1:], [rnd(3, 4)], [PS], PS)
 compare("getitem on the split dim", lambda x: x[1:], [rnd(U, 4)], [S0])
+# convolution and pooling split on the batch (pooling also on channels); exp makes the
+# gradients arrive split, so the gradient ops run split too
+ex = flow.exp
+compare("conv2d S(0)", lambda x, w, b: ex(nnf.conv2d(x, w, b, padding=1) / 4),
+        [rnd(U, 2, 4, 4), rnd(3, 2, 3, 3), rnd(3)], [S0, B, B], S0)
+compare("conv1d S(0) stride 2", lambda x, w: ex(nnf.conv1d(x, w, stride=2) / 4),
+        [rnd(U, 2, 7), rnd(3, 2, 3)], [S0, B], S0)
+compare("max_pool2d S(0)", lambda x: ex(nnf.max_pool2d(x, 2)), [rnd(U, 2, 4, 4)], [S0], S0)
+compare("max_pool1d S(1)", lambda x: ex(nnf.max_pool1d(x, 3, 2, 1)), [rnd(2, U, 7)], [S1], S1)
+compare("avg_pool2d S(1)", lambda x: ex(nnf.avg_pool2d(x, 2, padding=1)), [rnd(2, U, 5, 5)],
+        [S1], S1)
+compare("adaptive_avg_pool2d S(0)", lambda x: ex(nnf.adaptive_avg_pool2d(x, (2, 3))),
+        [rnd(U, 2, 5, 5)], [S0], S0)
+compare("adaptive_max_pool1d S(1)", lambda x: ex(nnf.adaptive_max_pool1d(x, 3)),
+        [rnd(2, U, 7)], [S1], S1)
 # reshape / view keep a split dim; transpose and permute move it
 compare("reshape keeps dim 0", lambda x: x.reshape(U, 2, 3), [rnd(U, 6)], [S0], S0)
 compare("view keeps dim 1", lambda x: x.view(2, 3, U), [rnd(6, U)], [S1], S2)
