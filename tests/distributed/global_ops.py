@@ -48,6 +48,11 @@ for s in (S0, S1, B):
     compare(f"relu {s}", flow.relu, [rnd(U, 5)], [s], s)
     compare(f"exp {s}", flow.exp, [rnd(U, 5)], [s], s)
     compare(f"mul {s}", flow.mul, [rnd(U, 5), rnd(U, 5)], [s, s], s)
+compare("gelu S(1)", nnf.gelu, [rnd(3, U)], [S1], S1)
+compare("gelu tanh S(0)", lambda x: nnf.gelu(x, approximate="tanh"), [rnd(U, 3)], [S0], S0)
+compare("clamp S(0)", lambda x: flow.clamp(x, -0.5, 0.5), [rnd(U, 3)], [S0], S0)
+compare("clamp tensor S(1)", lambda x, lo: flow.clamp(x, min=lo), [rnd(3, U), rnd(3, 1)],
+        [S1, B], S1)
 compare("neg P", flow.neg, [rnd(U, 3)], [PS], PS)
 compare("add P P", flow.add, [rnd(U, 3), rnd(U, 3)], [PS, PS], PS)
 compare("sub P P", flow.sub, [rnd(U, 3), rnd(U, 3)], [PS, PS], PS)
