@@ -9,7 +9,7 @@ import numpy as np
 from actorflow.framework.dtype import bool_
 from actorflow.ops._common import F, norm_axis, sum_keepdim
 from actorflow.ops.conv import compute_array
-from actorflow.ops.boxing import B, P, S, Sig
+from actorflow.ops.boxing import B, P, S, Sig, elementwise_rule
 from actorflow.ops.registry import Meta, fail, register
 from actorflow.random import numpy_rng
 
@@ -257,6 +257,13 @@ def _(ctx, dout, _dmask=None):
 
 dropout_grad = register("dropout_grad", elementwise=True, alias_safe=True,
                         doc="dout * mask * scale (the gradient of dropout).")
+
+
+@dropout_grad.sbp
+def _(inputs, attrs):
+    """Elementwise; linear in dout, so a partial dout with a broadcast mask stays partial."""
+    yield from elementwise_rule(inputs, attrs)
+    yield Sig((P, B), (P,))
 
 
 @dropout_grad.infer

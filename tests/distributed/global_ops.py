@@ -56,6 +56,16 @@ compare("gelu tanh S(0)", lambda x: nnf.gelu(x, approximate="tanh"), [rnd(U, 3)]
 compare("clamp S(0)", lambda x: flow.clamp(x, -0.5, 0.5), [rnd(U, 3)], [S0], S0)
 compare("clamp tensor S(1)", lambda x, lo: flow.clamp(x, min=lo), [rnd(3, U), rnd(3, 1)],
         [S1, B], S1)
+compare("where S(0)", lambda c, x, y: flow.where(c > 0, x, y), [rnd(U, 3), rnd(U, 3), rnd(1, 3)],
+        [S0, S0, B], S0)
+compare("masked_fill S(1)", lambda x, m: x.masked_fill(m > 0, 2.0), [rnd(3, U), rnd(3, U)],
+        [S1, S1], S1)
+compare("polygamma S(0)", lambda x: flow.polygamma(1, x), [rnd(U, 3) ** 2 + 1.0], [S0], S0)
+keep = rng.random((U, 3)) > 0.5
+compare("dropout_grad S(0)", lambda g, m: flow.functional.dropout_grad(g, m, 2.0),
+        [rnd(U, 3), keep], [S0, S0], S0)
+compare("dropout_grad P", lambda g, m: flow.functional.dropout_grad(g, m, 2.0),
+        [rnd(U, 3), keep], [PS, B], PS)
 compare("neg P", flow.neg, [rnd(U, 3)], [PS], PS)
 compare("add P P", flow.add, [rnd(U, 3), rnd(U, 3)], [PS, PS], PS)
 compare("sub P P", flow.sub, [rnd(U, 3), rnd(U, 3)], [PS, PS], PS)
