@@ -169,6 +169,16 @@ compare("adaptive_avg_pool2d S(0)", lambda x: ex(nnf.adaptive_avg_pool2d(x, (2, 
         [rnd(U, 2, 5, 5)], [S0], S0)
 compare("adaptive_max_pool1d S(1)", lambda x: ex(nnf.adaptive_max_pool1d(x, 3)),
         [rnd(2, U, 7)], [S1], S1)
+# the fused attention gradient with a gradient at probs only (its zero dout is made global)
+qkv = [rnd(U, 3, 4), rnd(U, 5, 4), rnd(U, 5, 2), rnd(U, 3, 5), rnd(U, 3, 2), rnd(U, 3, 5)]
+want = flow.functional.scaled_dot_product_attention_grad(
+    None, *[flow.tensor(a) for a in qkv[:5]], 0.5, dprobs=flow.tensor(qkv[5]))
+got = flow.functional.scaled_dot_product_attention_grad(
+    None, *[flow.tensor(a, placement=PL, sbp=S0) for a in qkv[:5]], 0.5,
+    dprobs=flow.tensor(qkv[5], placement=PL, sbp=S0))
+for k in range(3):
+    assert got[k].sbp == (S0,), f"rank {r}: sdpa grad sbp {got[k].sbp}"
+    check(got[k].numpy(), want[k].numpy(), f"sdpa grad from dprobs, output {k}")
 # reshape / view keep a split dim; transpose and permute move it
 compare("reshape keeps dim 0", lambda x: x.reshape(U, 2, 3), [rnd(U, 6)], [S0], S0)
 compare("view keeps dim 1", lambda x: x.view(2, 3, U), [rnd(6, U)], [S1], S2)
