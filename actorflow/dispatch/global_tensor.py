@@ -18,6 +18,9 @@ ops) travels over the control communicator on the caller's thread.
 """
 from __future__ import annotations
 
+import os
+import warnings
+
 import numpy as np
 
 from actorflow import vm
@@ -164,9 +167,23 @@ def agreed_seed() -> int:
     return groups.bcast_object(default_generator.next_seed(), 0, "random seed")
 
 
+_WARNED: set = set()
+
+
+def _warn_no_rule(op) -> None:
+    """With ``ACTORFLOW_SBP_DEBUG=1``: say once per op that it runs broadcast for want of an
+    SBP rule."""
+    if op.name not in _WARNED and os.environ.get("ACTORFLOW_SBP_DEBUG") == "1":
+        _WARNED.add(op.name)
+        warnings.warn(f"{op.name}: no SBP rule; it runs on global tensors broadcast "
+                      f"(replicated: every rank computes the whole result)", stacklevel=2)
+
+
 def _candidates(op, inputs: list, attrs: dict, n_out: int) -> list:
     sigs = []
-    if op.sbp_fn is not None and not op.random:
+    if op.sbp_fn is None:
+        _warn_no_rule(op)
+    elif not op.random:
         sigs = [s if isinstance(s, Sig) else Sig(*s) for s in op.sbp_fn(inputs, attrs)]
     sigs.append(Sig((B,) * len(inputs), (B,) * n_out))
     return sigs

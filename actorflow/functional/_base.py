@@ -41,7 +41,12 @@ def as_tensor_like(x, like: Tensor | None = None, op_name: str = "as_tensor_like
         if d._category == 1:
             check_int_scalar(op_name, x, d, exact=True)
             x = int_scalar(x, d.np)
-        return Tensor._wrap(np.array(x, dtype=d.np), d)
+        t = Tensor._wrap(np.array(x, dtype=d.np), d)
+        if like is not None and like.is_global:  # a scalar meeting a global tensor: replicated
+            from actorflow.dispatch import global_tensor as gt
+            from actorflow.framework.placement import SbpParallel
+            t = gt.from_full(t, like.placement, (SbpParallel.from_attr(("B",)),))
+        return t
     from actorflow.functional.creation import tensor
     return tensor(x)
 

@@ -236,8 +236,8 @@ def scaled_dot_product_attention_grad(dout: Tensor | None, query: Tensor, key: T
         return _sdpa_grad_composite(dout, query, key, value, probs, float(scale),
                                     mask if want_mask else None, dprobs, need)
     if dout is None:
-        from actorflow.functional.creation import zeros
-        dout = zeros(tuple(out._shape), dtype=out.dtype)
+        from actorflow.functional.creation import zeros_like
+        dout = zeros_like(out)  # (global where out is)
     attrs = {"scale": float(scale), "needs": need[:3], "has_dprobs": dprobs is not None,
              "mask_shape": tuple(mask._shape) if want_mask else None}
     ins = [dout, query, key, value, probs, out] + ([dprobs] if dprobs is not None else [])

@@ -15,6 +15,7 @@ import numpy as np
 
 from actorflow.framework import dtype as dt
 from actorflow.ops._common import F, broadcast_shapes, promote
+from actorflow.ops.boxing import Sig, elementwise_rule
 from actorflow.ops.elementwise import _integral_only, _needs, _ufunc, bf16_safe, no_complex, unary
 from actorflow.ops.gelu_f32 import AS_A, AS_P, GELU_C, gelu_f32, gelu_grad_f32
 from actorflow.ops.int_scalars import check_int_scalar, int_scalar
@@ -290,6 +291,10 @@ clamp_tensor = register("clamp_tensor", elementwise=True, alias_safe=True,
                             "and/or max as attrs has_min/has_max say.")
 
 
+clamp.sbp(elementwise_rule)
+clamp_tensor.sbp(elementwise_rule)
+
+
 @clamp_tensor.infer
 def _(inputs, attrs):
     if len(inputs) != 1 + bool(attrs["has_min"]) + bool(attrs["has_max"]) or len(inputs) < 2:
@@ -369,6 +374,9 @@ def _gelu_derivative64(x: np.ndarray, approximate: str, cdf: np.ndarray | None) 
 gelu_grad = register("gelu_grad", elementwise=True, alias_safe=True,
                      doc="dout * gelu'(x): the gradient of gelu in one kernel "
                          "(inputs dout, x, [Phi(x), if gelu saved it]).")
+
+
+gelu_grad.sbp(elementwise_rule)
 
 
 @gelu_grad.infer
@@ -457,6 +465,14 @@ def _(inputs, attrs):
     if attrs["approximate"] != "none":
         fail("gelu", "save_cdf is only for the exact form (approximate='none')", x._shape)
     return [y, Meta(x._shape, d)]
+
+
+@gelu.sbp
+def _(inputs, attrs):
+    """Elementwise; the saved Phi(x) (save_cdf) is laid out as y."""
+    n_out = 2 if attrs.get("save_cdf") else 1
+    for sig in elementwise_rule(inputs, attrs):
+        yield Sig(sig.ins, sig.outs * n_out)
 
 
 gelu.kernel("cpu")(_gelu_kernel)

@@ -22,6 +22,7 @@ import functools
 import numpy as np
 
 from actorflow.ops._common import F, broadcast_shapes, ones_vector, promote
+from actorflow.ops.boxing import B, P, S, Sig, shard_range
 from actorflow.ops.parallel import parallel_for, split
 from actorflow.ops.registry import Meta, fail, register
 
@@ -100,6 +101,37 @@ def _(inputs, attrs):
     out_lead = broadcast_shapes(_NAME, lead, _batch(vs))
     dtype = promote(dtype_from)
     return [Meta(out_lead + (L, vs[-1]), dtype), Meta(lead + (L, S), dtype)]
+
+
+def _mask_sbp(d: int, lead: tuple, ms: tuple) -> tuple | None:
+    """The mask's SBP when the batch dim ``d`` of ``lead`` is split: split too where the mask
+    has that dim, broadcast where it broadcasts there (size 1 or missing); None when the mask
+    adds batch dims of its own."""
+    if len(ms) - 2 > len(lead):
+        return None
+    dm = d - (len(lead) - (len(ms) - 2))
+    return S(dm) if dm >= 0 and ms[dm] != 1 else B
+
+
+def _batch_splits(q, k, v, mask_shape):
+    """``(d, mask sbp)`` for each batch dim that q, k and v share (no broadcasting between
+    them)."""
+    lead = _batch(q._shape)
+    if _batch(k._shape) != lead or _batch(v._shape) != lead:
+        return
+    for d in range(len(lead)):
+        ms = None if mask_shape is None else _mask_sbp(d, lead, tuple(mask_shape))
+        if mask_shape is None or ms is not None:
+            yield d, ms
+
+
+@sdpa.sbp
+def _(inputs, attrs):
+    """q, k, v split on a batch dim they share (a mask split there too, or broadcast where it
+    broadcasts): out and probs split there. Heads and batch are independent."""
+    mask = None if len(inputs) < 4 else tuple(inputs[3]._shape)
+    for d, ms in _batch_splits(*inputs[:3], mask):
+        yield Sig((S(d),) * 3 + ((ms,) if mask is not None else ()), (S(d), S(d)))
 
 
 def _masked_softmax_(s: np.ndarray, mask, is_causal: bool) -> None:
@@ -224,6 +256,34 @@ def _backward_direct(dout, q, k, v, p, out, dq, dk, dv, scale) -> None:
     ds *= p
     np.matmul(ds, k * scale, out=dq)
     np.matmul(np.swapaxes(ds, -1, -2), q * scale, out=dk)
+
+
+@sdpa_grad.sbp
+def _(inputs, attrs):
+    """Every input split on a batch dim q, k and v share: dq, dk, dv split there; the mask's
+    gradient split where the mask is, else a partial sum (each rank sums its part of the
+    batch)."""
+    q, probs = inputs[1], inputs[4]
+    if _batch(probs._shape) != _batch(q._shape):
+        return
+    mshape = attrs.get("mask_shape")
+    for d, ms in _batch_splits(*inputs[1:4], mshape):
+        outs = (S(d),) * 3
+        local = None
+        if mshape is not None:
+            outs += (P if ms == B else ms,)
+            if ms != B:
+                local = _local_mask_shape(ms[1])
+        yield Sig((S(d),) * len(inputs), outs, local=local)
+
+
+def _local_mask_shape(dm: int):
+    def local(attrs, index, n):
+        shape = list(attrs["mask_shape"])
+        start, stop = shard_range(shape[dm], n, index)
+        shape[dm] = stop - start
+        return dict(attrs, mask_shape=tuple(shape))
+    return local
 
 
 @sdpa_grad.kernel("cpu")

@@ -18,6 +18,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from actorflow.ops._common import F
+from actorflow.ops.boxing import B, P, S, Sig, shard_shape
 from actorflow.ops.registry import Meta, fail, register
 
 
@@ -307,6 +308,25 @@ def _register(n: int) -> None:
         g_dout = F.conv_nd(x, ddw, None, a["stride"], a["padding"], a["dilation"],
                            a["groups"]) if need[1] else None
         return g_x, g_dout
+
+
+    @conv.sbp
+    def _(inputs, attrs):
+        """The batch split, weight and bias broadcast: the result split on the batch."""
+        yield Sig((S(0),) + (B,) * (len(inputs) - 1), (S(0),))
+
+    @gin.sbp
+    def _(inputs, attrs):
+        """dout split on the batch, weight broadcast: the input gradient split on the batch."""
+        def local(attrs, index, n):
+            return dict(attrs, input_shape=shard_shape(tuple(attrs["input_shape"]), S(0), n,
+                                                       index))
+        yield Sig((S(0), B), (S(0),), None, local)
+
+    @gw.sbp
+    def _(inputs, attrs):
+        """input and dout split on the batch: each rank's weight gradient is a partial sum."""
+        yield Sig((S(0), S(0)), (P,))
 
 
 for _n in (1, 2, 3):

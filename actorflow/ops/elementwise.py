@@ -639,6 +639,7 @@ def _(ins, outs, attrs):
 # ---- where, masked_fill, fill ------------------------------------------------------------------
 
 where = register("where", doc="x where cond else y (broadcasting all three).", elementwise=True)
+where.sbp(elementwise_rule)
 
 
 @where.infer
@@ -670,6 +671,7 @@ def _(ctx, g):
 
 masked_fill = register("masked_fill", elementwise=True, alias_safe=True,
                        doc="x with ``value`` where mask is true (broadcasting).")
+masked_fill.sbp(elementwise_rule)
 
 
 @masked_fill.infer

@@ -25,6 +25,7 @@ import numpy as np
 
 from actorflow.framework import dtype as dt
 from actorflow.ops._common import F, add_at, norm_axis
+from actorflow.ops.boxing import P, S, Sig, shard_shape
 from actorflow.ops.registry import Meta, fail, register
 
 _CONSUMES_DIM = ("int", "slice", "tensor")
@@ -164,6 +165,40 @@ def _(inputs, attrs):
     return [Meta(index_shape("getitem", entries, x._shape, ()), x.dtype)]
 
 
+def kept_dims(entries: tuple, shape: tuple) -> dict:
+    """``{input dim: output dim}`` of the dims a basic index takes whole (a full slice, the
+    ellipsis, the dims after the last entry): a split there stays a split."""
+    if any(e[0] in ("tensor", "bool") for e in entries):
+        return {}
+    kept, d, o = {}, 0, 0
+    used = sum(e[0] in _CONSUMES_DIM for e in entries)
+    for e in entries:
+        if e[0] == "int":
+            d += 1
+        elif e[0] == "slice":
+            if slice(e[1], e[2], e[3]).indices(shape[d]) == (0, shape[d], 1):
+                kept[d] = o
+            d, o = d + 1, o + 1
+        elif e[0] == "none":
+            o += 1
+        elif e[0] == "ellipsis":
+            for _ in range(len(shape) - used):
+                kept[d] = o
+                d, o = d + 1, o + 1
+    for d2 in range(d, len(shape)):
+        kept[d2] = o + d2 - d
+    return kept
+
+
+@getitem.sbp
+def _(inputs, attrs):
+    """x split on a dim the index takes whole: the result split on where that dim lands;
+    partial sums stay partial."""
+    for d, o in kept_dims(attrs["index"], tuple(inputs[0]._shape)).items():
+        yield Sig((S(d),), (S(o),))
+    yield Sig((P,), (P,))
+
+
 @getitem.view
 def _(ins, attrs):
     basic, _, _ = walk_index("getitem", attrs["index"], ins[0].shape)
@@ -220,6 +255,20 @@ def _(inputs, attrs):
         fail("getitem_backward", f"dout of shape {tuple(g._shape)} does not match the indexed "
              f"shape {want}", g._shape, shape)
     return [Meta(shape, g.dtype)]
+
+
+@getitem_backward.sbp
+def _(inputs, attrs):
+    """(basic indexing) dout split on where a dim taken whole landed: the gradient split on
+    that dim, each rank writing its shard of the zeros; partial sums stay partial."""
+    if len(inputs) > 1:
+        return
+    shape = tuple(attrs["shape"])
+    for d, o in kept_dims(attrs["index"], shape).items():
+        def local(attrs, index, n, d=d):
+            return dict(attrs, shape=shard_shape(shape, S(d), n, index))
+        yield Sig((S(o),), (S(d),), None, local)
+    yield Sig((P,), (P,))
 
 
 @getitem_backward.kernel("cpu")

@@ -9,7 +9,7 @@ import numpy as np
 from actorflow.framework.dtype import bool_
 from actorflow.ops._common import F, norm_axis, sum_keepdim
 from actorflow.ops.conv import compute_array
-from actorflow.ops.boxing import B, P, S, Sig
+from actorflow.ops.boxing import B, P, S, Sig, elementwise_rule
 from actorflow.ops.registry import Meta, fail, register
 from actorflow.random import numpy_rng
 
@@ -259,6 +259,13 @@ dropout_grad = register("dropout_grad", elementwise=True, alias_safe=True,
                         doc="dout * mask * scale (the gradient of dropout).")
 
 
+@dropout_grad.sbp
+def _(inputs, attrs):
+    """Elementwise; linear in dout, so a partial dout with a broadcast mask stays partial."""
+    yield from elementwise_rule(inputs, attrs)
+    yield Sig((P, B), (P,))
+
+
 @dropout_grad.infer
 def _(inputs, attrs):
     dout, mask = inputs
@@ -306,6 +313,13 @@ def _checked_rows(idx, n, name):
     return idx
 
 
+@embedding.sbp
+def _(inputs, attrs):
+    """Indices split on a dim, weight broadcast: the rows split on that dim."""
+    for d in range(len(inputs[0]._shape)):
+        yield Sig((S(d), B), (S(d),))
+
+
 @embedding.kernel("cpu")
 def _(ins, outs, attrs):
     idx, w = ins
@@ -333,6 +347,16 @@ def _(inputs, attrs):
         fail("embedding_grad", "dout must have the indices' shape plus one dim", dout._shape,
              idx._shape)
     return [Meta((attrs["num_weights"], dout._shape[-1]), dout.dtype)]
+
+
+@embedding_grad.sbp
+def _(inputs, attrs):
+    """dout and indices split on one of the indices' dims: each rank scatters its rows, so the
+    weight gradient is a partial sum (not with scale_grad_by_freq, whose counts are global)."""
+    if attrs.get("scale_grad_by_freq"):
+        return
+    for d in range(len(inputs[1]._shape)):
+        yield Sig((S(d), S(d)), (P,))
 
 
 @embedding_grad.kernel("cpu")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from actorflow.ops._common import F, ones_vector
+from actorflow.ops.boxing import B, P, S, Sig
 from actorflow.ops.conv import compute_array
 from actorflow.ops.registry import Meta, fail, register
 
@@ -241,6 +242,15 @@ def _(inputs, attrs):
     return [Meta(xs, x.dtype), Meta(stat, x.dtype), Meta(stat, x.dtype)]
 
 
+@layer_norm.sbp
+def _(inputs, attrs):
+    """x split on a batch dim (not normalised), weight and bias broadcast: y, mean and invstd
+    split there."""
+    nb = len(inputs[0]._shape) - attrs["normalized_ndim"]
+    for d in range(nb):
+        yield Sig((S(d),) + (B,) * (len(inputs) - 1), (S(d),) * 3)
+
+
 @layer_norm.kernel("cpu")
 def _(ins, outs, attrs):
     k = attrs["normalized_ndim"]
@@ -305,6 +315,15 @@ def _(inputs, attrs):
     k = attrs["normalized_ndim"]
     pshape = tuple(x._shape[len(x._shape) - k:])
     return [Meta(x._shape, x.dtype), Meta(pshape, x.dtype), Meta(pshape, x.dtype)]
+
+
+@layer_norm_grad.sbp
+def _(inputs, attrs):
+    """dout, x, mean, invstd split on a batch dim, weight broadcast: dx split there, the
+    weight and bias gradients partial sums."""
+    nb = len(inputs[1]._shape) - attrs["normalized_ndim"]
+    for d in range(nb):
+        yield Sig((S(d),) * 4 + (B,) * (len(inputs) - 4), (S(d), P, P))
 
 
 @layer_norm_grad.kernel("cpu")

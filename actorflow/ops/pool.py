@@ -13,6 +13,7 @@ from actorflow.framework.dtype import int64
 from actorflow.ops._common import F, is_floating
 from actorflow.ops.conv import compute_array, crop, kernel_slices, padded, scatter_windows, \
     windows
+from actorflow.ops.boxing import S, Sig, shard_shape
 from actorflow.ops.registry import Meta, fail, register
 
 
@@ -176,6 +177,21 @@ def _zero_input_grad(ctx, arity: int) -> tuple:
 
 
 
+def plane_rule(n_out: int, sized: bool = False):
+    """The SBP rule of an op that works plane by plane (pooling and its gradients): every input
+    and output split on the batch or the channel dim alike. ``sized``: the attr
+    ``input_shape`` (of a gradient op) becomes the shard's."""
+    def rule(inputs, attrs):
+        for d in (0, 1):
+            local = None
+            if sized:
+                def local(attrs, index, n, d=d):
+                    return dict(attrs, input_shape=shard_shape(tuple(attrs["input_shape"]),
+                                                               S(d), n, index))
+            yield Sig((S(d),) * len(inputs), (S(d),) * n_out, None, local)
+    return rule
+
+
 def _register(n: int) -> None:
     mp = register(f"max_pool{n}d", grad_uses_outputs=True,
                   doc=f"{n}-d max pooling; outputs the values and the argmax (flat index into "
@@ -294,6 +310,11 @@ def _register(n: int) -> None:
     def _(ctx, ddx):
         return ((F.adaptive_avg_pool_nd(ddx, tuple(ctx.input_metas[0][0][2:])),)
                 + _zero_input_grad(ctx, 1))
+
+
+    for op, n_out, sized in ((mp, 2, False), (mpg, 1, True), (ap, 1, False), (apg, 1, True),
+                             (aap, 1, False), (aapg, 1, True)):
+        op.sbp(plane_rule(n_out, sized))
 
 
 for _n in (1, 2, 3):

@@ -13,6 +13,7 @@ import numpy as np
 
 from actorflow.framework.dtype import int64
 from actorflow.ops._common import F
+from actorflow.ops.pool import plane_rule
 from actorflow.ops.registry import Meta, fail, register
 
 
@@ -64,6 +65,9 @@ def _register(n: int) -> None:
     @op.grad
     def _(ctx, dout, _didx):
         return F.max_pool_grad(dout, ctx.outputs[1], ctx.input_metas[0][0], ctx.inputs[0])
+
+
+    op.sbp(plane_rule(2))
 
 
 for _n in (1, 2, 3):

@@ -201,6 +201,22 @@ def _narrowed(x: np.ndarray, attrs: dict) -> np.ndarray:
     return x[_slicer(d, attrs["start"], attrs["start"] + attrs["length"])]
 
 
+@narrow.sbp
+def _(inputs, attrs):
+    """Any dim but the narrowed one split (or partial sums): the same layout."""
+    nd = len(inputs[0]._shape)
+    yield from _other_dims_split(nd, norm_axis("narrow", attrs["dim"], nd), 1, 1)
+
+
+def _other_dims_split(nd: int, dim: int, n_in: int, n_out: int):
+    """Signatures of ops that work along ``dim`` only (narrow, cat, split): every input and
+    output split alike on any other dim, or all partial sums (the ops are linear)."""
+    for d in range(nd):
+        if d != dim:
+            yield Sig((S(d),) * n_in, (S(d),) * n_out)
+    yield Sig((P,) * n_in, (P,) * n_out)
+
+
 @narrow.view
 def _(ins, attrs):
     return [_narrowed(ins[0], attrs)]
@@ -247,6 +263,15 @@ def _(inputs, attrs):
     return [Meta(first[:d] + (total,) + first[d + 1:], dtype)]
 
 
+@cat.sbp
+def _(inputs, attrs):
+    """Every input split on a dim other than the cat dim (or partial): the result alike."""
+    if not inputs[0]._shape:
+        return
+    nd = len(inputs[0]._shape)
+    yield from _other_dims_split(nd, norm_axis("cat", attrs["dim"], nd), len(inputs), 1)
+
+
 @cat.kernel("cpu")
 def _(ins, outs, attrs):
     out = outs[0]
@@ -286,6 +311,15 @@ def _pieces(x: np.ndarray, attrs: dict) -> list:
     return res
 
 
+@split.sbp
+def _(inputs, attrs):
+    """Any dim but the split one split (or partial): every piece alike."""
+    nd = len(inputs[0]._shape)
+    if nd:
+        yield from _other_dims_split(nd, norm_axis("split", attrs["dim"], nd), 1,
+                                     len(attrs["sizes"]))
+
+
 @split.view
 def _(ins, attrs):
     return _pieces(ins[0], attrs)
@@ -299,8 +333,10 @@ def _(ins, outs, attrs):
 
 @split.grad
 def _(ctx, *douts):
-    dtype = next(g.dtype for g in douts if g is not None)
-    parts = [g if g is not None else F.zeros(m[0], dtype=dtype)
+    given = next(g for g in douts if g is not None)
+    # zeros for the unused pieces, global (laid out as a given gradient) where they are
+    where = {"placement": given.placement, "sbp": given.sbp} if given.is_global else {}
+    parts = [g if g is not None else F.zeros(m[0], dtype=given.dtype, **where)
              for g, m in zip(douts, ctx.output_metas)]
     return F.cat(parts, ctx.attrs["dim"])
 

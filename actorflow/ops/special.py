@@ -17,6 +17,7 @@ import numpy as np
 from actorflow.framework import dtype as dt
 from actorflow.ops._common import F
 from actorflow.ops.activation import _composite, erf_array
+from actorflow.ops.boxing import elementwise_rule
 from actorflow.ops.elementwise import _needs, _quiet, binary, unary
 from actorflow.ops.registry import Meta, fail, register
 
@@ -142,6 +143,7 @@ digamma = unary("digamma", _composite(lambda a, attrs: _polygamma_array(0, a)),
 polygamma = register("polygamma", elementwise=True, alias_safe=True,
                      doc="polygamma(n, x): the n-th derivative of digamma, elementwise (attr n, "
                          "an int >= 0).")
+polygamma.sbp(elementwise_rule)
 
 
 @polygamma.infer
