@@ -1,4 +1,5 @@
-"""fuse_model_update (``config.allow_fuse_model_update_ops()``): the per-parameter update ops
+"""fuse_model_update (on by default; off with ``config.allow_fuse_model_update_ops(False)`` or
+``config.disable_pass("fuse_model_update")``): the per-parameter update ops
 (registry trait ``optimizer_update``: inputs ``(param, grad, lr, [step], state...)``, no outputs)
 of one kind with equal attrs, the same learning-rate blob and the same tags become one
 ``multi_tensor_update`` op, which runs the update op's kernel for each parameter in the original
@@ -60,7 +61,7 @@ def fuse_model_update(job: Job) -> Job:
 
 
 def make_fuse_model_update_pass(ctx):
-    """The pass, when ``config.allow_fuse_model_update_ops()`` is on."""
+    """The pass, unless ``config.allow_fuse_model_update_ops(False)`` switched it off."""
     if not ctx.config.fuse_model_update_ops:
         return None
     registry.get("multi_tensor_update")  # the fused op is registered

@@ -75,21 +75,36 @@ def _batch(kind: str, step: int):
             flow.from_numpy(rng.integers(0, 20, (4, 8))))
 
 
-def _setup(kind: str):
-    """(model, optimizer, scheduler or None, loss function), built from seed 0."""
+def _two_groups(model, **clip) -> list:
+    """Weights (2-d and up) with weight decay, the rest (biases, norms) without."""
+    params = list(model.parameters())
+    return [{"params": [p for p in params if p.ndim > 1], "weight_decay": 0.01, **clip},
+            {"params": [p for p in params if p.ndim <= 1], "weight_decay": 0.0, **clip}]
+
+
+def _setup(kind: str, optim: str = ""):
+    """(model, optimizer, scheduler or None, loss function), built from seed 0. ``optim``
+    swaps the case's optimizer: "adamw" (MLP) or "sgd" (GPT), each in two param groups."""
     flow.manual_seed(0)
     sched = None
     if kind == "mlp":
         model = nn.Sequential(nn.Linear(12, 16), nn.ReLU(), nn.Linear(16, 16), nn.Tanh(),
                               nn.Linear(16, 4))
-        opt = flow.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        if optim == "adamw":
+            opt = flow.optim.AdamW(_two_groups(model), lr=1e-2)
+        else:
+            opt = flow.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     elif kind == "cnn":
         model = CNN()
         opt = flow.optim.Adam(model.parameters(), lr=1e-2)
     else:
         model = GPT(20, block_size=8, n_layer=2, n_head=2, n_embd=16, dropout=0.1)
-        opt = flow.optim.AdamW([{"params": list(model.parameters()), "clip_grad_max_norm": 1.0,
-                                 "clip_grad_norm_type": 2.0}], lr=1e-2, weight_decay=0.01)
+        clip = {"clip_grad_max_norm": 1.0, "clip_grad_norm_type": 2.0}
+        if optim == "sgd":
+            opt = flow.optim.SGD(_two_groups(model, **clip), lr=0.1, momentum=0.9)
+        else:
+            opt = flow.optim.AdamW([{"params": list(model.parameters()), **clip}], lr=1e-2,
+                                   weight_decay=0.01)
         sched = flow.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=STEPS, eta_min=1e-3)
     if kind == "gpt":
         def loss_fn(m, x, y):
@@ -105,10 +120,10 @@ def _state(model) -> dict:
 
 
 @functools.lru_cache(maxsize=None)  # the reference runs are shared by the tests (read only)
-def train_eager(kind: str, micro: int = 1):
+def train_eager(kind: str, micro: int = 1, optim: str = ""):
     """10 eager steps; with ``micro`` > 1 each step runs the batch as ``micro`` micro-batches,
     calling ``(loss / micro).backward()`` on each, then steps once (losses: one per micro)."""
-    model, opt, sched, loss_fn = _setup(kind)
+    model, opt, sched, loss_fn = _setup(kind, optim)
     flow.manual_seed(1)
     losses = []
     for step in range(STEPS):
@@ -129,10 +144,12 @@ def train_eager(kind: str, micro: int = 1):
     return losses, _state(model), flow.get_rng_state()
 
 
-def train_graph(kind: str, fuse: bool = False, checkpointing: bool = False, micro: int = 1):
-    """10 graph steps; ``fuse``: every fusion pass on (else all off); ``micro``: gradient
-    accumulation steps (losses: one per micro-batch)."""
-    model, opt, sched, loss_fn = _setup(kind)
+def train_graph(kind: str, fuse: bool | None = False, checkpointing: bool = False,
+                micro: int = 1, optim: str = "", configure=None):
+    """10 graph steps; ``fuse``: every fusion pass on (False: all off; None: the config's
+    defaults); ``micro``: gradient accumulation steps (losses: one per micro-batch);
+    ``configure(config)``: further settings."""
+    model, opt, sched, loss_fn = _setup(kind, optim)
 
     class TrainGraph(nn.Graph):
         def __init__(self):
@@ -142,7 +159,7 @@ def train_graph(kind: str, fuse: bool = False, checkpointing: bool = False, micr
             if fuse:
                 self.config.allow_fuse_model_update_ops(True)
                 self.config.allow_fuse_add_to_output(True)
-            else:
+            elif fuse is not None:
                 for name in FUSING_PASSES:
                     self.config.disable_pass(name)
             if checkpointing:
@@ -150,6 +167,8 @@ def train_graph(kind: str, fuse: bool = False, checkpointing: bool = False, micr
                     block.to(nn.graph.GraphModule).activation_checkpointing = True
             if micro > 1:
                 self.config.set_gradient_accumulation_steps(micro)
+            if configure is not None:
+                configure(self.config)
 
         def build(self, x, y):
             loss = loss_fn(self.model, x, y)
@@ -202,6 +221,43 @@ def test_fused_graph_training_is_bit_identical_to_eager(kind):
     fused = [o.op_type for o in graph[3].full_job.ops if o.op_type.startswith(("fused", "multi"))]
     assert fused, "no op was fused"
     assert_same_bits(train_eager(kind), graph, f"{kind} (fused)")
+
+
+_UPDATE_FUSION = {  # how a graph gets its updates fused (or not)
+    "default": None,
+    "disable_pass": lambda c: c.disable_pass("fuse_model_update"),
+    "allow_false": lambda c: c.allow_fuse_model_update_ops(False),
+}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("micro", [1, 2])
+@pytest.mark.parametrize("kind,optim", [("mlp", ""), ("mlp", "adamw"), ("gpt", ""),
+                                        ("gpt", "sgd")],
+                         ids=["mlp-sgd_momentum", "mlp-adamw_2groups", "gpt-adamw_clip",
+                              "gpt-sgd_momentum_2groups_clip"])
+@pytest.mark.parametrize("update", list(_UPDATE_FUSION))
+def test_batched_updates_by_default_are_bit_identical_to_eager(update, kind, optim, micro,
+                                                                executor, monkeypatch):
+    # fuse_model_update is on by default (as eager Optimizer.step() batches its updates): one
+    # multi_tensor_update per param group, the same bits as one update per parameter and as
+    # eager; with gradient accumulation, clipping, two param groups, on both executors
+    monkeypatch.setenv("ACTORFLOW_RUN_GRAPH_BY_VM", "1" if executor == "reference" else "0")
+    graph = train_graph(kind, fuse=None, micro=micro, optim=optim,
+                        configure=_UPDATE_FUSION[update])
+    g = graph[3]
+    kinds = [o.op_type for o in g.full_job.ops if o.op_type.endswith("update")]
+    groups = _setup(kind, optim)[1].param_groups
+    ran = {e["name"]: e for e in g.pass_log}
+    if update == "default":
+        assert kinds == ["multi_tensor_update"] * len(groups), kinds
+        log = ran["fuse_model_update"]  # the pass log shows the fusion
+        assert len(log["added"]) == len(groups)
+        assert len(log["removed"]) == sum(len(p["params"]) for p in groups)
+    else:
+        assert "multi_tensor_update" not in kinds and "fuse_model_update" not in ran
+    assert_same_bits(train_eager(kind, micro, optim), graph, f"{kind} {optim} ({update})")
 
 
 @pytest.mark.timeout(60)

@@ -383,10 +383,25 @@ def test_fuse_model_update_before_after():
     # a pass resuming on the fused Job sees the parameters as written by the fused op
     b = JobBuilder.over(after)
     assert b._mutated_by["model.0.weight/0"] == fused[0].name
-    # the pass runs only when config.allow_fuse_model_update_ops() asks for it
+    # the pass is on by default; config.allow_fuse_model_update_ops(False) switches it off
     g = make_graph(_train_build, {"model": _mlp()}, flow.optim.SGD(_mlp().parameters(), lr=0.1))
     g(*args)
     assert "multi_tensor_update" not in types(g.full_job)
+    model = _mlp()
+
+    class Default(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+            self.add_optimizer(flow.optim.SGD(model.parameters(), lr=0.1))
+
+        def build(self, *a):
+            return _train_build(self, *a)
+
+    d = Default()
+    d(*args)
+    assert types(d.full_job).count("multi_tensor_update") == 1
+    assert not any(t.endswith("update") and t != "multi_tensor_update" for t in types(d.full_job))
 
 
 @pytest.mark.parametrize("make_opt", [

@@ -167,18 +167,19 @@ def test_amp_job_before_after():
     assert Job.from_json(job.to_json()) == job
 
 
-def _scaler_graph(optimizer="sgd", fuse=False):
+def _scaler_graph(optimizer="sgd", fuse=None):
     m = mlp()
     opt = (flow.optim.SGD(m.parameters(), lr=0.1, momentum=0.9) if optimizer == "sgd"
            else flow.optim.Adam(m.parameters(), lr=0.01))
     g = train_graph(m, opt, amp=flow.float16)
-    if fuse:
-        g.config.allow_fuse_model_update_ops()
+    if fuse is not None:  # else the default (fused)
+        g.config.allow_fuse_model_update_ops(fuse)
     return m, opt, g
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the inf input makes NaNs on purpose
-@pytest.mark.parametrize("optimizer,fuse", [("sgd", False), ("adam", False), ("adam", True)])
+@pytest.mark.parametrize("optimizer,fuse", [("sgd", False), ("sgd", True), ("adam", False),
+                                            ("adam", True)])
 def test_grad_scaler_skips_non_finite_steps_and_backs_off(optimizer, fuse):
     m, opt, g = _scaler_graph(optimizer, fuse)
     x, y = data()
@@ -206,6 +207,36 @@ def test_grad_scaler_skips_non_finite_steps_and_backs_off(optimizer, fuse):
     g(x, y)  # a finite step updates again
     assert not np.array_equal(next(iter(m.parameters())).numpy(), params[0])
     assert scaler.state_dict()["growth_tracker"] == 1
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the inf input makes NaNs on purpose
+@pytest.mark.parametrize("acc", [1, 2])
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_grad_scaler_training_is_the_same_with_update_fusion_on_and_off(optimizer, acc):
+    # fuse_model_update is on by default; the fused updates pass the GradScaler's skip flag on,
+    # so a skipped (non-finite) step and the finite ones give the same bits as unfused updates
+    x, y = data()
+    bad = x.numpy().copy()
+    bad[0, 0] = np.inf
+    batches = [x, x * 0.5, flow.tensor(bad), x * 2.0]
+    runs = []
+    for fuse in (True, False):
+        m, opt, g = _scaler_graph(optimizer)
+        if acc > 1:
+            g.config.set_gradient_accumulation_steps(acc)
+        if not fuse:  # on is the default
+            g.config.disable_pass("fuse_model_update")
+        losses = [g(b, y).numpy().copy() for b in batches]
+        kinds = [o.op_type for o in g.full_job.ops if "update" in o.op_type]
+        assert (kinds == ["multi_tensor_update"]) if fuse else ("multi_tensor_update" not in kinds)
+        state = [v.numpy().copy() for s in opt.state.values() for v in s.values()]
+        runs.append((losses, [p.numpy().copy() for p in m.parameters()], state,
+                     g._grad_scaler.state_dict()))
+    (l1, p1, s1, sc1), (l2, p2, s2, sc2) = runs
+    assert all(np.array_equal(a, b, equal_nan=True) for a, b in zip(l1, l2))
+    assert all(np.array_equal(a, b) for a, b in zip(p1 + s1, p2 + s2))
+    assert sc1 == sc2 and sc1["scale"] == 2.0 ** 15  # the inf step was skipped, in both
 
 
 def test_grad_scaler_growth_and_state_dict():

@@ -16,7 +16,7 @@ class GraphConfig:
         self.amp = False
         self.amp_dtype = dt.float16
         self.accumulation_steps = 1
-        self.fuse_model_update_ops = False
+        self.fuse_model_update_ops = True  # batched updates, as eager Optimizer.step() issues
         self.fuse_add_to_output = False
         self.outputs_buffer_size = 2
         self.cache_size = 10
@@ -40,7 +40,9 @@ class GraphConfig:
         self.accumulation_steps = value
 
     def allow_fuse_model_update_ops(self, mode: bool = True) -> None:
-        """Fuse the optimizer's per-parameter update ops into one multi-tensor update."""
+        """Fuse the optimizer's per-parameter update ops into multi-tensor updates (on by
+        default, as eager ``Optimizer.step()`` batches them; ``mode=False`` or
+        ``disable_pass("fuse_model_update")`` turns it off). Same bits either way."""
         self.fuse_model_update_ops = bool(mode)
 
     def allow_fuse_add_to_output(self, mode: bool = True) -> None:
