@@ -52,6 +52,10 @@ def abort(message: str, code: int = 1) -> None:
     rank = _world.rank if _world is not None else 0
     sys.stderr.write(f"[actorflow rank {rank}] {message}\n")
     sys.stderr.flush()
+    sys.stdout.flush()
+    # MPI_Abort makes the launcher kill every process at once; its forwarding of this rank's
+    # output can lose what was just written unless the launcher gets a moment to read it
+    time.sleep(0.5)
     comm = _world.comm if _world is not None else None
     if comm is not None:
         comm.Abort(code)

@@ -145,8 +145,9 @@ class Graph:
             if lr_sch.optimizer is not optim:
                 raise ValueError("add_optimizer: lr_sch schedules a different optimizer")
         if any(g.get("contiguous_params") for g in optim.param_groups):
-            raise ValueError("add_optimizer: contiguous_params is an eager-mode layout; in "
-                             "nn.Graph use config.allow_fuse_model_update_ops() instead")
+            raise ValueError("add_optimizer: contiguous_params is an eager-mode layout; nn.Graph "
+                             "batches the updates of a param group itself (fuse_model_update, "
+                             "on by default)")
         if self._cache:
             raise RuntimeError(f"nn.Graph {self._name}: add_optimizer must be called before "
                                f"the first call of the graph")
