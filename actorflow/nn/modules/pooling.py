@@ -8,6 +8,8 @@ from actorflow.tensor import Tensor
 
 
 class _MaxPoolNd(Module):
+    _fn = None  # the functional max_poolNd of the subclass
+
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1,
                  return_indices: bool = False, ceil_mode: bool = False) -> None:
         super().__init__()
@@ -18,6 +20,10 @@ class _MaxPoolNd(Module):
         self.return_indices = return_indices
         self.ceil_mode = ceil_mode
 
+    def forward(self, input: Tensor):
+        return type(self)._fn(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                              ceil_mode=self.ceil_mode, return_indices=self.return_indices)
+
     def extra_repr(self) -> str:
         return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
                 f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
@@ -26,25 +32,19 @@ class _MaxPoolNd(Module):
 class MaxPool1d(_MaxPoolNd):
     """Max over sliding windows of ``(N, C, L)`` inputs."""
 
-    def forward(self, input: Tensor):
-        return F.max_pool1d(input, self.kernel_size, self.stride, self.padding, self.dilation,
-                            ceil_mode=self.ceil_mode, return_indices=self.return_indices)
+    _fn = staticmethod(F.max_pool1d)
 
 
 class MaxPool2d(_MaxPoolNd):
     """Max over sliding windows of ``(N, C, H, W)`` inputs."""
 
-    def forward(self, input: Tensor):
-        return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation,
-                            ceil_mode=self.ceil_mode, return_indices=self.return_indices)
+    _fn = staticmethod(F.max_pool2d)
 
 
 class MaxPool3d(_MaxPoolNd):
     """Max over sliding windows of ``(N, C, D, H, W)`` inputs."""
 
-    def forward(self, input: Tensor):
-        return F.max_pool3d(input, self.kernel_size, self.stride, self.padding, self.dilation,
-                            ceil_mode=self.ceil_mode, return_indices=self.return_indices)
+    _fn = staticmethod(F.max_pool3d)
 
 
 class AvgPool1d(Module):
