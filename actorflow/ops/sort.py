@@ -56,17 +56,25 @@ def _(inputs, attrs):
     return [Meta(x._shape, x.dtype), Meta(x._shape, dt.int64)]
 
 
-@sort.kernel("cpu")
-def _(ins, outs, attrs):
-    x, (values, indices) = ins[0], outs
+def _sorted_into(name: str, x, values, indices, dim: int, descending: bool, k=None) -> None:
+    """Write the values of ``x`` sorted along ``dim`` (the first ``k`` of them, when given)
+    and their indices into ``values`` and ``indices`` (sort and topk)."""
     if x.ndim == 0:
         values[...] = x
         indices[...] = 0
         return
-    d = norm_axis("sort", attrs["dim"], x.ndim)
-    idx = sort_order(x, d, attrs.get("descending", False))
+    d = norm_axis(name, dim, x.ndim)
+    idx = sort_order(x, d, descending)
+    if k is not None:
+        idx = np.take(idx, np.arange(k), axis=d)
     values[...] = np.take_along_axis(x, idx, axis=d)
     indices[...] = idx
+
+
+@sort.kernel("cpu")
+def _(ins, outs, attrs):
+    _sorted_into("sort", ins[0], outs[0], outs[1], attrs["dim"],
+                 attrs.get("descending", False))
 
 
 @sort.grad
@@ -93,16 +101,8 @@ def _(inputs, attrs):
 
 @topk.kernel("cpu")
 def _(ins, outs, attrs):
-    x, (values, indices) = ins[0], outs
-    if x.ndim == 0:
-        values[...] = x
-        indices[...] = 0
-        return
-    d = norm_axis("topk", attrs["dim"], x.ndim)
-    idx = sort_order(x, d, attrs.get("largest", True))
-    idx = np.take(idx, np.arange(attrs["k"]), axis=d)
-    values[...] = np.take_along_axis(x, idx, axis=d)
-    indices[...] = idx
+    _sorted_into("topk", ins[0], outs[0], outs[1], attrs["dim"], attrs.get("largest", True),
+                 attrs["k"])
 
 
 @topk.grad
