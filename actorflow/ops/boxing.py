@@ -1,5 +1,6 @@
-"""Boxing: ops that change a global tensor's SBP (1-D placements), and the SBP-rule helpers
-the op families use.
+"""Boxing: ops that change a global tensor's SBP over one axis of ranks, and the SBP-rule
+helpers the op families use (n-d SBP applies them one hierarchy axis at a time, see
+``actorflow.dispatch.nd_sbp``).
 
 Each boxing op takes this rank's shard of a global tensor and writes this rank's shard of the
 same logical tensor under another SBP. Attrs: ``shape`` (the logical shape), ``ranks`` (the
@@ -219,6 +220,9 @@ local_to_global.infer(_not_dispatched("local_to_global", "Tensor.to_global(place
 @local_to_global.grad
 def _(ctx, dout):
     a = ctx.attrs
+    if isinstance(a["sbp"][0], tuple):  # n-d: per axis as below (uneven splits are 1-D only)
+        back = tuple(P if s == B else (B if s == P else s) for s in a["sbp"])
+        return (F.to_local(F.to_global(dout, sbp=tuple(_sbp_value(s) for s in back))),)
     sbp = _sbp_value(a["sbp"])
     if sbp.is_broadcast:
         # the values came from the first rank: it gets the gradient, the others zeros
@@ -229,6 +233,18 @@ def _(ctx, dout):
         return (F.to_local(F.to_global(dout, sbp=sbp)),)
     full = F.to_local(F.to_global(dout, sbp=_sbp_value(B)))
     return (F.narrow(full, sbp.dim, a["start"], a["stop"] - a["start"]),)
+
+
+boxing_nd = register(
+    "boxing_nd", doc="A change of n-d SBP on one placement, one hierarchy axis at a time with "
+                     "the 1-D boxing ops (recorded by Tensor.to_global for autograd, never "
+                     "dispatched). Attrs: in_sbp, the input's n-d SBP.")
+boxing_nd.infer(_not_dispatched("boxing_nd", "Tensor.to_global(sbp=...)"))
+
+
+@boxing_nd.grad
+def _(ctx, dout):
+    return (F.to_global(dout, sbp=tuple(_sbp_value(s) for s in ctx.attrs["in_sbp"])),)
 
 
 # ---- SBP-rule helpers for the op families -----------------------------------------------------

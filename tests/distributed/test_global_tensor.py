@@ -41,9 +41,17 @@ def test_one_process_global_tensor_round_trip():
     y.backward()
     np.testing.assert_array_equal(x.grad.numpy(), np.full((2, 3), 3.0))
     assert "sbp=(actorflow.sbp.split(dim=1),)" in repr(g)
-    with pytest.raises(ValueError, match="2-D SBP is not supported yet"):
-        flow.ones(2, placement=flow.placement("cpu", [[0]]),
-                  sbp=(flow.sbp.broadcast, flow.sbp.broadcast))
+    # a 2-D placement of one rank: every n-d layout holds the whole tensor
+    q = flow.placement("cpu", [[0]])
+    h = x.to_global(q, (flow.sbp.split(0), flow.sbp.partial_sum))
+    assert h.sbp == (flow.sbp.split(0), flow.sbp.partial_sum) and h.shape == (2, 3)
+    m = h.to_global(sbp=(flow.sbp.broadcast, flow.sbp.split(1))).mean(dim=1)
+    assert m.sbp == (flow.sbp.broadcast, flow.sbp.partial_sum)
+    np.testing.assert_allclose(m.numpy(), [1.0, 4.0])
+    np.testing.assert_array_equal(flow.ones(2, placement=q, sbp=(flow.sbp.broadcast,) * 2)
+                                  .numpy(), [1.0, 1.0])
+    with pytest.raises(ValueError, match="one per placement dim"):
+        flow.ones(2, placement=q, sbp=flow.sbp.broadcast)
     with pytest.raises(ValueError, match="mixes a local tensor"):
         g + x
     with pytest.raises(ValueError, match="needs both placement and sbp"):
@@ -65,6 +73,16 @@ def test_one_process_global_tensor_round_trip():
 @pytest.mark.parametrize("n", [2, 4])
 def test_boxing_on_several_ranks(n):
     code, secs, out = run_ranks(n, "global_boxing.py")
+    assert code == 0, out
+    for r in range(n):
+        assert f"OK rank {r}" in out, out
+
+
+@needs_mpi
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("n", [2, 4])
+def test_2d_sbp_boxing_and_ops_on_several_ranks(n):
+    code, secs, out = run_ranks(n, "global_nd.py", timeout=230)
     assert code == 0, out
     for r in range(n):
         assert f"OK rank {r}" in out, out
