@@ -254,6 +254,34 @@ _BOXING_OP = {("S", "S"): "boxing_s_to_s", ("S", "B"): "boxing_s_to_b",
               ("B", "P"): "boxing_b_to_p"}
 
 
+def move(t: Tensor, placement_: placement, sbp) -> Tensor:
+    """Global ``t`` on another placement, laid out as ``sbp`` (differentiable; the gradient
+    moves back). The source ranks gather it, the source's first rank broadcasts it over the
+    ranks of both placements, the target ranks keep their shards; ranks outside the target get
+    a global tensor with no shard. Every rank of the program calls it."""
+    _check_placement("to_global", placement_)
+    h = t._h
+    sbp = _sbp_arg("to_global", sbp, placement_)
+    src_pl, rank = h.placement, world().rank
+    src_c, dst_c = coords_of(src_pl, rank), coords_of(placement_, rank)
+    union = src_pl.flat_ranks + tuple(r for r in placement_.flat_ranks
+                                      if r not in src_pl.flat_ranks)
+    local = None
+    if rank in union:
+        full = box_shard(h.local, nd_attrs(h.sbp), (B,) * len(h.sbp), t._shape, src_pl, src_c) \
+            if src_c is not None else Tensor._wrap(np.empty((0,), t.dtype.np), t.dtype)
+        attrs = {"shape": tuple(t._shape), "ranks": union, "index": union.index(rank)}
+        full = box_op("boxing_move", full, attrs, True)
+        if dst_c is not None:
+            local = box_shard(full, (B,) * len(sbp), nd_attrs(sbp), t._shape, placement_,
+                              dst_c)
+    out = wrap(local, placement_, sbp, t._shape, t.dtype)
+    _record("boxing_move", [t], [out], {"in_ranks": src_pl.flat_ranks,
+                                         "in_hierarchy": src_pl.hierarchy,
+                                         "in_sbp": nd_attrs(h.sbp)})
+    return out
+
+
 def _check_placement(what: str, placement_) -> None:
     if not isinstance(placement_, placement):
         raise TypeError(f"{what}: placement must be a flow.placement, got {placement_!r}")
@@ -363,4 +391,4 @@ def from_full(t: Tensor, placement_: placement, sbp) -> Tensor:
 
 
 __all__ = ["GlobalBlob", "GlobalInterpreter", "GLOBAL", "is_global", "wrap", "box", "to_local",
-           "from_local", "from_full", "box_shard", "agreed_seed", "boxing"]
+           "from_local", "from_full", "move", "box_shard", "agreed_seed", "boxing"]

@@ -12,7 +12,8 @@ def to_global(x: Tensor, placement=None, sbp=None) -> Tensor:
     From a local tensor: ``x`` is this rank's shard (broadcast: the placement's first rank's
     values are used; split: the ranks' tensors, of any sizes, are concatenated; partial_sum:
     they are summed); every rank calls it. From a global tensor: boxing to ``sbp`` on the
-    same placement (None keeps the current one).
+    same placement (None keeps the current one), or a move to another ``placement`` (the
+    ranks may differ; the gradient moves back).
     """
     if not isinstance(x, Tensor):
         raise TypeError(f"to_global: expected a Tensor, got {type(x).__name__}")
@@ -21,8 +22,10 @@ def to_global(x: Tensor, placement=None, sbp=None) -> Tensor:
                         "distributed graph is not built yet)")
     if gt.is_global(x):
         if placement is not None and placement != x.placement:
-            raise ValueError(f"to_global: moving a global tensor from {x.placement} to "
-                             f"{placement} is not supported yet (same placement only)")
+            if sbp is None and len(placement.hierarchy) != len(x.sbp):
+                raise ValueError(f"to_global: moving a global tensor from {x.placement} to "
+                                 f"{placement}, of another hierarchy, needs sbp")
+            return gt.move(x, placement, x.sbp if sbp is None else sbp)
         return gt.box(x, x.sbp if sbp is None else sbp)
     if placement is None or sbp is None:
         raise ValueError("to_global: a local tensor needs both placement and sbp")

@@ -25,7 +25,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from actorflow.framework.placement import SbpParallel
+from actorflow.framework.placement import SbpParallel, placement
 from actorflow.ops._common import F
 from actorflow.ops.registry import Meta, OpError, register
 
@@ -186,6 +186,49 @@ _boxing("boxing_b_to_s", "broadcast -> split(out_dim): this rank's slice, no tra
 _boxing("boxing_b_to_p", "broadcast -> partial_sum: the first rank keeps the values, the others "
         "hold zeros.", "P", _b_to_p)
 _boxing("boxing_s_to_s", "split(in_dim) -> split(out_dim): all-to-all.", "S", _s_to_s)
+
+# ---- between placements -------------------------------------------------------------------------
+
+boxing_move = register(
+    "boxing_move",
+    doc="Move a global tensor to another placement: the source placement's first rank "
+        "broadcasts its broadcast (whole) shard over the communicator of the ranks of both "
+        "placements. Input: the whole logical tensor on the source ranks (any placeholder on "
+        "the others); output: the whole logical tensor. Attrs: shape, ranks (the source's "
+        "ranks, then the target's others; the first is the root), index (this rank's "
+        "position), in_ranks/in_hierarchy/in_sbp (the source placement and n-d SBP, for the "
+        "gradient, which moves back).")
+
+
+@boxing_move.infer
+def _(inputs, attrs):
+    return [Meta(tuple(attrs["shape"]), inputs[0].dtype)]
+
+
+@boxing_move.kernel("cpu")
+def _(ins, outs, attrs):
+    c = _comm(attrs)
+    root = attrs["index"] == 0
+    if c is None:
+        outs[0][...] = ins[0]
+        return
+    with _guard("boxing move (broadcast to another placement)", outs[0]):
+        got = c.bcast(np.ascontiguousarray(ins[0]) if root else None, root=0)
+    outs[0][...] = got
+
+
+@boxing_move.grad
+def _(ctx, dout):
+    a = ctx.attrs
+    src = placement("cpu", np.array(a["in_ranks"]).reshape(a["in_hierarchy"]).tolist())
+    return (F.to_global(dout, placement=src, sbp=tuple(_sbp_value(s) for s in a["in_sbp"])),)
+
+
+@boxing_move.sbp
+def _(inputs, attrs):
+    raise OpError("boxing_move takes the local shard of a global tensor; move a global tensor "
+                  "with to_global(placement=..., sbp=...)")
+
 
 # ---- between local and global tensors (autograd records these around an alias) -----------------
 

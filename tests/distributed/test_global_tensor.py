@@ -52,6 +52,17 @@ def test_one_process_global_tensor_round_trip():
                                   .numpy(), [1.0, 1.0])
     with pytest.raises(ValueError, match="one per placement dim"):
         flow.ones(2, placement=q, sbp=flow.sbp.broadcast)
+    # moving to another placement (here: another hierarchy of the same rank); the gradient
+    # moves back
+    x.grad = None
+    mv = x.to_global(p, flow.sbp.split(0)).to_global(
+        placement=q, sbp=(flow.sbp.split(1), flow.sbp.partial_sum))
+    assert mv.placement == q and mv.sbp == (flow.sbp.split(1), flow.sbp.partial_sum)
+    (mv * flow.tensor(np.arange(6.0).reshape(2, 3), placement=q,
+                      sbp=(flow.sbp.broadcast,) * 2)).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.arange(6.0).reshape(2, 3))
+    with pytest.raises(ValueError, match="needs sbp"):
+        g.to_global(placement=q)
     with pytest.raises(ValueError, match="mixes a local tensor"):
         g + x
     with pytest.raises(ValueError, match="needs both placement and sbp"):
@@ -83,6 +94,16 @@ def test_boxing_on_several_ranks(n):
 @pytest.mark.parametrize("n", [2, 4])
 def test_2d_sbp_boxing_and_ops_on_several_ranks(n):
     code, secs, out = run_ranks(n, "global_nd.py", timeout=230)
+    assert code == 0, out
+    for r in range(n):
+        assert f"OK rank {r}" in out, out
+
+
+@needs_mpi
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("n", [2, 4])
+def test_moving_between_placements(n):
+    code, secs, out = run_ranks(n, "global_move.py")
     assert code == 0, out
     for r in range(n):
         assert f"OK rank {r}" in out, out
