@@ -1,16 +1,19 @@
-"""Eager global tensors (1-D SBP): the handle, boxing, and the eager-global interpreter.
+"""Eager global tensors: the handle, the eager-global interpreter, and the conversions
+(to and from local tensors, boxing, moves between placements).
 
 A global tensor is a ``Tensor`` whose handle is a ``GlobalBlob``: placement, SBP (a tuple of
-one ``SbpParallel``) and this rank's shard, an ordinary eager tensor (None on ranks outside the
-placement). The Tensor's ``_shape`` and ``dtype`` are the logical ones.
+``SbpParallel``, one per hierarchy axis of the placement) and this rank's shard, an ordinary
+eager tensor (None on ranks outside the placement). The Tensor's ``_shape`` and ``dtype`` are
+the logical ones. The n-d layout, boxing and signature choice live in
+``actorflow.dispatch.nd_sbp``.
 
 ``GlobalInterpreter`` (chosen by ``dispatch.apply`` when an input is global) runs one op call:
 it infers the logical outputs with the op's own inference, asks the op's SBP rule
-(``op.sbp_fn``, see ``actorflow.ops.boxing``) for signatures, adds the all-broadcast one (any
-op runs replicated), keeps those an in-place or mutating call allows, picks the one that moves
-the fewest bytes, boxes the shards with the boxing ops, runs the eager-local interpreter on the
-shards (the same kernels) and wraps the outputs. Autograd records once, in ``dispatch.apply``,
-on the global tensors, so gradients of global tensors are global.
+(``op.sbp_fn``, see ``actorflow.ops.boxing``) for signatures (one per hierarchy axis), adds the
+all-broadcast one (any op runs replicated), keeps those an in-place or mutating call allows,
+picks the one that moves the fewest bytes, boxes the shards with the boxing ops, runs the
+eager-local interpreter on the shards (the same kernels) and wraps the outputs. Autograd records
+once, in ``dispatch.apply``, on the global tensors, so gradients of global tensors are global.
 
 Boxing of a shard issues the boxing ops on the VM's communication worker; metadata the ranks
 must agree on at call time (shard sizes of ``to_global`` from local tensors, seeds of random
@@ -239,7 +242,7 @@ def box(t: Tensor, sbp) -> Tensor:
     coords = coords_of(h.placement, world().rank)
     local = box_shard(h.local, src, dst, t._shape, h.placement, coords)
     out = wrap(local, h.placement, sbp, t._shape, t.dtype)
-    if len(src) == 1:
+    if len(src) == 1 and (src[0][0], dst[0][0]) in _BOXING_OP:
         # (S->P runs as S->B then B->P; its node is recorded as the all-gather: a boxing's
         # gradient depends only on the input's sbp)
         _record(_BOXING_OP[(src[0][0], dst[0][0])], [t], [out], {"in_sbp": src[0]})

@@ -23,6 +23,7 @@ runs its own ``local``/``post`` functions.
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -31,7 +32,7 @@ from actorflow import vm
 from actorflow.dispatch.eager import EagerInterpreter
 from actorflow.framework.placement import SbpParallel, placement
 from actorflow.ops import registry
-from actorflow.ops.boxing import B, P, Sig, shard_shape
+from actorflow.ops.boxing import B, M, P, Sig, shard_shape
 
 _EAGER = EagerInterpreter()
 
@@ -89,6 +90,11 @@ def box_1d(local, src: tuple, dst: tuple, shape: tuple, ranks: tuple, idx: int):
     if src == dst or local is None:
         return local
     base = {"shape": tuple(shape), "ranks": tuple(ranks), "index": idx}
+    if dst == M:  # every rank holding the values is a partial max of them
+        return local if src == B else box_1d(local, src, B, shape, ranks, idx)
+    if src == M:
+        full = box_op("boxing_pm_to_b", local, base, True)
+        return box_1d(full, B, dst, shape, ranks, idx)
     s, d = src[0], dst[0]
     if s == "S" and d == "S":
         return box_op("boxing_s_to_s", local, dict(base, in_dim=src[1], out_dim=dst[1]), True)
@@ -123,15 +129,32 @@ def _touched(a: tuple, b: tuple) -> set:
     return {s[1] for s in (a, b) if s[0] == "S"}
 
 
+def _conflicts(src_k: tuple, dst_k: tuple, cur_j: tuple) -> bool:
+    """Whether changing an axis from ``src_k`` to ``dst_k`` needs an inner axis laid out as
+    ``cur_j`` gathered first: it splits a dim the change touches, or it is the other kind of
+    partial reduction (a max of sums is not a sum of maxima)."""
+    if cur_j[0] == "S":
+        return cur_j[1] in _touched(src_k, dst_k)
+    return cur_j in (P, M) and src_k in (P, M) and src_k != cur_j
+
+
 def box_plan(src: tuple, dst: tuple) -> list:
-    """The steps ``(axis, to)`` that box n-d ``src`` to ``dst`` one axis at a time."""
-    cur = list(src)
-    steps = []
-    for j in range(len(cur) - 1, 0, -1):
-        if cur[j][0] == "S" and any(cur[j][1] in _touched(src[k], dst[k])
-                                    for k in range(j) if src[k] != dst[k]):
-            steps.append((j, B))
-            cur[j] = B
+    """The steps ``(axis, to)`` that box n-d ``src`` to ``dst`` one axis at a time: inner axes
+    that conflict with a change of an outer one go to broadcast first (innermost first), then
+    every axis goes to its target (outermost first)."""
+    changing = {k for k in range(len(src)) if src[k] != dst[k]}
+    freed: set = set()
+    grew = True
+    while grew:
+        grew = False
+        for j in range(1, len(src)):
+            # (a freed axis changes src -> B, which touches no more than src -> dst)
+            if j not in freed and any(_conflicts(src[k], dst[k], src[j]) for k in range(j)
+                                      if k in changing or k in freed):
+                freed.add(j)
+                grew = True
+    steps = [(j, B) for j in sorted(freed, reverse=True)]
+    cur = [B if k in freed else s for k, s in enumerate(src)]
     for k in range(len(cur)):
         if cur[k] != dst[k]:
             steps.append((k, dst[k]))
@@ -160,7 +183,7 @@ def _cost_1d(src: tuple, dst: tuple, nbytes: float) -> float:
         return 0.0
     if src == B:
         return nbytes * 1e-3
-    if src == P and dst == B:
+    if src in (P, M) and dst == B:
         return 2.0 * nbytes
     return float(nbytes)
 
@@ -192,13 +215,21 @@ class NdSig(NamedTuple):
 
 
 def rule_signatures(op, inputs: list, attrs: dict, n_out: int) -> list:
-    """The 1-D signatures of a call on ``inputs`` (tensors with ``_shape``, ``dtype`` and a
-    one-entry ``sbp``): the op's SBP rule (none for random ops) and the all-broadcast one."""
+    """The 1-D signatures of a call on ``inputs`` (global tensors of one axis: ``_shape``,
+    ``dtype``, a one-entry ``sbp``, a 1-D ``placement`` of the axis's size): the op's SBP rule
+    (none for random ops) and the all-broadcast one."""
     sigs = []
     if op.sbp_fn is not None and not op.random:
         sigs = [s if isinstance(s, Sig) else Sig(*s) for s in op.sbp_fn(inputs, attrs)]
     sigs.append(Sig((B,) * len(inputs), (B,) * n_out))
     return sigs
+
+
+@functools.lru_cache(maxsize=256)
+def axis_placement(pl: placement, axis: int) -> placement:
+    """A 1-D placement of the size of ``pl``'s hierarchy axis ``axis`` (its first group along
+    it): what the 1-D rules of that axis see as their inputs' placement."""
+    return placement(pl.type, list(group_ranks(pl, (0,) * len(pl.hierarchy), axis)))
 
 
 def _proxy(shape: tuple, dtype, sbp: tuple, pl: placement):
@@ -211,7 +242,8 @@ def _expand(op, metas: list, sbps: list, attrs: dict, hier: tuple, n_out: int, p
             inputs: list | None) -> list:
     n = hier[0]
     if inputs is None:
-        inputs = [_proxy(m[0], m[1], s[0], pl) for m, s in zip(metas, sbps)]
+        level = axis_placement(pl, len(pl.hierarchy) - len(hier))
+        inputs = [_proxy(m[0], m[1], s[0], level) for m, s in zip(metas, sbps)]
     sigs = []
     for s in rule_signatures(op, inputs, attrs, n_out):
         if len(s.ins) != len(metas) or len(s.outs) != n_out:

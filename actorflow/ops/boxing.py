@@ -16,8 +16,9 @@ global tensors of a call (logical ``_shape``, ``dtype``, ``sbp``), a signature i
 outs)``: one SBP attr per input and per output (``S(d)``, ``B``, ``P``: plain tuples), with an
 optional ``post(outs, attrs, index, n)`` run on the local results (mean over a split dim scales
 them). Running the op's kernel on shards laid out as ``ins`` must give shards laid out as
-``outs``; the eager-global interpreter (``actorflow.dispatch.global_tensor``) picks the
-signature that moves the fewest bytes. Every op also runs with all inputs broadcast.
+``outs`` (``inputs[i].placement`` is 1-D, of the size of the axis the rule is asked for); the
+eager-global interpreter (``actorflow.dispatch.global_tensor``) picks the signature that moves
+the fewest bytes. Every op also runs with all inputs broadcast.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from actorflow.framework.placement import SbpParallel, placement
 from actorflow.ops._common import F
 from actorflow.ops.registry import Meta, OpError, register
 
-B, P = ("B",), ("P",)
+B, P, M = ("B",), ("P",), ("M",)
 
 
 def S(dim: int) -> tuple:
@@ -150,6 +151,18 @@ def _p_to_b(ins, outs, attrs):
     _sum(_allgather("boxing P->B (all-reduce)", ins[0], attrs), outs[0])
 
 
+def _pm_to_b(ins, outs, attrs):
+    parts = _allgather("boxing partial_max->B (all-reduce max)", ins[0], attrs)
+    if outs[0].dtype == np.bool_:
+        _sum(parts, outs[0])  # "or"
+        return
+    half = outs[0].dtype.kind == "V"  # bfloat16: compare as float32
+    acc = np.array(parts[0], dtype=np.float32 if half else outs[0].dtype)
+    for p in parts[1:]:
+        np.maximum(acc, p.astype(acc.dtype) if half else p, out=acc)
+    outs[0][...] = acc
+
+
 def _p_to_s(ins, outs, attrs):
     n, d = len(attrs["ranks"]), attrs["out_dim"]
     x = ins[0]
@@ -180,6 +193,8 @@ _boxing("boxing_s_to_b", "split(in_dim) -> broadcast: all-gather of the shards (
         "along in_dim.", "B", _s_to_b)
 _boxing("boxing_p_to_b", "partial_sum -> broadcast: all-reduce (sum in rank order).", "B",
         _p_to_b)
+_boxing("boxing_pm_to_b", "partial_max -> broadcast: all-reduce max (NaN wins, as torch.max).",
+        "B", _pm_to_b)
 _boxing("boxing_p_to_s", "partial_sum -> split(out_dim): reduce-scatter.", "S", _p_to_s)
 _boxing("boxing_b_to_s", "broadcast -> split(out_dim): this rank's slice, no transfer.", "S",
         _b_to_s)
@@ -263,6 +278,9 @@ local_to_global.infer(_not_dispatched("local_to_global", "Tensor.to_global(place
 @local_to_global.grad
 def _(ctx, dout):
     a = ctx.attrs
+    if M in (a["sbp"] if isinstance(a["sbp"][0], tuple) else (a["sbp"],)):
+        raise OpError("local_to_global: the gradient of to_global(sbp=partial_max) of local "
+                      "tensors is not built (make the tensor global first, then box it)")
     if isinstance(a["sbp"][0], tuple):  # n-d: per axis as below (uneven splits are 1-D only)
         back = tuple(P if s == B else (B if s == P else s) for s in a["sbp"])
         return (F.to_local(F.to_global(dout, sbp=tuple(_sbp_value(s) for s in back))),)

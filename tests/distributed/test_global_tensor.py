@@ -1,6 +1,6 @@
-"""Eager global tensors (placement, 1-D SBP, boxing, the eager-global interpreter): one-process
-checks here, several-process ones through ``mpiexec`` on the scripts in ``tests/distributed/``
-(each prints ``OK rank R``)."""
+"""Eager global tensors (placement, 1-D and 2-D SBP, boxing, moves between placements,
+partial_max, the eager-global interpreter): one-process checks here, several-process ones
+through ``mpiexec`` on the scripts in ``tests/distributed/`` (each prints ``OK rank R``)."""
 from __future__ import annotations
 
 import numpy as np
@@ -104,6 +104,16 @@ def test_2d_sbp_boxing_and_ops_on_several_ranks(n):
 @pytest.mark.parametrize("n", [2, 4])
 def test_moving_between_placements(n):
     code, secs, out = run_ranks(n, "global_move.py")
+    assert code == 0, out
+    for r in range(n):
+        assert f"OK rank {r}" in out, out
+
+
+@needs_mpi
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("n", [2, 4])
+def test_partial_max(n):
+    code, secs, out = run_ranks(n, "global_pmax.py")
     assert code == 0, out
     for r in range(n):
         assert f"OK rank {r}" in out, out
