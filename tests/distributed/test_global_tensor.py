@@ -157,3 +157,21 @@ def test_checkpoints_of_global_state(n, tmp_path):
     assert code == 0, out
     for r in range(n):
         assert f"OK rank {r}" in out, out
+
+
+def test_nd_box_plan_gathers_conflicting_inner_axes_first():
+    from actorflow.dispatch.nd_sbp import box_plan
+    S0, S1, B, P, M = ("S", 0), ("S", 1), ("B",), ("P",), ("M",)
+    # the inner axis splits the dim the outer change touches: gather it, change, re-split
+    assert box_plan((S0, S0), (B, S0)) == [(1, B), (0, B), (1, S0)]
+    assert box_plan((B, S0), (S0, S0)) == [(1, B), (0, S0), (1, S0)]
+    # other dims and broadcast inner axes commute with the change: one step
+    assert box_plan((S0, S1), (B, S1)) == [(0, B)]
+    assert box_plan((P, B), (S0, B)) == [(0, S0)]
+    assert box_plan((P, P), (B, P)) == [(0, B)]  # a sum of sums
+    # a max of sums is not a sum of maxima: the inner partial goes to broadcast first
+    assert box_plan((P, M), (M, P)) == [(1, B), (0, M), (1, P)]
+    assert box_plan((M, P), (B, B)) == [(1, B), (0, B)]
+    # freeing an axis can make an axis inside it conflict in turn
+    assert box_plan((M, P, M), (B, P, M)) == [(2, B), (1, B), (0, B), (1, P), (2, M)]
+    assert box_plan((S0, S1, S0), (S0, S1, S0)) == []
