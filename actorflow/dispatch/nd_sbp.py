@@ -24,6 +24,7 @@ runs its own ``local``/``post`` functions.
 from __future__ import annotations
 
 import functools
+import math
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -50,8 +51,8 @@ def nd_value(attrs: tuple) -> tuple:
 def coords_of(pl: placement, rank: int) -> tuple | None:
     """``rank``'s coordinates in ``pl``'s rank array, or None when it is not one of its ranks."""
     idx = pl.index(rank)
-    if idx is None:
-        return None
+    if idx is None or len(pl.hierarchy) == 1:
+        return None if idx is None else (idx,)
     return tuple(int(c) for c in np.unravel_index(idx, pl.hierarchy))
 
 
@@ -290,18 +291,50 @@ def select_signature(op, metas: list, sbps: list, attrs: dict, pl: placement, n_
     ``signatures``); ``fixed_ins`` ``{input index: n-d sbp}`` and ``out_sbps`` keep only those
     that leave written tensors as they are. None when no signature is left."""
     best, best_cost = None, None
+    nbytes = [math.prod(m[0]) * m[1].itemsize for m in metas]
+    hier = pl.hierarchy
+    if len(hier) == 1 and inputs is not None:
+        return _select_1d(op, nbytes, sbps, attrs, n_out, fixed_ins, out_sbps, inputs)
     for sig in signatures(op, metas, sbps, attrs, pl, n_out, inputs):
         if fixed_ins and any(sig.ins[i] != s for i, s in fixed_ins.items()):
             continue
         if out_sbps is not None and any(o != s for o, s in zip(out_sbps, sig.outs)):
             continue
         cost = 0.0
-        for m, cur, want in zip(metas, sbps, sig.ins):
-            nbytes = int(np.prod(m[0], dtype=np.int64)) * m[1].itemsize
-            cost += box_cost(cur, want, nbytes, pl.hierarchy)
+        for size, cur, want in zip(nbytes, sbps, sig.ins):
+            if cur != want:
+                cost += box_cost(cur, want, size, hier)
         if best is None or cost < best_cost:
             best, best_cost = sig, cost
     return best
+
+
+def _select_1d(op, nbytes: list, sbps: list, attrs: dict, n_out: int, fixed_ins, out_sbps,
+               inputs: list) -> NdSig | None:
+    # select_signature on a 1-D placement, without n-d signatures for the losers (per call)
+    cur = [s[0] for s in sbps]
+    fixed = {} if not fixed_ins else {i: s[0] for i, s in fixed_ins.items()}
+    outs = None if out_sbps is None else [s[0] for s in out_sbps]
+    best, best_cost = None, None
+    for sig in rule_signatures(op, inputs, attrs, n_out):
+        if len(sig.ins) != len(inputs) or len(sig.outs) != n_out:
+            raise registry.OpError(f"{op.name}: its SBP rule gave a signature of "
+                                   f"{len(sig.ins)} inputs and {len(sig.outs)} outputs for a "
+                                   f"call with {len(inputs)} and {n_out}")
+        if any(sig.ins[i] != s for i, s in fixed.items()):
+            continue
+        if outs is not None and any(o != s for o, s in zip(outs, sig.outs)):
+            continue
+        cost = 0.0
+        for size, c, want in zip(nbytes, cur, sig.ins):
+            if c != want:
+                cost += _cost_1d(c, want, size)
+        if best is None or cost < best_cost:
+            best, best_cost = sig, cost
+    if best is None:
+        return None
+    return NdSig(tuple((x,) for x in best.ins), tuple((x,) for x in best.outs),
+                 lambda coords, s=best: [s])
 
 
 def run_levels(levels: list, attrs: dict, coords: tuple, hierarchy: tuple) -> tuple:
