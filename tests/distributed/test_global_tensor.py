@@ -175,3 +175,22 @@ def test_nd_box_plan_gathers_conflicting_inner_axes_first():
     # freeing an axis can make an axis inside it conflict in turn
     assert box_plan((M, P, M), (B, P, M)) == [(2, B), (1, B), (0, B), (1, P), (2, M)]
     assert box_plan((S0, S1, S0), (S0, S1, S0)) == []
+
+
+def test_select_signature_is_a_function_of_the_call_metadata():
+    # what a graph compiler calls: no tensors, only shapes/dtypes, sbps, attrs and placement
+    from actorflow.dispatch.nd_sbp import select_signature
+    from actorflow.ops import registry
+    S0, S1, B, P = ("S", 0), ("S", 1), ("B",), ("P",)
+    f32 = flow.float32
+    sig = select_signature(registry.get("matmul"), [((4, 3), f32), ((3, 5), f32)],
+                           [(S0, B), (B, S1)], {}, flow.placement("cpu", [[0]]), 1)
+    assert sig.ins == ((S0, B), (B, S1)) and sig.outs == ((S0, S1),)
+    assert [s.outs for s in sig.levels((0, 0))] == [(S0,), (S1,)]
+    sig = select_signature(registry.get("sum"), [((4, 3), f32)], [(S0,)], {"dim": (0,)},
+                           flow.placement("cpu", [0]), 1)
+    assert sig.ins == ((S0,),) and sig.outs == ((P,),)
+    # an in-place call keeps the written tensor's layout
+    sig = select_signature(registry.get("relu"), [((4, 3), f32)], [(S1,)], {},
+                           flow.placement("cpu", [0]), 1, out_sbps=[(B,)])
+    assert sig.outs == ((B,),) and sig.ins == ((B,),)
