@@ -16,7 +16,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1] / "actorflow"
 
 # lowest first; a unit may import any unit of an earlier layer
 LAYERS = [
-    ["framework", "errors", "settings", "scope", "random", "profiler", "backends"],  # leaves
+    ["framework", "errors", "settings", "scope", "random", "profiler", "backends", "cuda"],
     ["ops"],                     # op registry and kernels
     ["vm"],                      # eager virtual machine
     ["tensor"],                  # Tensor and its storage handles
