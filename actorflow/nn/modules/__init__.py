@@ -33,3 +33,4 @@ from actorflow.nn.modules.sparse import Embedding  # noqa: F401
 from actorflow.nn.modules.transformer import (  # noqa: F401
     MultiheadAttention, TransformerEncoder, TransformerEncoderLayer,
 )
+from actorflow.nn.modules.quantization import *  # noqa: F401,F403,E402
