@@ -33,3 +33,4 @@ from actorflow.functional.loss_extra import *  # noqa: F401,F403
 from actorflow.functional.grid_sample import *  # noqa: F401,F403
 from actorflow.functional.global_tensor import *  # noqa: F401,F403
 from actorflow.functional.quantize import *  # noqa: F401,F403
+from actorflow.functional.fused_layers import *  # noqa: F401,F403
