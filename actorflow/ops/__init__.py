@@ -11,3 +11,4 @@ from actorflow.ops import special  # noqa: F401,E402  (erfinv, lgamma, digamma, 
 from actorflow.ops import sort  # noqa: F401,E402  (sorting and selection)
 from actorflow.ops import boxing  # noqa: F401,E402  (global tensors: SBP changes)
 from actorflow.ops import quantization  # noqa: F401,E402  (observers, (fake) quantization)
+from actorflow.ops import decode  # noqa: F401,E402  (nms, ctc_greedy_decoder)
