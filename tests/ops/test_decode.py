@@ -65,3 +65,25 @@ def test_ctc_greedy_decoder(merge):
     with pytest.raises(Exception, match="ctc_greedy_decoder: input_lengths"):
         flow.nn.functional.ctc_greedy_decoder(flow.tensor(lp), flow.tensor([13, 1, 1, 1, 1]))
         flow.synchronize()
+
+
+def test_in_a_graph_ctc_traces_and_nms_refuses():
+    lp = np.log(np.random.default_rng(2).dirichlet(np.ones(4), size=(6, 2)))
+    lengths = np.array([6, 4])
+
+    class Ctc(flow.nn.Graph):
+        def build(self, a, n):
+            return flow.nn.functional.ctc_greedy_decoder(a, n)
+
+    got = Ctc()(flow.tensor(lp), flow.tensor(lengths))
+    want = flow.nn.functional.ctc_greedy_decoder(flow.tensor(lp), flow.tensor(lengths))
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g.numpy(), w.numpy())
+
+    class Nms(flow.nn.Graph):
+        def build(self, b, s):
+            return flow.nms(b, s, 0.5)
+
+    boxes = flow.tensor([[0.0, 0, 2, 2], [0, 0, 2, 2.1], [5, 5, 6, 6]])
+    with pytest.raises(Exception, match="nonzero"):
+        Nms()(boxes, flow.tensor([0.9, 0.8, 0.7]))

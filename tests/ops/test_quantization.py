@@ -99,3 +99,40 @@ def test_errors_name_the_op():
         F.fake_quantization(x, flow.ones(3), flow.zeros(3))
     with pytest.raises(Exception, match="cambricon"):
         F.min_max_observer(x, "cambricon", 8, "symmetric", False)
+
+
+@pytest.mark.timeout(60)
+def test_quantization_aware_step_in_a_graph_matches_eager():
+    x = np.random.default_rng(3).standard_normal((6, 4)).astype(np.float32)
+
+    def make():
+        flow.manual_seed(0)
+        lin = flow.nn.Linear(4, 3)
+        obs = flow.nn.MovingAverageMinMaxObserver(stop_update_after_iters=5)
+        fq = flow.nn.FakeQuantization()
+        return lin, obs, fq
+
+    def step(lin, obs, fq, t, i):
+        h = lin(t)
+        scale, zp = obs(h, flow.tensor([i], dtype=flow.int64))
+        return fq(h, scale, zp)
+
+    eager = make()
+    graph_mods = make()
+
+    class G(flow.nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.lin, self.obs, self.fq = graph_mods
+
+        def build(self, t, i):
+            h = self.lin(t)
+            scale, zp = self.obs(h, i)
+            return self.fq(h, scale, zp)
+
+    g = G()
+    for i in range(3):
+        want = step(*eager, flow.tensor(x * (i + 1)), i)
+        got = g(flow.tensor(x * (i + 1)), flow.tensor([i], dtype=flow.int64))
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    np.testing.assert_array_equal(graph_mods[1].moving_max.numpy(), eager[1].moving_max.numpy())

@@ -4,6 +4,7 @@ import pytest
 
 import actorflow as flow
 from actorflow.nn.optimizer.swa_utils import SWALR, AveragedModel, update_bn
+from actorflow.optim import swa_utils as optim_swa_utils
 from tests.helpers import torch
 
 needs_torch = pytest.mark.skipif(torch is None, reason="PyTorch not installed")
@@ -83,3 +84,10 @@ def test_update_bn_is_the_plain_average_over_the_loader():
                                np.mean([x.mean(0) for x in batches], axis=0), rtol=1e-5)
     np.testing.assert_allclose(bn.running_var.numpy(),
                                np.mean([x.var(0, ddof=1) for x in batches], axis=0), rtol=1e-5)
+
+
+def test_optim_swa_utils_is_the_same_module_api():
+    assert optim_swa_utils.AveragedModel is AveragedModel and optim_swa_utils.SWALR is SWALR
+    assert flow.optim.swa_utils.update_bn is update_bn
+    with pytest.raises(AttributeError):
+        assert optim_swa_utils.nothing_here is None
