@@ -36,3 +36,4 @@ from actorflow.functional.quantize import *  # noqa: F401,F403
 from actorflow.functional.fused_layers import *  # noqa: F401,F403
 from actorflow.functional.decode import *  # noqa: F401,F403
 from actorflow.functional.margin_loss import *  # noqa: F401,F403
+from actorflow.functional.ctc import *  # noqa: F401,F403
