@@ -14,6 +14,7 @@ from actorflow.framework.dtype import complex64, complex128  # noqa: F401,E402
 from actorflow.framework.device import device  # noqa: F401
 from actorflow.framework import sbp  # noqa: F401
 from actorflow.framework.placement import placement  # noqa: F401
+from actorflow.framework.type_info import finfo, iinfo  # noqa: F401
 from actorflow.tensor import Size, Tensor  # noqa: F401
 from actorflow.tensor_types import *  # noqa: F401,F403
 from actorflow import sysconfig  # noqa: F401
@@ -67,5 +68,7 @@ from actorflow import profiler  # noqa: F401,E402
 from actorflow import functional as _C  # noqa: F401,E402  (OneFlow's functional namespace)
 import actorflow.linalg as linalg  # noqa: F401,E402  (over the functional.linalg module name)
 from actorflow import backends  # noqa: F401,E402  (CUDA/cuDNN flags, unread on the CPU)
+from actorflow import cuda  # noqa: F401,E402  (is_available() is False: CPU only)
+from actorflow import jit  # noqa: F401,E402  (TorchScript decorators, ignored)
 
 distributed.world.world()  # join the other ranks now (and export RANK...) when launched by MPI

@@ -16,7 +16,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1] / "actorflow"
 
 # lowest first; a unit may import any unit of an earlier layer
 LAYERS = [
-    ["framework", "errors", "settings", "scope", "random", "profiler", "backends"],  # leaves
+    ["framework", "errors", "settings", "scope", "random", "profiler", "backends", "cuda"],
     ["ops"],                     # op registry and kernels
     ["vm"],                      # eager virtual machine
     ["tensor"],                  # Tensor and its storage handles
@@ -30,7 +30,7 @@ LAYERS = [
     ["linalg", "passes"],        # passes emit ops with the functional API
     ["optim"],
     ["nn"],                      # includes nn.graph, which drives passes, compiler, runtime
-    ["utils", "serialization", "asyncs", "sysconfig", "comm", "env"],
+    ["utils", "serialization", "asyncs", "sysconfig", "comm", "env", "jit", "_utils"],
     ["oneflow_compat", "__init__"],
 ]
 LEVEL = {unit: i for i, units in enumerate(LAYERS) for unit in units}

@@ -32,3 +32,8 @@ from actorflow.functional.linalg_ops import *  # noqa: F401,F403
 from actorflow.functional.loss_extra import *  # noqa: F401,F403
 from actorflow.functional.grid_sample import *  # noqa: F401,F403
 from actorflow.functional.global_tensor import *  # noqa: F401,F403
+from actorflow.functional.quantize import *  # noqa: F401,F403
+from actorflow.functional.fused_layers import *  # noqa: F401,F403
+from actorflow.functional.decode import *  # noqa: F401,F403
+from actorflow.functional.margin_loss import *  # noqa: F401,F403
+from actorflow.functional.ctc import *  # noqa: F401,F403

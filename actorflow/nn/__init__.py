@@ -6,6 +6,7 @@ from actorflow.nn.modules import __dict__ as _modules_dict
 from actorflow.nn.parameter import Parameter  # noqa: F401
 from actorflow.nn import utils  # noqa: F401
 from actorflow.nn import parallel  # noqa: F401,E402
+from actorflow.nn import optimizer  # noqa: F401,E402
 
 __all__ = ["Module", "Parameter", "RemovableHandle", "functional", "init", "utils"] + sorted(
     n for n, v in _modules_dict.items() if isinstance(v, type) and issubclass(v, Module))

@@ -111,3 +111,10 @@ __all__ += [
     "threshold_",
 ]
 __all__ += ["cosine_similarity", "pairwise_distance"]
+
+# ---- decoding and margin losses (OneFlow's nn.functional extras) ------------------------------
+from actorflow.functional.ctc import ctc_loss  # noqa: E402,F401
+from actorflow.functional.decode import ctc_greedy_decoder  # noqa: E402,F401
+from actorflow.functional.margin_loss import combined_margin_loss  # noqa: E402,F401
+
+__all__ += ["ctc_loss", "ctc_greedy_decoder", "combined_margin_loss"]
