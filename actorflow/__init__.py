@@ -66,6 +66,8 @@ from actorflow import optim  # noqa: F401,E402
 from actorflow import profiler  # noqa: F401,E402
 from actorflow import functional as _C  # noqa: F401,E402  (OneFlow's functional namespace)
 import actorflow.linalg as linalg  # noqa: F401,E402  (over the functional.linalg module name)
+import actorflow.fft as fft  # noqa: F401,E402  (over the functional.fft module name)
 from actorflow import backends  # noqa: F401,E402  (CUDA/cuDNN flags, unread on the CPU)
+from actorflow import cuda  # noqa: F401,E402  (no CUDA devices)
 
 distributed.world.world()  # join the other ranks now (and export RANK...) when launched by MPI

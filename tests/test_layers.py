@@ -15,8 +15,8 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "actorflow"
 
 # lowest first; a unit may import any unit of an earlier layer
-LAYERS = [
-    ["framework", "errors", "settings", "scope", "random", "profiler", "backends"],  # leaves
+LAYERS = [  # leaves first
+    ["framework", "errors", "settings", "scope", "random", "profiler", "backends", "cuda"],
     ["ops"],                     # op registry and kernels
     ["vm"],                      # eager virtual machine
     ["tensor"],                  # Tensor and its storage handles
@@ -27,7 +27,7 @@ LAYERS = [
     ["runtime"],                 # actors running a Plan
     ["dispatch"],                # interpreters: eager-local, lazy
     ["functional"],
-    ["linalg", "passes"],        # passes emit ops with the functional API
+    ["linalg", "fft", "passes"],  # passes emit ops with the functional API
     ["optim"],
     ["nn"],                      # includes nn.graph, which drives passes, compiler, runtime
     ["utils", "serialization", "asyncs", "sysconfig", "comm", "env"],

@@ -32,3 +32,4 @@ from actorflow.functional.linalg_ops import *  # noqa: F401,F403
 from actorflow.functional.loss_extra import *  # noqa: F401,F403
 from actorflow.functional.grid_sample import *  # noqa: F401,F403
 from actorflow.functional.global_tensor import *  # noqa: F401,F403
+from actorflow.functional.fft import *  # noqa: F401,F403
