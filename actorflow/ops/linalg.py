@@ -102,9 +102,13 @@ def _matmul_grad_general(ctx, dout, a, b, ta, tb):
     a_vec, b_vec = a2.ndim == 1, b2.ndim == 1
     if a_vec:
         a2 = F.reshape(a2, (1,) + tuple(a2._shape))
-        dout = F.unsqueeze(dout, -2)
     if b_vec:
         b2 = F.reshape(b2, tuple(b2._shape) + (1,))
+    if a_vec and b_vec:  # a dot product: a 0-d gradient
+        dout = F.reshape(dout, (1, 1))
+    elif a_vec:
+        dout = F.unsqueeze(dout, -2)
+    elif b_vec:
         dout = F.unsqueeze(dout, -1)
     da = db = None
     if ctx.needs_input_grad[0]:

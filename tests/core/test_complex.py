@@ -140,7 +140,7 @@ def test_exp_and_unsupported_ops():
 
 
 @pytest.mark.parametrize("shapes", [((2, 3), (3, 4)), ((3,), (3, 2)), ((2, 2, 3), (3,)),
-                                    ((1, 2, 3), (4, 3, 2))])
+                                    ((3,), (3,)), ((1, 2, 3), (4, 3, 2))])
 def test_matmul_forward_and_gradients_match_torch(shapes):
     a, b = _c(shapes[0]), _c(shapes[1])
     x, y = flow.tensor(a, requires_grad=True), flow.tensor(b, requires_grad=True)
