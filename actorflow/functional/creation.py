@@ -7,6 +7,7 @@ import numpy as np
 from actorflow.framework import dtype as dt
 from actorflow.framework.device import as_device
 from actorflow.dispatch import apply
+from actorflow.dispatch.meta import creating_on
 from actorflow.functional.activation import sin
 from actorflow.functional.elementwise import cast, mul, rpow
 from actorflow.dispatch import global_tensor as gt
@@ -456,3 +457,12 @@ __all__ = ["tensor", "as_tensor", "from_numpy", "full", "zeros", "ones", "empty"
            "ones_like", "full_like", "empty_like", "arange", "linspace", "eye", "rand", "randn",
            "normal", "randint", "randperm", "bernoulli", "rand_like", "randn_like",
            "randint_like", "logspace", "hann_window"]
+
+# ``device="meta"`` (and ``*_like`` of a meta tensor): the function's ops run under the meta
+# interpreter and the result is a meta tensor (calls inside this module, and the Tensor
+# methods above, look these names up at call time, so they get the wrapped functions too)
+for _name in ("tensor", "as_tensor", "full", "zeros", "ones", "empty", "zeros_like",
+              "ones_like", "full_like", "empty_like", "arange", "linspace", "eye", "rand", "randn",
+              "normal", "randint", "randperm", "rand_like", "randn_like", "randint_like",
+              "logspace", "hann_window"):
+    globals()[_name] = creating_on(globals()[_name])
