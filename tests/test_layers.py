@@ -30,7 +30,7 @@ LAYERS = [  # leaves first
     ["linalg", "fft", "passes"],  # passes emit ops with the functional API
     ["optim"],
     ["nn"],                      # includes nn.graph, which drives passes, compiler, runtime
-    ["utils", "serialization", "asyncs", "sysconfig", "comm", "env"],
+    ["utils", "serialization", "serialization_torch", "asyncs", "sysconfig", "comm", "env"],
     ["oneflow_compat", "__init__"],
 ]
 LEVEL = {unit: i for i, units in enumerate(LAYERS) for unit in units}
