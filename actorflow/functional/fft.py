@@ -119,6 +119,8 @@ def _resize(x: Tensor, dims: list[int], sizes: list[int]) -> Tensor:
 def _c2c_or_r2c(name: str, x: Tensor, s, dim, norm, forward: bool) -> Tensor:
     x = _promote(name, x)
     dims, sizes = _dims_and_sizes(name, x, s, dim)
+    if not dims:  # nothing to transform (PyTorch: the input as a complex tensor)
+        return x if x.dtype.is_complex else cast(x, complex_of(x.dtype))
     x = _resize(x, dims, sizes)
     mode = _norm(name, norm, forward)
     if x.dtype.is_complex:
@@ -133,6 +135,8 @@ def _r2c_onesided(name: str, x: Tensor, s, dim, norm, forward: bool) -> Tensor:
                         f"(shape {tuple(x._shape)})")
     x = _promote(name, x)
     dims, sizes = _dims_and_sizes(name, x, s, dim)
+    if not dims:
+        raise RuntimeError(f"fft.{name} must transform at least one axis")
     y = fft_r2c(_resize(x, dims, sizes), dims, _norm(name, norm, forward), True)
     return y if forward else conj(y)
 
@@ -142,6 +146,8 @@ def _hermitian(name: str, x: Tensor, s, dim, norm, forward: bool) -> Tensor:
     if isinstance(s, int):
         s = [s]
     dims, sizes = _dims_and_sizes(name, x, s, dim)
+    if not dims:
+        raise RuntimeError(f"fft.{name} must transform at least one axis")
     last = dims[-1]
     n = 2 * (x._shape[last] - 1) if s is None or int(s[-1]) == -1 else int(s[-1])
     if n < 1:

@@ -138,3 +138,14 @@ def test_fft_errors_name_the_function_and_shapes():
         flow.fft.irfft(flow.tensor(C[:, :, :1]))
     with pytest.raises(TypeError, match="float16 is not supported"):
         flow.fft.fft(flow.tensor(R, dtype=flow.float16))
+
+
+def test_fft_over_no_dims():
+    x = flow.tensor(R)
+    y = flow.fft.fftn(x, dim=[])
+    assert y.dtype is flow.complex128
+    np.testing.assert_array_equal(y.numpy(), R.astype(np.complex128))
+    with pytest.raises(RuntimeError, match="rfftn must transform at least one axis"):
+        flow.fft.rfftn(x, dim=[])
+    with pytest.raises(RuntimeError, match="irfftn must transform at least one axis"):
+        flow.fft.irfftn(flow.tensor(C), dim=[])
