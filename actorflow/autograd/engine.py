@@ -247,6 +247,35 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
              capture=None, accumulate_only=only)
 
 
+def _batched_grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused):
+    """``grad`` once per entry of the grad_outputs' first dim, the results stacked."""
+    sizes = set()
+    for i, (o, g) in enumerate(zip(outputs, grad_outputs)):
+        if not isinstance(g, Tensor) or tuple(g._shape[1:]) != tuple(o._shape):
+            got = "None" if g is None else f"shape {tuple(g._shape)}"
+            raise RuntimeError(
+                "autograd.grad: If `is_grads_batched=True`, we interpret the first dimension of "
+                "each grad_output as the batch dimension. The sizes of the remaining dimensions "
+                f"are expected to match the shape of corresponding output, but a mismatch was "
+                f"detected: grad_output[{i}] has {got} and output[{i}] has shape "
+                f"{tuple(o._shape)}")
+        sizes.add(g._shape[0])
+    if len(sizes) != 1:
+        raise RuntimeError(f"autograd.grad: is_grads_batched=True needs one batch size for every "
+                           f"grad_output, got {sorted(sizes)}")
+    n = sizes.pop()
+    if n == 0:
+        raise RuntimeError("autograd.grad: is_grads_batched=True with an empty batch")
+    per = []
+    for b in range(n):
+        keep = True if b < n - 1 else retain_graph
+        per.append(grad(outputs, inputs, [g[b] for g in grad_outputs], keep, create_graph,
+                        allow_unused))
+    F = _F()
+    return tuple(None if per[0][i] is None else F.stack([p[i] for p in per], 0)
+                 for i in range(len(inputs)))
+
+
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
          allow_unused=False, is_grads_batched=False):
     """Return the gradients of ``outputs`` with respect to ``inputs`` without touching ``.grad``.
@@ -411,32 +440,3 @@ def _run_nodes(ready, processed, buffers, deps, leaf_grads, leaves, add_to, capt
                 r = hook(leaf._grad)  # OneFlow's post-accumulation hooks: may replace .grad
                 if r is not None:
                     leaf._grad = r
-
-
-def _batched_grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused):
-    """``grad`` once per entry of the grad_outputs' first dim, the results stacked."""
-    sizes = set()
-    for i, (o, g) in enumerate(zip(outputs, grad_outputs)):
-        if not isinstance(g, Tensor) or tuple(g._shape[1:]) != tuple(o._shape):
-            got = "None" if g is None else f"shape {tuple(g._shape)}"
-            raise RuntimeError(
-                "autograd.grad: If `is_grads_batched=True`, we interpret the first dimension of "
-                "each grad_output as the batch dimension. The sizes of the remaining dimensions "
-                f"are expected to match the shape of corresponding output, but a mismatch was "
-                f"detected: grad_output[{i}] has {got} and output[{i}] has shape "
-                f"{tuple(o._shape)}")
-        sizes.add(g._shape[0])
-    if len(sizes) != 1:
-        raise RuntimeError(f"autograd.grad: is_grads_batched=True needs one batch size for every "
-                           f"grad_output, got {sorted(sizes)}")
-    n = sizes.pop()
-    if n == 0:
-        raise RuntimeError("autograd.grad: is_grads_batched=True with an empty batch")
-    per = []
-    for b in range(n):
-        keep = True if b < n - 1 else retain_graph
-        per.append(grad(outputs, inputs, [g[b] for g in grad_outputs], keep, create_graph,
-                        allow_unused))
-    F = _F()
-    return tuple(None if per[0][i] is None else F.stack([p[i] for p in per], 0)
-                 for i in range(len(inputs)))
