@@ -4,7 +4,7 @@ The functions are defined in ``actorflow.functional.fft`` over the ops of ``ops/
 module is the public namespace (``flow.fft.fft``, ``flow.fft.rfft2``, ...).
 """
 from actorflow.functional.fft import (  # noqa: F401
-    fft, fft2, fftn, hfft, hfft2, hfftn, ifft, ifft2, ifftn, ihfft, ihfft2, ihfftn, irfft, irfft2,
-    irfftn, rfft, rfft2, rfftn,
+    fft, fft2, fftfreq, fftn, fftshift, hfft, hfft2, hfftn, ifft, ifft2, ifftn, ifftshift, ihfft,
+    ihfft2, ihfftn, irfft, irfft2, irfftn, rfft, rfft2, rfftfreq, rfftn,
 )
 from actorflow.functional.fft import PUBLIC as __all__  # noqa: F401

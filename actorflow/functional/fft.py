@@ -16,8 +16,10 @@ from typing import Sequence
 
 from actorflow.dispatch import apply
 from actorflow.framework import dtype as dt
-from actorflow.functional.elementwise import cast
-from actorflow.functional.rearrange import pad
+from actorflow.functional.creation import arange
+from actorflow.functional.elementwise import cast, div
+from actorflow.functional.rearrange import pad, roll
+from actorflow.functional.shape import cat
 from actorflow.functional.special import conj
 from actorflow.ops import registry
 from actorflow.ops.fft import complex_of
@@ -250,6 +252,53 @@ def ihfftn(input: Tensor, s=None, dim=None, norm: str | None = None) -> Tensor:
     return _r2c_onesided("ihfftn", input, s, dim, norm, False)
 
 
+def fftfreq(n: int, d: float = 1.0, *, dtype=None, device=None,
+            requires_grad: bool = False) -> Tensor:
+    """The sample frequencies of an ``n``-point ``fft`` with sample spacing ``d``:
+    ``[0, 1, ..., (n - 1) // 2, -(n // 2), ..., -1] / (d * n)``."""
+    n = int(n)
+    if n < 1:
+        raise RuntimeError(f"fft.fftfreq: n must be positive, got {n}")
+    k = cat([arange(0, (n - 1) // 2 + 1), arange(-(n // 2), 0)])
+    return _freqs(k, n * float(d), dtype, device, requires_grad)
+
+
+def rfftfreq(n: int, d: float = 1.0, *, dtype=None, device=None,
+             requires_grad: bool = False) -> Tensor:
+    """The sample frequencies of an ``n``-point ``rfft``: ``[0, 1, ..., n // 2] / (d * n)``."""
+    n = int(n)
+    if n < 1:
+        raise RuntimeError(f"fft.rfftfreq: n must be positive, got {n}")
+    return _freqs(arange(0, n // 2 + 1), n * float(d), dtype, device, requires_grad)
+
+
+def _freqs(k: Tensor, scale: float, dtype, device, requires_grad: bool) -> Tensor:
+    d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
+    out = cast(div(cast(k, dt.float64), scale), d).to(device=device)
+    return out.requires_grad_(True) if requires_grad else out
+
+
+def _shift(x: Tensor, dim, sign: int) -> Tensor:
+    nd = len(x._shape)
+    dims = list(range(nd)) if dim is None else [dim] if isinstance(dim, int) else list(dim)
+    dims = [d % nd for d in dims] if nd else []
+    if not dims:
+        return x
+    return roll(x, [sign * (x._shape[d] // 2) for d in dims], dims)
+
+
+def fftshift(input: Tensor, dim=None) -> Tensor:
+    """``input`` with the zero frequency moved to the centre of each of ``dim`` (default
+    all): a roll by ``n // 2``."""
+    return _shift(input, dim, 1)
+
+
+def ifftshift(input: Tensor, dim=None) -> Tensor:
+    """The inverse of ``fftshift``: a roll by ``-(n // 2)``."""
+    return _shift(input, dim, -1)
+
+
 PUBLIC = ["fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fft2", "ifft2", "rfft2", "irfft2",
-          "hfft2", "ihfft2", "fftn", "ifftn", "rfftn", "irfftn", "hfftn", "ihfftn"]
+          "hfft2", "ihfft2", "fftn", "ifftn", "rfftn", "irfftn", "hfftn", "ihfftn", "fftfreq",
+          "rfftfreq", "fftshift", "ifftshift"]
 __all__ = ["fft_c2c", "fft_r2c", "fft_c2r"]

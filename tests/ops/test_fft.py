@@ -149,3 +149,23 @@ def test_fft_over_no_dims():
         flow.fft.rfftn(x, dim=[])
     with pytest.raises(RuntimeError, match="irfftn must transform at least one axis"):
         flow.fft.irfftn(flow.tensor(C), dim=[])
+
+
+def test_fftfreq_rfftfreq_and_shifts_match_torch():
+    for n in (1, 4, 5):
+        for d in (1.0, 0.3):
+            np.testing.assert_allclose(flow.fft.fftfreq(n, d).numpy(),
+                                       torch.fft.fftfreq(n, d).numpy(), rtol=1e-6)
+            np.testing.assert_allclose(flow.fft.rfftfreq(n, d).numpy(),
+                                       torch.fft.rfftfreq(n, d).numpy(), rtol=1e-6)
+    assert flow.fft.fftfreq(4, dtype=flow.float64).dtype is flow.float64
+    x = np.arange(30.0).reshape(5, 6)
+    for dim in (None, 0, (1,), (0, -1)):
+        for name in ("fftshift", "ifftshift"):
+            got = getattr(flow.fft, name)(flow.tensor(x), dim)
+            want = getattr(torch.fft, name)(torch.tensor(x), dim)
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+    y = flow.fft.ifftshift(flow.fft.fftshift(flow.tensor(C)))
+    np.testing.assert_array_equal(y.numpy(), C)
+    with pytest.raises(RuntimeError, match="n must be positive"):
+        flow.fft.fftfreq(0)
