@@ -20,6 +20,7 @@ from actorflow import sysconfig  # noqa: F401
 from actorflow import ops as _ops  # noqa: F401  (registers every op)
 from actorflow.functional import *  # noqa: F401,F403
 from actorflow.functional import __dict__ as _fdict
+import actorflow.fft as fft  # noqa: F401,E402  (over the functional.fft module name)
 from actorflow import autograd  # noqa: F401
 from actorflow import vm  # noqa: F401
 from actorflow import asyncs  # noqa: F401
@@ -66,8 +67,6 @@ from actorflow import optim  # noqa: F401,E402
 from actorflow import profiler  # noqa: F401,E402
 from actorflow import functional as _C  # noqa: F401,E402  (OneFlow's functional namespace)
 import actorflow.linalg as linalg  # noqa: F401,E402  (over the functional.linalg module name)
-import actorflow.fft as fft  # noqa: F401,E402  (over the functional.fft module name)
 from actorflow import backends  # noqa: F401,E402  (CUDA/cuDNN flags, unread on the CPU)
-from actorflow import cuda  # noqa: F401,E402  (no CUDA devices)
 
 distributed.world.world()  # join the other ranks now (and export RANK...) when launched by MPI
