@@ -21,6 +21,7 @@ from actorflow import sysconfig  # noqa: F401
 from actorflow import ops as _ops  # noqa: F401  (registers every op)
 from actorflow.functional import *  # noqa: F401,F403
 from actorflow.functional import __dict__ as _fdict
+import actorflow.fft as fft  # noqa: F401,E402  (over the functional.fft module name)
 from actorflow import autograd  # noqa: F401
 from actorflow import vm  # noqa: F401
 from actorflow import asyncs  # noqa: F401

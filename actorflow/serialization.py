@@ -28,9 +28,11 @@ from actorflow.distributed.world import world
 from actorflow.framework import dtype as dt
 from actorflow.framework.device import as_device
 from actorflow.framework.placement import SbpParallel, placement
+from actorflow.serialization_torch import ZIP_MAGIC, load_torch_zip
 from actorflow.tensor import Tensor
 
 _STRUCT_KEY = "actorflow.structure"
+DIR_FILE = "checkpoint.safetensors"  # the file a save_as_external_data directory holds
 _FORMAT_VERSION = "1"
 MAX_DEPTH = 100   # containers nested in a saved object (save refuses deeper, load rejects it)
 _MAX_NDIM = 64    # dimensions of a stored tensor (NumPy's own limit may be lower)
@@ -143,7 +145,8 @@ def _serialize(obj) -> tuple[bytes, list[np.ndarray]]:
     return len(text).to_bytes(8, "little") + text, chunks
 
 
-def save(obj, path, global_dst_rank: int | None = None) -> None:
+def save(obj, path, global_dst_rank: int | None = None,
+         save_as_external_data: bool = False) -> None:
     """Save tensors, state dicts and nested dict/list/tuple containers of tensors, numbers,
     strings, bools and None to ``path`` (a file name or a writable binary file object).
 
@@ -157,7 +160,14 @@ def save(obj, path, global_dst_rank: int | None = None) -> None:
     removes those of writers that are no longer running (never a live writer's). The file gets
     the mode new files get under the process's umask (``0o666 & ~umask``), like ``open``.
     Parameters are stored as their values; a leaf tensor that requires grad keeps that flag.
+    ``save_as_external_data``: ``path`` is a directory (made if missing) and the checkpoint is
+    its file ``checkpoint.safetensors``; ``load`` of the directory reads that file.
     """
+    if save_as_external_data:
+        if hasattr(path, "write"):
+            raise TypeError("save: save_as_external_data needs a directory path, not a file")
+        os.makedirs(os.fspath(path), exist_ok=True)
+        path = os.path.join(os.fspath(path), DIR_FILE)
     if global_dst_rank is not None:
         obj = _gathered(obj, _check_rank("save", "global_dst_rank", global_dst_rank), {})
         if world().rank != global_dst_rank:
@@ -477,7 +487,10 @@ def _decode(node, tensors: dict, where: str, depth: int = 0):
 def load(path, map_location=None, global_src_rank: int | None = None):
     """Load what ``save`` wrote to ``path`` (a file name or a readable binary file object).
 
-    Any safetensors file loads; one without actorflow's structure metadata comes back as an
+    Any safetensors file loads, and so do ``torch.save`` zip files (their tensors, numbers,
+    strings and containers; ``serialization_torch``); a directory written with
+    ``save_as_external_data`` loads its checkpoint file. A safetensors file without
+    actorflow's structure metadata comes back as an
     ``OrderedDict`` of tensors. A truncated, corrupted or malformed file (bad header JSON or
     nesting, unknown dtypes, invalid shapes, data offsets out of range, overlapping or not
     covering the data, bad structure metadata) raises ``ValueError`` naming the file and the
@@ -512,6 +525,8 @@ def _read(path) -> tuple[bytes, str]:
     else:
         path = os.fspath(path)
         where = repr(path)
+        if os.path.isdir(path):
+            path = os.path.join(path, DIR_FILE)
         with open(path, "rb") as f:
             data = f.read()
     if isinstance(data, (bytearray, memoryview)):
@@ -523,6 +538,8 @@ def _read(path) -> tuple[bytes, str]:
 
 
 def _load_bytes(data: bytes, where: str):
+    if data[:4] == ZIP_MAGIC:
+        return load_torch_zip(data, where)
     try:
         tensors, meta = _parse(data, where)
         text = meta.get(_STRUCT_KEY)

@@ -15,7 +15,7 @@ import numbers
 import numpy as np
 
 from actorflow.framework import dtype as dt
-from actorflow.framework.device import CPU, as_device
+from actorflow.framework.device import CPU, META, as_device, is_meta
 from actorflow.vm.instruction import Storage
 from actorflow.vm.scheduler import _errors as _vm_errors
 from actorflow.vm.scheduler import sync_read, sync_write
@@ -72,6 +72,26 @@ class MetaBlob:
         return f"blob {self.name!r}"
 
 
+class DeviceMetaBlob:
+    """Handle of a tensor on the ``meta`` device: a shape and a dtype, no data. Ops on such
+    tensors run shape/dtype inference only (``dispatch/meta.py``)."""
+
+    __slots__ = ()
+    is_lazy = False
+
+    def get(self):
+        raise RuntimeError("a tensor on device 'meta' has no data: only its shape and dtype "
+                           "exist (make it on the cpu device, or Module.to_empty(device='cpu'))")
+
+    def describe(self) -> str:
+        return "..., device='meta'"
+
+
+def meta_tensor(shape: tuple, dtype: dt.dtype) -> "Tensor":
+    """A new tensor on the meta device."""
+    return Tensor._from_handle(DeviceMetaBlob(), tuple(shape), dtype)
+
+
 class Size(tuple):
     """A tensor shape (``actorflow.Size``), a tuple of ints."""
 
@@ -93,7 +113,7 @@ class Tensor:
 
     # -- construction ---------------------------------------------------------------------------
     def __init__(self, *args, dtype=None, device=None, requires_grad: bool = False):
-        as_device(device)
+        meta = is_meta(device)
         data_types = (np.ndarray, list, tuple, Tensor, numbers.Number)
         if len(args) == 1 and isinstance(args[0], data_types) \
                 and not isinstance(args[0], Size) \
@@ -108,8 +128,12 @@ class Tensor:
             shape = args[0] if len(args) == 1 and isinstance(args[0], (tuple, list, Size)) else args
             shape = tuple(int(s) for s in shape) if args else (0,)  # Tensor(): empty, as torch
             d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
+            if meta:  # no data to allocate
+                _init(self, DeviceMetaBlob(), shape, d)
+                self.requires_grad = bool(requires_grad)
+                return
             arr = np.zeros(shape, dtype=d.np)
-        _init(self, EagerBlob(arr), arr.shape, d)
+        _init(self, DeviceMetaBlob() if meta else EagerBlob(arr), arr.shape, d)
         self.requires_grad = bool(requires_grad)
 
     @classmethod
@@ -158,7 +182,12 @@ class Tensor:
 
     @property
     def device(self):
-        return CPU
+        return META if type(self._h) is DeviceMetaBlob else CPU
+
+    @property
+    def is_meta(self) -> bool:
+        """True for a tensor on the meta device (shape and dtype, no data)."""
+        return type(self._h) is DeviceMetaBlob
 
     @property
     def is_cuda(self) -> bool:
@@ -366,13 +395,19 @@ class Tensor:
                 dev = a
             else:
                 raise TypeError(f"to(): cannot interpret argument {a!r}")
-        as_device(dev)
+        dev = as_device(dev) if dev is not None else self.device
+        if (dev.type == "meta") != self.is_meta:
+            if self.is_meta:
+                raise NotImplementedError("to(): cannot copy out of a meta tensor: it has no "
+                                          f"data (shape {tuple(self._shape)})")
+            d = self.dtype if target_dtype is None else dt.as_dtype(target_dtype)
+            return meta_tensor(self._shape, d)  # (a copy to the meta device keeps no data)
         if target_dtype is None or dt.as_dtype(target_dtype) is self.dtype:
             return self.clone() if copy else self
         return self.cast(dt.as_dtype(target_dtype))
 
     def cpu(self) -> "Tensor":
-        return self
+        return self.to("cpu") if self.is_meta else self
 
     def cuda(self, *a, **k):
         as_device("cuda")

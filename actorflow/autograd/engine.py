@@ -247,15 +247,49 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
              capture=None, accumulate_only=only)
 
 
+def _batched_grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused):
+    """``grad`` once per entry of the grad_outputs' first dim, the results stacked."""
+    sizes = set()
+    for i, (o, g) in enumerate(zip(outputs, grad_outputs)):
+        if not isinstance(g, Tensor) or tuple(g._shape[1:]) != tuple(o._shape):
+            got = "None" if g is None else f"shape {tuple(g._shape)}"
+            raise RuntimeError(
+                "autograd.grad: If `is_grads_batched=True`, we interpret the first dimension of "
+                "each grad_output as the batch dimension. The sizes of the remaining dimensions "
+                f"are expected to match the shape of corresponding output, but a mismatch was "
+                f"detected: grad_output[{i}] has {got} and output[{i}] has shape "
+                f"{tuple(o._shape)}")
+        sizes.add(g._shape[0])
+    if len(sizes) != 1:
+        raise RuntimeError(f"autograd.grad: is_grads_batched=True needs one batch size for every "
+                           f"grad_output, got {sorted(sizes)}")
+    n = sizes.pop()
+    if n == 0:
+        raise RuntimeError("autograd.grad: is_grads_batched=True with an empty batch")
+    per = []
+    for b in range(n):
+        keep = True if b < n - 1 else retain_graph
+        per.append(grad(outputs, inputs, [g[b] for g in grad_outputs], keep, create_graph,
+                        allow_unused))
+    F = _F()
+    return tuple(None if per[0][i] is None else F.stack([p[i] for p in per], 0)
+                 for i in range(len(inputs)))
+
+
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
-         allow_unused=False):
-    """Return the gradients of ``outputs`` with respect to ``inputs`` without touching ``.grad``."""
+         allow_unused=False, is_grads_batched=False):
+    """Return the gradients of ``outputs`` with respect to ``inputs`` without touching ``.grad``.
+    ``is_grads_batched``: the first dim of every grad_output is a batch of vectors; the result
+    stacks one gradient per vector (one backward each)."""
     if isinstance(outputs, Tensor):
         outputs = [outputs]
     single = isinstance(inputs, Tensor)
     inputs = [inputs] if single else list(inputs)
     if grad_outputs is None or isinstance(grad_outputs, Tensor):
         grad_outputs = [grad_outputs] * len(outputs) if grad_outputs is None else [grad_outputs]
+    if is_grads_batched:
+        return _batched_grad(list(outputs), inputs, list(grad_outputs), retain_graph,
+                             create_graph, allow_unused)
     roots = _prepare_roots(list(outputs), list(grad_outputs), "autograd.grad", create_graph)
     for t in inputs:
         if not t.requires_grad:

@@ -9,7 +9,9 @@ the node produces). After whichever interpreter ran, ``apply`` records the autog
 * lazy (``dispatch/lazy.py``, set on the thread while ``nn.Graph`` traces ``build``): add the op
   to the Job being built and return lazy tensors;
 * eager-global (``dispatch/global_tensor.py``, chosen when an input is a global tensor): box
-  the shards to an SBP signature of the op and run the eager-local path on them.
+  the shards to an SBP signature of the op and run the eager-local path on them;
+* meta (``dispatch/meta.py``, chosen when an input or in-place output is on the meta device):
+  inference only, meta tensors out.
 
 The interpreter is chosen per call from the thread's scope (``actorflow.scope``), so the same
 functional code (user code, gradient rules, optimizer updates) runs in every mode.
@@ -20,9 +22,10 @@ from actorflow.autograd import grad_mode
 from actorflow.dispatch.common import check_inplace, infer, record
 from actorflow.dispatch.eager import EagerInterpreter
 from actorflow.dispatch.global_tensor import GLOBAL, GlobalBlob, GlobalInterpreter
+from actorflow.dispatch.meta import META, MetaInterpreter
 from actorflow.ops.registry import Meta, Op
 from actorflow.scope import current_interpreter, interpreter_scope, state as _scope_state
-from actorflow.tensor import EagerBlob
+from actorflow.tensor import DeviceMetaBlob, EagerBlob
 
 _grad = grad_mode._state
 EAGER = EagerInterpreter()
@@ -37,15 +40,20 @@ def apply(op: Op, inputs: list, attrs: dict, out: list | None = None) -> list:
     rec = _grad.enabled and op.grad_fn is not None and any(t.requires_grad for t in inputs)
     interp = _scope_state.interpreter
     for t in inputs:
-        if type(t._h) is GlobalBlob:
+        kind = type(t._h)
+        if kind is GlobalBlob:
             if interp is not None:
                 raise TypeError(f"{op.name}: global tensors can't be used while a Graph "
                                 f"traces (the distributed graph is not built yet)")
             interp = GLOBAL
             break
+        if kind is DeviceMetaBlob and interp is None:
+            interp = META
+            break
     else:
-        if out is not None and interp is None and any(type(t._h) is GlobalBlob for t in out):
-            interp = GLOBAL
+        if out is not None and interp is None:
+            kinds = {type(t._h) for t in out}
+            interp = GLOBAL if GlobalBlob in kinds else META if DeviceMetaBlob in kinds else None
     results, node_inputs, node_outputs = (EAGER if interp is None else interp).apply(
         op, inputs, attrs, out, rec)
     if rec:
@@ -55,4 +63,5 @@ def apply(op: Op, inputs: list, attrs: dict, out: list | None = None) -> list:
 
 __all__ = ["apply", "infer", "check_inplace", "record", "current_interpreter",
            "interpreter_scope", "EAGER", "EagerInterpreter", "GLOBAL", "GlobalInterpreter",
+           "META", "MetaInterpreter",
            "Meta", "EagerBlob"]

@@ -1,4 +1,5 @@
-"""Devices. actorflow's kernels are NumPy, so ``cpu`` is the one device that exists."""
+"""Devices. actorflow's kernels are NumPy, so ``cpu`` is the one device with data; ``meta``
+tensors have a shape and a dtype only (ops on them run shape inference, no kernel)."""
 from __future__ import annotations
 
 
@@ -16,10 +17,10 @@ class device:
         kind, _, idx = spec.partition(":")
         if idx:
             index = int(idx)
-        if kind != "cpu":
+        if kind not in ("cpu", "meta"):
             raise RuntimeError(
                 f"device {spec!r} is not available: actorflow runs its kernels on the CPU "
-                f"(NumPy) only; use device('cpu')")
+                f"(NumPy) only; use device('cpu') (or 'meta' for tensors without data)")
         self.type = kind
         self.index = index
 
@@ -42,6 +43,12 @@ class device:
 
 
 CPU = device("cpu")
+META = device("meta")
+
+
+def is_meta(d) -> bool:
+    """True when ``d`` (a device, a device string or None) is the meta device."""
+    return d is not None and as_device(d).type == "meta"
 
 
 def as_device(d) -> device:

@@ -7,6 +7,7 @@ import numpy as np
 from actorflow.framework import dtype as dt
 from actorflow.framework.device import as_device
 from actorflow.dispatch import apply
+from actorflow.dispatch.meta import creating_on
 from actorflow.functional.activation import sin
 from actorflow.functional.elementwise import cast, mul, rpow
 from actorflow.dispatch import global_tensor as gt
@@ -233,21 +234,24 @@ def arange(start, end=None, step=1, dtype=None, device=None,
 
 
 def linspace(start, end, steps: int, dtype=None, device=None,
-             requires_grad: bool = False) -> Tensor:
+             requires_grad: bool = False, placement=None, sbp=None) -> Tensor:
+    """``steps`` evenly spaced values from ``start`` to ``end`` (global with ``placement``
+    and ``sbp``)."""
     as_device(device)
     d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
     t = apply(registry.get("linspace"), [], {"start": float(start), "end": float(end),
                                              "steps": int(steps), "dtype": d})[0]
-    return _finish(t, requires_grad)
+    return _global(t, placement, sbp, requires_grad)
 
 
 def eye(n: int, m: int | None = None, dtype=None, device=None,
-        requires_grad: bool = False) -> Tensor:
+        requires_grad: bool = False, placement=None, sbp=None) -> Tensor:
+    """The ``n x m`` identity matrix (global with ``placement`` and ``sbp``)."""
     as_device(device)
     d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
     t = apply(registry.get("eye"), [], {"n": int(n), "m": int(n if m is None else m),
                                         "dtype": d})[0]
-    return _finish(t, requires_grad)
+    return _global(t, placement, sbp, requires_grad)
 
 
 class RandomDtypeError(TypeError, NotImplementedError):
@@ -312,9 +316,20 @@ def normal(mean=0.0, std=1.0, size=None, *, dtype=None, device=None, generator=N
                    std=float(std))
 
 
+def _seed_attrs(attrs: dict, generator, placement) -> dict:
+    """A random op's seed: the generator's, or for a global result one the ranks agree on
+    (every rank makes the full logical tensor, then keeps its shard)."""
+    if generator is not None:
+        attrs["seed"] = generator.next_seed()
+    elif placement is not None:
+        attrs["seed"] = gt.agreed_seed()
+    return attrs
+
+
 def randint(low, high=None, size=None, dtype=None, device=None, generator=None,
-            requires_grad: bool = False) -> Tensor:
-    """Random integers in [low, high): ``randint(high, size)`` or ``randint(low, high, size)``."""
+            requires_grad: bool = False, placement=None, sbp=None) -> Tensor:
+    """Random integers in [low, high): ``randint(high, size)`` or ``randint(low, high, size)``
+    (global with ``placement`` and ``sbp``)."""
     as_device(device)
     if size is None:
         if isinstance(high, (tuple, list, Size)):
@@ -323,18 +338,17 @@ def randint(low, high=None, size=None, dtype=None, device=None, generator=None,
             raise TypeError("randint: size is required")
     d = dt.as_dtype(dtype) if dtype is not None else dt.int64
     attrs = {"shape": tuple(size), "dtype": d, "low": int(low), "high": int(high)}
-    if generator is not None:
-        attrs["seed"] = generator.next_seed()
-    return _finish(apply(registry.get("randint"), [], attrs)[0], requires_grad)
+    t = apply(registry.get("randint"), [], _seed_attrs(attrs, generator, placement))[0]
+    return _global(t, placement, sbp, requires_grad)
 
 
-def randperm(n: int, dtype=None, device=None, generator=None) -> Tensor:
-    """A random permutation of ``0 .. n-1``."""
+def randperm(n: int, dtype=None, device=None, generator=None, requires_grad: bool = False,
+             placement=None, sbp=None) -> Tensor:
+    """A random permutation of ``0 .. n-1`` (global with ``placement`` and ``sbp``)."""
     as_device(device)
     attrs = {"n": int(n), "dtype": dt.as_dtype(dtype) if dtype is not None else dt.int64}
-    if generator is not None:
-        attrs["seed"] = generator.next_seed()
-    return apply(registry.get("randperm"), [], attrs)[0]
+    t = apply(registry.get("randperm"), [], _seed_attrs(attrs, generator, placement))[0]
+    return _global(t, placement, sbp, requires_grad)
 
 
 def bernoulli(input: Tensor, p=None, *, generator=None, dtype=None) -> Tensor:
@@ -348,43 +362,55 @@ def bernoulli(input: Tensor, p=None, *, generator=None, dtype=None) -> Tensor:
     return apply(registry.get("bernoulli"), [input], attrs)[0]
 
 
+def _placed_like(x: Tensor, placement, sbp) -> tuple:
+    """(placement, sbp) of a ``*_like`` result: the ones given, else a global ``x``'s."""
+    return (placement, sbp) if placement is not None or sbp is not None else _like_global(x)
+
+
 def rand_like(x: Tensor, dtype=None, device=None, generator=None,
-              requires_grad: bool = False) -> Tensor:
-    """Uniform values in [0, 1) shaped like ``x`` (of its dtype unless ``dtype``)."""
+              requires_grad: bool = False, placement=None, sbp=None) -> Tensor:
+    """Uniform values in [0, 1) shaped like ``x`` (of its dtype unless ``dtype``; global like
+    a global ``x`` or with ``placement`` and ``sbp``)."""
+    pl, sb = _placed_like(x, placement, sbp)
     return rand(tuple(x._shape), dtype=dtype or x.dtype, device=device, generator=generator,
-                requires_grad=requires_grad)
+                requires_grad=requires_grad, placement=pl, sbp=sb)
 
 
 def randn_like(x: Tensor, dtype=None, device=None, generator=None,
-               requires_grad: bool = False) -> Tensor:
-    """Standard normal values shaped like ``x`` (of its dtype unless ``dtype``)."""
+               requires_grad: bool = False, placement=None, sbp=None) -> Tensor:
+    """Standard normal values shaped like ``x`` (of its dtype unless ``dtype``; global like a
+    global ``x`` or with ``placement`` and ``sbp``)."""
+    pl, sb = _placed_like(x, placement, sbp)
     return randn(tuple(x._shape), dtype=dtype or x.dtype, device=device, generator=generator,
-                 requires_grad=requires_grad)
+                 requires_grad=requires_grad, placement=pl, sbp=sb)
 
 
 def randint_like(x: Tensor, low, high=None, dtype=None, device=None, generator=None,
-                 requires_grad: bool = False) -> Tensor:
-    """Random integers in [low, high) (``randint_like(x, high)``: from 0) shaped like ``x``."""
+                 requires_grad: bool = False, placement=None, sbp=None) -> Tensor:
+    """Random integers in [low, high) (``randint_like(x, high)``: from 0) shaped like ``x``
+    (global like a global ``x`` or with ``placement`` and ``sbp``)."""
     if high is None:
         low, high = 0, low
+    pl, sb = _placed_like(x, placement, sbp)
     return randint(low, high, tuple(x._shape), dtype=dtype or x.dtype, device=device,
-                   generator=generator, requires_grad=requires_grad)
+                   generator=generator, requires_grad=requires_grad, placement=pl, sbp=sb)
 
 
 def logspace(start, end, steps: int, base: float = 10.0, dtype=None, device=None,
-             requires_grad: bool = False) -> Tensor:
-    """``base ** linspace(start, end, steps)``; an integer dtype truncates the powers."""
+             requires_grad: bool = False, placement=None, sbp=None) -> Tensor:
+    """``base ** linspace(start, end, steps)``; an integer dtype truncates the powers (global
+    with ``placement`` and ``sbp``)."""
     as_device(device)
     d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
     exps = linspace(start, end, steps, dtype=dt.float64)
     t = cast(rpow(exps, float(base)), d)
-    return _finish(t, requires_grad)
+    return _global(t, placement, sbp, requires_grad)
 
 
 def hann_window(window_length: int, periodic: bool = True, *, dtype=None, device=None,
-                requires_grad: bool = False) -> Tensor:
+                requires_grad: bool = False, placement=None, sbp=None) -> Tensor:
     """The Hann window ``sin(pi * n / N)**2``, ``N = window_length`` when ``periodic`` else
-    ``window_length - 1``."""
+    ``window_length - 1`` (global with ``placement`` and ``sbp``)."""
     as_device(device)
     d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
     if not d.is_floating_point:
@@ -393,10 +419,11 @@ def hann_window(window_length: int, periodic: bool = True, *, dtype=None, device
     if n < 0:
         raise ValueError(f"hann_window: window_length must be non-negative, got {n}")
     if n == 1:
-        return full((1,), 1.0, dtype=d, requires_grad=requires_grad)
+        return full((1,), 1.0, dtype=d, requires_grad=requires_grad, placement=placement,
+                    sbp=sbp)
     denom = n if periodic else n - 1
     s = sin(mul(arange(n, dtype=dt.float64), np.pi / max(denom, 1)))
-    return _finish(cast(mul(s, s), d), requires_grad)
+    return _global(cast(mul(s, s), d), placement, sbp, requires_grad)
 
 
 # ---- Tensor.new_*: new tensors of this tensor's dtype (unless ``dtype``) -------------------------
@@ -456,3 +483,12 @@ __all__ = ["tensor", "as_tensor", "from_numpy", "full", "zeros", "ones", "empty"
            "ones_like", "full_like", "empty_like", "arange", "linspace", "eye", "rand", "randn",
            "normal", "randint", "randperm", "bernoulli", "rand_like", "randn_like",
            "randint_like", "logspace", "hann_window"]
+
+# ``device="meta"`` (and ``*_like`` of a meta tensor): the function's ops run under the meta
+# interpreter and the result is a meta tensor (calls inside this module, and the Tensor
+# methods above, look these names up at call time, so they get the wrapped functions too)
+for _name in ("tensor", "as_tensor", "full", "zeros", "ones", "empty", "zeros_like",
+              "ones_like", "full_like", "empty_like", "arange", "linspace", "eye", "rand", "randn",
+              "normal", "randint", "randperm", "rand_like", "randn_like", "randint_like",
+              "logspace", "hann_window"):
+    globals()[_name] = creating_on(globals()[_name])

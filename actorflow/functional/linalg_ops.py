@@ -1,5 +1,5 @@
-"""Matrix products and small linear-algebra functions (torch / OneFlow names): mm, mv, addmm,
-baddbmm, tensordot, cross, det, inv.
+"""Matrix products and small linear-algebra functions (torch / OneFlow names): mm, mv, dot,
+vdot, inner, outer, addmm, baddbmm, tensordot, cross, det, inv.
 
 The products are composites of ``matmul`` (their gradients are matmul's); ``det`` and ``inv``
 are ops (``ops/linalg_dense.py``).
@@ -9,6 +9,7 @@ from __future__ import annotations
 from actorflow.dispatch import apply
 from actorflow.functional.linalg import matmul
 from actorflow.functional.shape import permute, reshape
+from actorflow.functional.special import conj
 from actorflow.ops import registry
 from actorflow.tensor import Tensor, register_tensor_methods
 
@@ -41,6 +42,50 @@ def mv(input: Tensor, vec: Tensor) -> Tensor:
         raise ValueError(f"mv: shapes {tuple(input._shape)} and {tuple(vec._shape)} cannot be "
                          f"multiplied")
     return matmul(input, vec)
+
+
+def _vectors(name: str, a, b) -> None:
+    _dims_of(name, a, 1)
+    _dims_of(name, b, 1)
+    if a._shape[0] != b._shape[0]:
+        raise RuntimeError(f"{name}: inconsistent tensor size, expected tensor [{a._shape[0]}] "
+                           f"and src [{b._shape[0]}] to have the same number of elements")
+    if a.dtype is not b.dtype:
+        raise RuntimeError(f"{name}: expected both vectors to have the same dtype, but found "
+                           f"{a.dtype} and {b.dtype}")
+
+
+def dot(input: Tensor, other: Tensor) -> Tensor:
+    """The dot product of two 1-d tensors of one dtype and length (no conjugation)."""
+    _vectors("dot", input, other)
+    return matmul(input, other)
+
+
+def vdot(input: Tensor, other: Tensor) -> Tensor:
+    """The dot product of two 1-d tensors, ``input`` conjugated first when complex."""
+    _vectors("vdot", input, other)
+    return matmul(conj(input), other)
+
+
+def inner(input: Tensor, other: Tensor) -> Tensor:
+    """Sum of products over the last dims of ``input`` and ``other`` (a scalar operand
+    multiplies); the result has the shape ``input.shape[:-1] + other.shape[:-1]``."""
+    if len(input._shape) == 0 or len(other._shape) == 0:
+        return input * other
+    if input._shape[-1] != other._shape[-1]:
+        raise RuntimeError(f"inner: the last dims of shapes {tuple(input._shape)} and "
+                           f"{tuple(other._shape)} differ")
+    return tensordot(input, other, ([len(input._shape) - 1], [len(other._shape) - 1]))
+
+
+def outer(input: Tensor, vec2: Tensor) -> Tensor:
+    """The outer product of two 1-d tensors: ``out[i, j] = input[i] * vec2[j]``."""
+    _dims_of("outer", input, 1)
+    _dims_of("outer", vec2, 1)
+    return reshape(input, (input._shape[0], 1)) * reshape(vec2, (1, vec2._shape[0]))
+
+
+ger = outer
 
 
 def _scaled_sum(name: str, input: Tensor, product: Tensor, beta, alpha) -> Tensor:
@@ -190,7 +235,10 @@ def _baddbmm_method(self, batch1, batch2, *, beta=1, alpha=1):
     return baddbmm(self, batch1, batch2, beta=beta, alpha=alpha)
 
 
-register_tensor_methods({"mm": mm, "mv": mv, "addmm": _addmm_method, "baddbmm": _baddbmm_method,
-                         "tensordot": tensordot, "cross": cross, "det": det, "inverse": inv})
+register_tensor_methods({"mm": mm, "mv": mv, "dot": dot, "vdot": vdot, "inner": inner,
+                         "outer": outer, "ger": outer, "addmm": _addmm_method,
+                         "baddbmm": _baddbmm_method, "tensordot": tensordot, "cross": cross,
+                         "det": det, "inverse": inv})
 
-__all__ = ["mm", "mv", "addmm", "baddbmm", "tensordot", "cross", "det", "inv", "inverse"]
+__all__ = ["mm", "mv", "dot", "vdot", "inner", "outer", "ger", "addmm", "baddbmm", "tensordot",
+           "cross", "det", "inv", "inverse"]

@@ -39,11 +39,11 @@ def reshape(x: Tensor, *shape, **kwargs) -> Tensor:
     return apply(_reshape, [x], {"shape": shape})[0]
 
 
-def view(x: Tensor, *shape) -> Tensor:
-    """``x``'s memory read in a new shape (one dim may be -1): always shares memory with ``x``
-    (writes through either reach the other). Raises when the strides of a non-contiguous ``x``
-    don't allow that shape (PyTorch's rule); ``reshape`` copies then."""
-    shape = _shape_args(shape)
+def view(x: Tensor, *shape, size=None) -> Tensor:
+    """``x``'s memory read in a new shape (one dim may be -1; also ``size=``): always shares
+    memory with ``x`` (writes through either reach the other). Raises when the strides of a
+    non-contiguous ``x`` don't allow that shape (PyTorch's rule); ``reshape`` copies then."""
+    shape = _shape_args(_positional_or_keyword("view", shape, "size", size))
     if not x.is_contiguous():  # eager tensors only: lazy ones have no memory layout yet
         _check_viewable("view", x, shape)
     return reshape(x, shape)
@@ -68,9 +68,21 @@ def reshape_as(x: Tensor, other: Tensor) -> Tensor:
     return reshape(x, tuple(other._shape))
 
 
-def permute(x: Tensor, *dims) -> Tensor:
-    """Reorder dimensions."""
-    dims = _shape_args(dims)
+def _positional_or_keyword(name: str, args: tuple, key: str, value) -> tuple:
+    """``args``, or ``(value,)`` when the sequence came as keyword ``key`` (not both)."""
+    if value is None:
+        return args
+    if args:
+        raise TypeError(f"{name}() got {key} both positionally and as {key}=")
+    return (value,)
+
+
+def permute(x: Tensor, *dims, **kwargs) -> Tensor:
+    """Reorder dimensions (also ``dims=``)."""
+    if set(kwargs) - {"dims"}:
+        raise TypeError(f"permute() got an unexpected keyword argument "
+                        f"{sorted(set(kwargs) - {'dims'})[0]!r}")
+    dims = _shape_args(_positional_or_keyword("permute", dims, "dims", kwargs.get("dims")))
     if len(dims) != len(x._shape):
         fail("permute", f"number of dims in {dims} doesn't match the input's {len(x._shape)}",
              x._shape)

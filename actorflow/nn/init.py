@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 import actorflow.functional as F
 from actorflow.autograd import no_grad
 from actorflow.framework import dtype as dt
@@ -173,6 +175,28 @@ def kaiming_normal_(tensor: Tensor, a: float = 0, mode: str = "fan_in",
     return _fill_normal(tensor, 0.0, _kaiming_std(tensor, a, mode, nonlinearity), generator)
 
 
+def orthogonal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
+    """Fill with a (semi-)orthogonal matrix, as PyTorch: the Q of the QR decomposition of a
+    standard normal ``(rows, numel // rows)`` matrix, column signs fixed by R's diagonal, times
+    ``gain``. Needs at least 2 dimensions."""
+    if tensor.ndim < 2:
+        raise ValueError("orthogonal_: only tensors with 2 or more dimensions are supported, "
+                         f"got shape {tuple(tensor.shape)}")
+    rows = tensor.shape[0]
+    cols = tensor.numel() // rows if rows else 0
+    if tensor.numel() == 0:
+        return tensor
+    with no_grad():
+        z = F.randn((rows, cols), dtype=dt.float64, generator=generator).numpy()
+        # no QR op: initialisation runs eagerly, so the decomposition is NumPy's, on the host
+        q, r = np.linalg.qr(z.T if rows < cols else z)
+        q = q * np.sign(np.diag(r))
+        q = q.T if rows < cols else q
+        values = F.tensor(np.ascontiguousarray(q).reshape(tuple(tensor.shape)) * gain,
+                          dtype=dt.float64)
+        return tensor.copy_(values)
+
+
 __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_",
            "zeros_", "eye_", "xavier_uniform_", "xavier_normal_", "kaiming_uniform_",
-           "kaiming_normal_"]
+           "kaiming_normal_", "orthogonal_"]

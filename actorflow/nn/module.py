@@ -19,6 +19,7 @@ from actorflow.dispatch.global_tensor import from_full
 from actorflow.dispatch.lazy import current_tracer
 from actorflow.framework import dtype as dt
 from actorflow.framework.device import as_device
+from actorflow.functional.creation import empty
 from actorflow.nn import module_hooks
 from actorflow.nn.parameter import Parameter
 from actorflow.tensor import Tensor, bump_state_generation
@@ -504,6 +505,13 @@ class Module:
         bump_state_generation()
         return self
 
+    def to_empty(self, *, device, recurse: bool = True) -> "Module":
+        """Give every parameter and buffer new, uninitialised memory on ``device`` (the same
+        shapes and dtypes): how a module built on the meta device gets storage."""
+        if not recurse:
+            raise NotImplementedError("to_empty(recurse=False) is not supported")
+        return self._apply(lambda t: empty(tuple(t._shape), dtype=t.dtype, device=device))
+
     def to_global(self, placement=None, sbp=None) -> "Module":
         """Make every parameter and buffer a global tensor with ``placement`` and ``sbp`` (the
         same Parameter objects; see ``Tensor.to_global``), as OneFlow's ``Module.to_global``."""
@@ -537,7 +545,10 @@ class Module:
                 device = a
             else:
                 raise TypeError(f"to(): cannot interpret argument {a!r}")
-        as_device(device)
+        if device is not None:
+            dev = as_device(device)
+            if any(t.device != dev for t in list(self.parameters()) + list(self.buffers())):
+                self._apply(lambda t: t.to(device=dev))  # to or from the meta device
         if dtype is None:
             return self
         d = dt.as_dtype(dtype)

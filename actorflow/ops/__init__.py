@@ -8,6 +8,7 @@ from actorflow.ops import pool_adaptive, linalg_dense  # noqa: F401,E402  (nn la
 from actorflow.ops import fused  # noqa: F401,E402  (fused ops of the fusion passes)
 from actorflow.ops import graph_ops  # noqa: F401,E402  (depend)
 from actorflow.ops import special  # noqa: F401,E402  (erfinv, lgamma, digamma, logaddexp...)
+from actorflow.ops import fft  # noqa: F401,E402  (discrete Fourier transforms)
 from actorflow.ops import sort  # noqa: F401,E402  (sorting and selection)
 from actorflow.ops import boxing  # noqa: F401,E402  (global tensors: SBP changes)
 from actorflow.ops import quantization  # noqa: F401,E402  (observers, (fake) quantization)

@@ -88,10 +88,10 @@ def _(ctx, dout):
     if a.ndim == 1 or b.ndim == 1 or ta or tb:
         return _matmul_grad_general(ctx, dout, a, b, ta, tb)
     da = db = None
-    if ctx.needs_input_grad[0]:
-        da = F.sum_to(F.matmul(dout, b, transpose_b=True), a._shape)
+    if ctx.needs_input_grad[0]:  # complex operands: the conjugate of the partner (PyTorch's)
+        da = F.sum_to(F.matmul(dout, F.conj(b), transpose_b=True), a._shape)
     if ctx.needs_input_grad[1]:
-        db = F.sum_to(F.matmul(a, dout, transpose_a=True), b._shape)
+        db = F.sum_to(F.matmul(F.conj(a), dout, transpose_a=True), b._shape)
     return da, db
 
 
@@ -102,18 +102,22 @@ def _matmul_grad_general(ctx, dout, a, b, ta, tb):
     a_vec, b_vec = a2.ndim == 1, b2.ndim == 1
     if a_vec:
         a2 = F.reshape(a2, (1,) + tuple(a2._shape))
-        dout = F.unsqueeze(dout, -2)
     if b_vec:
         b2 = F.reshape(b2, tuple(b2._shape) + (1,))
+    if a_vec and b_vec:  # a dot product: a 0-d gradient
+        dout = F.reshape(dout, (1, 1))
+    elif a_vec:
+        dout = F.unsqueeze(dout, -2)
+    elif b_vec:
         dout = F.unsqueeze(dout, -1)
     da = db = None
     if ctx.needs_input_grad[0]:
-        da = F.sum_to(F.matmul(dout, b2, transpose_b=True), a2._shape)
+        da = F.sum_to(F.matmul(dout, F.conj(b2), transpose_b=True), a2._shape)
         da = F.reshape(da, a._shape) if a_vec else da
         if ta and a.ndim >= 2:
             da = F.transpose(da, -1, -2)
     if ctx.needs_input_grad[1]:
-        db = F.sum_to(F.matmul(a2, dout, transpose_a=True), b2._shape)
+        db = F.sum_to(F.matmul(F.conj(a2), dout, transpose_a=True), b2._shape)
         db = F.reshape(db, b._shape) if b_vec else db
         if tb and b.ndim >= 2:
             db = F.transpose(db, -1, -2)

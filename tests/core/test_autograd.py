@@ -475,3 +475,20 @@ def test_custom_function_releases_saved_tensors():
     y.sum().backward()
     assert not holder["ctx"]._is_data_valid() and holder["ctx"].saved_tensors == ()
     assert x.grad.tolist() == [4.0]
+
+
+def test_grad_is_grads_batched_matches_one_call_per_vector():
+    from tests.helpers import torch
+    a = np.random.default_rng(3).standard_normal((2, 3))
+    x, tx = _leaf(a, flow.float64), torch.tensor(a, requires_grad=True)
+    vs = np.random.default_rng(4).standard_normal((4, 3, 3))
+    out, tout = flow.matmul(x * x, flow.tensor(a.T)), torch.matmul(tx * tx, torch.tensor(a.T))
+    vs = vs[:, :2, :2]
+    (g,) = flow.autograd.grad(out, [x], flow.tensor(vs), is_grads_batched=True)
+    (tg,) = torch.autograd.grad(tout, [tx], torch.tensor(vs), is_grads_batched=True)
+    assert tuple(g.shape) == (4, 2, 3)
+    np.testing.assert_allclose(g.numpy(), tg.numpy(), atol=1e-12)
+    with pytest.raises(RuntimeError, match="If `is_grads_batched=True`.*grad_output\\[0\\] "
+                                           "has shape \\(2, 2\\)"):
+        flow.autograd.grad(out, [x], flow.ones(2, 2, dtype=flow.float64),
+                           is_grads_batched=True)

@@ -137,3 +137,18 @@ def test_exp_and_unsupported_ops():
                lambda t: flow.clamp(t, min=t)):
         with pytest.raises(Exception, match="complex tensors are not supported"):
             fn(flow.tensor(z))
+
+
+@pytest.mark.parametrize("shapes", [((2, 3), (3, 4)), ((3,), (3, 2)), ((2, 2, 3), (3,)),
+                                    ((3,), (3,)), ((1, 2, 3), (4, 3, 2))])
+def test_matmul_forward_and_gradients_match_torch(shapes):
+    a, b = _c(shapes[0]), _c(shapes[1])
+    x, y = flow.tensor(a, requires_grad=True), flow.tensor(b, requires_grad=True)
+    tx, ty = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+    out, tout = flow.matmul(x, y), torch.matmul(tx, ty)
+    np.testing.assert_allclose(out.numpy(), tout.detach().numpy(), atol=1e-12)
+    w = _c(tuple(tout.shape))
+    (out * flow.tensor(w)).sum().real.backward()
+    (tout * torch.tensor(w)).sum().real.backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), atol=1e-12)
+    np.testing.assert_allclose(y.grad.numpy(), ty.grad.numpy(), atol=1e-12)

@@ -119,3 +119,30 @@ def test_rng_state_is_a_byte_tensor():
     flow.manual_seed(0)
     np.testing.assert_array_equal(flow.get_rng_state().numpy(),
                                   flow.default_generator.get_state().numpy())
+
+
+def test_more_creation_functions_take_placement_and_sbp():
+    pl, b = flow.placement("cpu", ranks=[0]), flow.sbp.broadcast
+    made = {
+        "linspace": (lambda **g: flow.linspace(0, 10, 5, **g), np.linspace(0, 10, 5)),
+        "logspace": (lambda **g: flow.logspace(0, 2, 3, **g), np.logspace(0, 2, 3)),
+        "eye": (lambda **g: flow.eye(3, 2, **g), np.eye(3, 2)),
+        "hann_window": (lambda **g: flow.hann_window(6, **g), None),
+    }
+    for name, (fn, want) in made.items():
+        x = fn(placement=pl, sbp=(b,))
+        assert x.is_global and x.placement == pl and x.sbp == (b,), name
+        ref = fn().numpy() if want is None else want
+        np.testing.assert_allclose(x.numpy(), ref, rtol=1e-6, err_msg=name)
+    for dtype in (flow.uint8, flow.int32, flow.float64):
+        x = flow.randperm(10, placement=pl, sbp=b, dtype=dtype)
+        assert x.dtype is dtype and x.sbp == (b,)
+        assert sorted(x.numpy().tolist()) == list(range(10))
+    flow.manual_seed(3)
+    g = flow.randint(0, 50, (4, 3), placement=pl, sbp=b)
+    flow.manual_seed(3)
+    np.testing.assert_array_equal(g.numpy(), flow.randint(0, 50, (4, 3)).numpy())
+    like = flow.randn_like(g.to(flow.float32))  # a global input: a global result
+    assert like.is_global and like.placement == pl and like.sbp == (b,)
+    assert flow.randint_like(flow.ones(2), 5, placement=pl, sbp=b).is_global
+    assert not flow.rand_like(flow.ones(2)).is_global

@@ -189,3 +189,16 @@ def test_view_strides_match_pytorch_on_strided_layouts():
     assert checked > 1000
     assert view_strides((0, 3), (3, 1), (3, 0)) is not None  # empty tensors view as anything
     assert view_strides((), (), (1, 1)) == (1, 1)
+
+
+def test_view_size_and_permute_dims_keywords():
+    x = flow.tensor(np.arange(24.0).reshape(2, 3, 4))
+    np.testing.assert_array_equal(x.view(size=(4, 6)).numpy(), np.arange(24.0).reshape(4, 6))
+    np.testing.assert_array_equal(x.permute(dims=[2, 0, 1]).numpy(),
+                                  np.arange(24.0).reshape(2, 3, 4).transpose(2, 0, 1))
+    np.testing.assert_array_equal(flow.permute(x, dims=(1, 0, 2)).numpy(),
+                                  np.arange(24.0).reshape(2, 3, 4).transpose(1, 0, 2))
+    with pytest.raises(TypeError, match="both positionally and as size="):
+        x.view(4, 6, size=(4, 6))
+    with pytest.raises(TypeError, match="unexpected keyword argument 'perm'"):
+        x.permute(perm=(0, 1, 2))

@@ -142,3 +142,18 @@ def test_trunc_normal_inverse_cdf_matches_reference():
     y = np.linspace(-0.999999, 0.999999, 2001)
     x = init._erfinv(flow.tensor(y)).numpy()
     np.testing.assert_allclose(x, torch.erfinv(torch.tensor(y)).numpy(), atol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(3, 5), (6, 2, 2), (4, 4)])
+def test_orthogonal_rows_or_columns_are_orthonormal(shape):
+    flow.manual_seed(0)
+    w = flow.empty(*shape, dtype=flow.float64)
+    assert init.orthogonal_(w, gain=2.0) is w
+    m = _values(w).reshape(shape[0], -1)
+    small = m @ m.T if m.shape[0] <= m.shape[1] else m.T @ m
+    np.testing.assert_allclose(small, 4.0 * np.eye(small.shape[0]), atol=1e-12)
+    flow.manual_seed(0)
+    again = init.orthogonal_(flow.empty(*shape, dtype=flow.float64), gain=2.0)
+    np.testing.assert_array_equal(_values(again), _values(w))  # seeded
+    with pytest.raises(ValueError, match="2 or more dimensions"):
+        init.orthogonal_(flow.empty(3))

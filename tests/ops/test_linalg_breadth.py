@@ -91,3 +91,31 @@ def test_det_double_backward():
     (tg,) = torch.autograd.grad(torch.linalg.det(ta), ta, create_graph=True)
     tg.sum().backward()
     np.testing.assert_allclose(a.grad.numpy(), ta.grad.numpy(), rtol=1e-8)
+
+
+def test_dot_vdot_inner_outer_match_torch():
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal(5), rng.standard_normal(5)
+    for name in ("dot", "vdot", "inner", "outer"):
+        got = getattr(flow, name)(flow.tensor(a), flow.tensor(b))
+        want = getattr(torch, name)(to_torch(a), to_torch(b))
+        np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-12)
+        assert getattr(flow.tensor(a), name)(flow.tensor(b)).shape == got.shape
+        gradcheck(getattr(flow, name), a, b)
+    c = a + 1j * rng.standard_normal(5)
+    d = b + 1j * rng.standard_normal(5)
+    for name in ("dot", "vdot"):
+        got = getattr(flow, name)(flow.tensor(c), flow.tensor(d))
+        np.testing.assert_allclose(got.numpy(), getattr(torch, name)(to_torch(c), to_torch(d)))
+    x, y = rng.standard_normal((2, 3, 4)), rng.standard_normal((5, 4))
+    np.testing.assert_allclose(flow.inner(flow.tensor(x), flow.tensor(y)).numpy(),
+                               torch.inner(to_torch(x), to_torch(y)).numpy(), atol=1e-12)
+    gradcheck(flow.inner, x, y)
+    ints = flow.tensor([1, 2, 3])
+    assert flow.dot(ints, ints).item() == 14 and flow.outer(ints, ints).dtype is flow.int64
+    with pytest.raises(RuntimeError, match="same dtype"):
+        flow.dot(flow.tensor(a), flow.tensor(a, dtype=flow.float32))
+    with pytest.raises(RuntimeError, match="inconsistent tensor size"):
+        flow.dot(flow.tensor(a), flow.tensor(b[:3]))
+    with pytest.raises(ValueError, match="expected a 1-d tensor"):
+        flow.dot(flow.tensor(x), flow.tensor(x))

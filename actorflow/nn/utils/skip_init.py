@@ -4,10 +4,10 @@ from __future__ import annotations
 
 def skip_init(module_cls, *args, **kwargs):
     """``module_cls(*args, **kwargs)`` whose parameter values are unspecified (the caller
-    overwrites them, e.g. from a checkpoint). Like PyTorch, the class must accept a ``device``
-    keyword; actorflow builds on the CPU and runs the usual initialisation (it has no meta
-    device to skip it on)."""
+    overwrites them, e.g. from a checkpoint). As in PyTorch, the module is built on the meta
+    device (so its initialisation computes nothing) and then given uninitialised memory on
+    ``device`` (default cpu) with ``to_empty``; the class must accept a ``device`` keyword."""
     if not isinstance(module_cls, type):
         raise TypeError(f"skip_init: expected a Module class, got {module_cls!r}")
-    kwargs.setdefault("device", "cpu")
-    return module_cls(*args, **kwargs)
+    final = kwargs.pop("device", None) or "cpu"
+    return module_cls(*args, device="meta", **kwargs).to_empty(device=final)
