@@ -79,7 +79,7 @@ class DistributedDataParallel(Module):
             self._buckets[-1].params.append(p)
         for b in self._buckets:
             for p in b.params:
-                p._register_post_grad_accumulation_hook(self._hook(b, p))
+                p.register_post_accumulate_grad_hook(self._hook(b, p))
 
     def _broadcast_buffers(self) -> None:
         for b in self.module.buffers():
@@ -89,15 +89,14 @@ class DistributedDataParallel(Module):
     def _hook(self, bucket: _Bucket, param):
         ref = weakref.ref(self)  # a wrapper that was dropped stops reducing
 
-        def hook(grad):
+        def hook(_param) -> None:
             me = ref()
             if me is None or not me._sync or me._world == 1:
-                return None
+                return
             bucket.ready.add(id(param))
             if len(bucket.ready) == len(bucket.params):
                 bucket.ready.clear()
                 _reduce(bucket.params, me._world)
-            return None
 
         return hook
 
