@@ -231,6 +231,18 @@ def _(ctx, dout):
     return (F.narrow(full, sbp.dim, a["start"], a["stop"] - a["start"]),)
 
 
+global_identity = register(
+    "global_identity", doc="A global tensor unchanged (an alias, or a copy), recorded by "
+                           "to_global(copy=True) or to_global(grad_sbp=...) for autograd, never "
+                           "dispatched. Attrs: in_sbp, the sbp its gradient is boxed to.")
+global_identity.infer(_not_dispatched("global_identity", "Tensor.to_global(sbp, grad_sbp=...)"))
+
+
+@global_identity.grad
+def _(ctx, dout):
+    return (F.to_global(dout, sbp=_sbp_value(ctx.attrs["in_sbp"])),)
+
+
 # ---- SBP-rule helpers for the op families -----------------------------------------------------
 
 def elementwise_rule(inputs, attrs):

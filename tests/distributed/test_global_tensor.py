@@ -108,3 +108,12 @@ def test_checkpoints_of_global_state(n, tmp_path):
     assert code == 0, out
     for r in range(n):
         assert f"OK rank {r}" in out, out
+
+
+@needs_mpi
+@pytest.mark.timeout(120)
+def test_to_global_checks_meta_and_takes_grad_sbp_and_copy():
+    code, secs, out = run_ranks(2, "global_meta.py")
+    assert code == 0, out
+    for r in range(2):
+        assert f"OK rank {r}" in out, out
