@@ -27,7 +27,8 @@ from actorflow import vm
 from actorflow.autograd import grad_mode
 from actorflow.dispatch.common import check_inplace, infer, record
 from actorflow.dispatch.eager import EagerInterpreter
-from actorflow.distributed import groups, meta
+from actorflow.dispatch import global_meta as meta
+from actorflow.distributed import groups
 from actorflow.distributed.world import world
 from actorflow.framework.placement import SbpParallel, as_sbp_tuple, placement
 from actorflow.ops import boxing, registry
@@ -351,7 +352,7 @@ def from_local(t: Tensor, placement_: placement, sbp, check_meta: bool = True) -
     sbp = _sbp_arg("to_global", sbp, placement_)
     s = sbp[0]
     idx = placement_.index(world().rank)
-    shapes = meta.local_shapes(tuple(t._shape), t.dtype, placement_, sbp, check_meta)
+    shapes, dtype = meta.local_shapes(tuple(t._shape), t.dtype, placement_, sbp, check_meta)
     first = shapes[0]
     n = len(placement_.flat_ranks)
     logical = first
@@ -366,7 +367,7 @@ def from_local(t: Tensor, placement_: placement, sbp, check_meta: bool = True) -
     if s.is_broadcast and idx is not None and n > 1:
         local = box_shard(box_shard(t, B, P, logical, placement_, idx), P, B, logical,
                           placement_, idx)
-    out = wrap(local, placement_, sbp, logical, t.dtype)
+    out = wrap(local, placement_, sbp, logical, dtype)  # (the placement's, outside it)
     _record("local_to_global", [t], [out], {"sbp": s.attr()})
     return out
 

@@ -2,7 +2,7 @@
 properties ``placement``, ``sbp``, ``is_local`` (see ``actorflow.dispatch.global_tensor``)."""
 from __future__ import annotations
 
-from actorflow.distributed import meta
+from actorflow.dispatch import global_meta as meta
 from actorflow.dispatch import global_tensor as gt
 from actorflow.framework.placement import as_sbp_tuple
 from actorflow.functional.elementwise import clone

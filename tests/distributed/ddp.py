@@ -119,6 +119,30 @@ try:
     raise AssertionError("expected the unused parameters to be reported")
 except RuntimeError as e:
     assert "got none" in str(e), e
+# ranks whose backward makes the buckets ready in different orders still reduce them in one
+# order (each rank multiplies by the parameters in its own order; one parameter per bucket)
+class Chain(flow.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = flow.nn.ParameterList([flow.nn.Parameter(flow.tensor([float(k + 1)] * 2))
+                                        for k in range(4)])
+
+    def forward(self, x):
+        for k in (range(4) if r % 2 == 0 else reversed(range(4))):
+            x = x * self.w[k]
+        return x
+
+
+for bucket in (1, 3):
+    chain = Chain()
+    ddp = DDP(chain, bucket_size=bucket)
+    ddp(flow.tensor([float(r + 1)] * 2)).sum().backward()
+    mean_x = sum(k + 1 for k in range(n)) / n
+    for k in range(4):
+        others = np.prod([j + 1.0 for j in range(4) if j != k])
+        np.testing.assert_allclose(chain.w[k].grad.numpy(), [mean_x * others] * 2,
+                                   err_msg=f"rank {r} bucket {bucket} w{k}")
+
 # overlap (async VM only): the first bucket (the last layer's gradients, final early in
 # backward) is flattened on the communication worker while worker 0 still computes the rest;
 # also when backward accumulates into existing .grad (the add is issued inside the walk)

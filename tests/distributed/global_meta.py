@@ -43,7 +43,12 @@ raises(lambda: z.to_global(P, S0), "different numbers of dims")
 raises(lambda: flow.zeros(2, 2).to_global(P, B if r == 0 else S0), "different sbps",
        "rank 0: (('B',),)")
 pl = P if r == 0 else flow.placement("cpu", list(reversed(range(n))))
-raises(lambda: flow.zeros(2).to_global(pl, B), "different placements")
+raises(lambda: flow.zeros(2).to_global(pl, B), "Inconsistent parallel description",
+       "different placements")
+# OneFlow's test_inconsistent_placement: the other ranks pass a placement without themselves
+pl = P if r == 0 else flow.placement("cpu", [0])
+raises(lambda: flow.randn(2, 3).to_global(pl, S1), "Inconsistent parallel description",
+       f"rank 0: ranks {tuple(range(n))}", "rank 1: ranks (0,)")
 # ... and on global tensors with check_meta=True (default False there)
 g = flow.ones(4, 2, placement=P, sbp=B)
 raises(lambda: g.to_global(sbp=B if r == 0 else S0, check_meta=True), "different sbps")
@@ -118,5 +123,26 @@ np.testing.assert_array_equal(g.to_local().numpy(), np.array_split(w, n)[r])
 x = flow.tensor(w, placement=P, sbp=S0, requires_grad=True)
 (x.to_local(copy=True) * 2.0).sum().backward()
 np.testing.assert_array_equal(x.grad.numpy(), np.full(w.shape, 2.0))
+# a rank outside the placement takes the placement's shape and dtype (OneFlow's
+# test_to_global_broadcast_shape_dtype)
+x = flow.ones(4, 4, dtype=flow.int32) if r == 0 else flow.zeros(1)
+y = x.to_global(flow.placement("cpu", [0]), B)
+assert (y.shape, y.dtype) == ((4, 4), flow.int32), (y.shape, y.dtype)
+np.testing.assert_array_equal(y.numpy(), np.ones((4, 4), np.int32))
+
+# new_* of a global tensor keep its placement and sbp (a split dim the new shape lacks:
+# broadcast; partial_sum: broadcast), as OneFlow's
+g = flow.randn(4, 4, placement=P, sbp=S0)
+for t, want in [(g.new_tensor([[1, 2], [3, 4]]), [[1, 2], [3, 4]]), (g.new_zeros(2, 3), 0),
+                (g.new_ones(4), 1), (g.new_full((2, 2), 5.0), 5)]:
+    assert t.placement == P and t.sbp == (S0,) and t.dtype == g.dtype, (t.placement, t.sbp)
+    np.testing.assert_array_equal(t.numpy(), np.broadcast_to(np.asarray(want, np.float32),
+                                                             t.shape))
+assert g.new_ones(()).sbp == (B,)
+assert g.to_global(sbp=PS).new_zeros(3).sbp == (B,)
+t = g.new_tensor([[1, 2], [3, 4]], placement=P, sbp=B, requires_grad=True)
+assert t.sbp == (B,) and t.requires_grad and t.is_leaf
+assert flow.zeros(2).new_tensor([1.0]).is_local
+
 flow.synchronize()
 print(f"OK rank {r}", flush=True)

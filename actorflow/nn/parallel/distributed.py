@@ -3,8 +3,11 @@
 At construction the parameters and buffers of rank 0 are broadcast to every rank, and the
 parameters that require grad are cut into buckets (reverse registration order, the order
 backward tends to produce gradients in; one dtype per bucket, at most ``bucket_size``
-parameters). Each parameter gets a post-accumulation hook; when every parameter of a bucket has
-its gradient, the bucket is flattened, all-reduced (``flow.comm.all_reduce``), divided by the
+parameters). Each parameter gets a post-accumulation hook, which the engine calls as soon as
+the parameter's gradient is final, while backward's remaining ops are still being issued;
+when every parameter of a bucket has its gradient, and every earlier bucket was reduced (so
+every rank reduces the buckets in one order, whatever order its backward made them ready
+in), the bucket is flattened, all-reduced (``flow.comm.all_reduce``), divided by the
 world size (OneFlow averages) and copied back into the gradients. All three steps are issued on
 the VM's communication worker, so they wait only for the bucket's own gradients and run while
 worker 0 still computes the rest of backward; the optimizer's update waits for them through the
@@ -72,6 +75,7 @@ class DistributedDataParallel(Module):
         params = [p for p in dict.fromkeys(module.parameters()) if p.requires_grad]
         cap = bucket_size if use_bucket else 1
         self._buckets: list = []
+        self._next = 0  # the next bucket to reduce
         for p in reversed(params):
             last = self._buckets[-1].params if self._buckets else None
             if last is None or len(last) >= cap or last[0].dtype is not p.dtype:
@@ -94,9 +98,17 @@ class DistributedDataParallel(Module):
             if me is None or not me._sync or me._world == 1:
                 return
             bucket.ready.add(id(param))
-            if len(bucket.ready) == len(bucket.params):
-                bucket.ready.clear()
-                _reduce(bucket.params, me._world)
+            # buckets are reduced in their fixed order, whatever order this rank's backward
+            # made them ready in, so every rank issues the same collectives in the same order
+            buckets = me._buckets
+            while me._next < len(buckets) and \
+                    len(buckets[me._next].ready) == len(buckets[me._next].params):
+                done = buckets[me._next]
+                done.ready.clear()
+                me._next += 1
+                _reduce(done.params, me._world)
+            if me._next == len(buckets):
+                me._next = 0
 
         return hook
 
@@ -112,16 +124,18 @@ class DistributedDataParallel(Module):
 
     def forward(self, *args, **kwargs):
         """Run the wrapped module (after broadcasting rank 0's buffers when asked)."""
-        for b in self._buckets:
-            if b.ready:
-                missing = [i for i, p in enumerate(b.params) if id(p) not in b.ready]
+        if any(b.ready for b in self._buckets):
+            missing = [tuple(p.shape) for b in self._buckets for p in b.params
+                       if id(p) not in b.ready]
+            for b in self._buckets:
                 b.ready.clear()
-                raise RuntimeError(
-                    f"DistributedDataParallel: the last backward produced gradients for only "
-                    f"part of a bucket; {len(missing)} parameter(s) of shapes "
-                    f"{[tuple(b.params[i].shape) for i in missing]} got none, so their "
-                    f"bucket was never all-reduced. Every parameter that requires grad must "
-                    f"take part in the loss (or set requires_grad=False on unused ones)")
+            self._next = 0
+            raise RuntimeError(
+                f"DistributedDataParallel: the last backward produced gradients for only "
+                f"part of the parameters; {len(missing)} parameter(s) of shapes {missing} got "
+                f"none, so their buckets (and the buckets after them) were never all-reduced. "
+                f"Every parameter that requires grad must take part in the loss (or set "
+                f"requires_grad=False on unused ones)")
         if self.broadcast_buffers and self._world > 1:
             with no_grad():
                 self._broadcast_buffers()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from actorflow.distributed import groups
 from actorflow.distributed.world import world
+from actorflow.ops.boxing import shard_range
 
 BALANCED_URL = ("https://github.com/Oneflow-Inc/oneflow/blob/master/oneflow/core/common/"
                 "balanced_splitter.h")
@@ -22,25 +23,26 @@ def _by_rank(values: dict) -> str:
 
 
 def balanced(total: int, n: int) -> list:
-    """The sizes of ``n`` balanced pieces of ``total`` (numpy.array_split's)."""
-    return [total // n + (1 if k < total % n else 0) for k in range(n)]
+    """The sizes of ``n`` balanced pieces of ``total`` (the layout of a split dim)."""
+    return [b - a for a, b in (shard_range(total, n, k) for k in range(n))]
 
 
-def local_shapes(shape: tuple, dtype, placement_, sbp: tuple, check_meta: bool) -> list:
-    """The local shapes of the placement's ranks, in placement order, for ``to_global`` of a
-    local tensor of ``shape``/``dtype`` (None on ranks outside the placement) laid out as
-    ``sbp`` (a 1-tuple of SbpParallel). Raises ``RuntimeError`` on every rank when
-    ``check_meta`` and the ranks disagree."""
+def local_shapes(shape: tuple, dtype, placement_, sbp: tuple, check_meta: bool) -> tuple:
+    """``(shapes, dtype)``: the local shapes of the placement's ranks, in placement order, and
+    their dtype, for ``to_global`` of a local tensor of ``shape``/``dtype`` laid out as ``sbp``
+    (a 1-tuple of SbpParallel); ranks outside the placement take the placement's. Raises
+    ``RuntimeError`` on every rank when ``check_meta`` and the ranks disagree."""
     ranks = placement_.flat_ranks
     n = len(ranks)
     if not check_meta or world().size == 1:
-        return [shape] * n
-    mine = (shape, str(dtype), tuple(s.attr() for s in sbp), ranks, placement_.hierarchy)
+        return [shape] * n, dtype
+    mine = (shape, dtype, tuple(s.attr() for s in sbp), ranks, placement_.hierarchy)
     got = groups.allgather_object(mine, "to_global metadata check")
     _agree("placement", {r: f"ranks {g[3]} hierarchy {g[4]}" for r, g in enumerate(got)})
     _agree("sbp", {r: g[2] for r, g in enumerate(got)})
     inside = {r: got[r] for r in ranks}
-    _agree("local tensor dtype", {r: g[1] for r, g in inside.items()})
+    _agree("local tensor dtype", {r: str(g[1]) for r, g in inside.items()})
+    dtype = inside[ranks[0]][1]
     shapes = [inside[r][0] for r in ranks]
     s = sbp[0]
     held = _by_rank({r: inside[r][0] for r in ranks})
@@ -48,7 +50,7 @@ def local_shapes(shape: tuple, dtype, placement_, sbp: tuple, check_meta: bool) 
         if any(x != shapes[0] for x in shapes):
             raise RuntimeError(f"to_global: {s} needs local tensors of one shape; the ranks "
                                f"hold {held}")
-        return shapes
+        return shapes, dtype
     d = s.dim
     for r, x in zip(ranks, shapes):
         if len(x) != len(shapes[0]):
@@ -67,13 +69,16 @@ def local_shapes(shape: tuple, dtype, placement_, sbp: tuple, check_meta: bool) 
                 f"split distribution. See {BALANCED_URL} for details of balanced split (the "
                 f"ranks hold {held}; {sum(sizes)} rows split over {n} ranks are "
                 f"{balanced(sum(sizes), n)})")
-    return shapes
+    return shapes, dtype
+
+
+_INCONSISTENT = {"placement": "Inconsistent parallel description: "}  # OneFlow's words
 
 
 def _agree(what: str, values: dict) -> None:
     if len(set(values.values())) > 1:
-        raise RuntimeError(f"to_global: the ranks passed different {what}s: "
-                           f"{_by_rank(values)}")
+        raise RuntimeError(f"to_global: {_INCONSISTENT.get(what, '')}the ranks passed "
+                           f"different {what}s: {_by_rank(values)}")
 
 
 def check_global(placement_, sbp: tuple) -> None:
