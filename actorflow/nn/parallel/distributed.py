@@ -85,6 +85,17 @@ class DistributedDataParallel(Module):
             for p in b.params:
                 p.register_post_accumulate_grad_hook(self._hook(b, p))
 
+    def __getattr__(self, name: str):
+        """Attributes of the wrapped module too (``ddp.w``), as OneFlow's DDP, which returns
+        the module itself."""
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            module = self.__dict__.get("_modules", {}).get("module")
+            if module is None or name.startswith("__"):
+                raise
+            return getattr(module, name)
+
     def _broadcast_buffers(self) -> None:
         for b in self.module.buffers():
             if b is not None:
