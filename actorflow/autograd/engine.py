@@ -6,6 +6,7 @@ Job. There is one engine for all modes.
 """
 from __future__ import annotations
 
+import threading
 import weakref
 
 from actorflow.autograd import grad_mode
@@ -325,16 +326,34 @@ def _execute(roots, retain_graph, create_graph, capture, accumulate_only):
     walk = _Walk(buffers, deps, leaf_deps, leaf_grads, leaves, add_to, capture,
                  accumulate_only, create_graph, stored)
     grad_mode._state.backward_depth += 1
+    outer = getattr(_tls, "callbacks", None)
+    _tls.callbacks = callbacks = []
     try:
         with grad_mode.set_grad_enabled(create_graph):
             walk.run(ready, processed)
             for key in list(leaf_grads):  # leaves no node leads to (roots themselves)
                 walk.finish_leaf(key)
+        for fn in callbacks:  # (a callback may queue another: it runs too)
+            fn()
     finally:
+        _tls.callbacks = outer
         grad_mode._state.backward_depth -= 1
     if not retain_graph:
         for node in processed:
             node.release()
+
+
+_tls = threading.local()
+
+
+def queue_callback(fn) -> None:
+    """Call ``fn()`` once the running backward has stored every leaf gradient (PyTorch's
+    ``Variable._execution_engine.queue_callback``); only from inside a backward (a hook)."""
+    callbacks = getattr(_tls, "callbacks", None)
+    if callbacks is None:
+        raise RuntimeError("queue_callback: no backward is running on this thread (call it "
+                           "from a hook)")
+    callbacks.append(fn)
 
 
 class _Walk:

@@ -102,3 +102,20 @@ def test_oneflow_hook_runs_in_the_walk_and_may_replace_grad():
     ((x + 1.0).exp().sum() * 0 + (y * 1.0).sum() + x.sum()).backward()
     np.testing.assert_allclose(x.grad.numpy(), np.full(3, 2.0))
     assert sorted(order) == ["x", "y"]
+
+
+def test_queue_callback_runs_after_every_leaf_is_stored():
+    a = flow.tensor([1.0, 2.0], requires_grad=True)
+    b = flow.tensor([3.0], requires_grad=True)
+    log = []
+
+    def on_a(t):
+        log.append("a")
+        engine.queue_callback(lambda: log.append(("end", b.grad.numpy().tolist())))
+
+    a.register_post_accumulate_grad_hook(on_a)
+    b.register_post_accumulate_grad_hook(lambda t: log.append("b"))
+    ((a * 2).sum() * b.sum()).backward()
+    assert sorted(log[:2]) == ["a", "b"] and log[2] == ("end", [6.0]), log
+    with pytest.raises(RuntimeError, match="no backward is running"):
+        engine.queue_callback(lambda: None)

@@ -110,15 +110,45 @@ ddp.eval()
 ddp(flow.tensor(X[0][mine]))
 np.testing.assert_array_equal(bn.running_mean.numpy(), np.ones(D, np.float32))
 
-# a parameter that takes no part in the loss leaves its bucket unreduced: reported
+# broadcast_buffers=False: the buffers stay each rank's own (not broadcast at construction
+# either, as OneFlow's DDP)
+bn = flow.nn.BatchNorm1d(D)
+with flow.no_grad():
+    bn.running_mean.fill_(float(r))
+DDP(bn, broadcast_buffers=False).eval()(flow.tensor(X[0][mine]))
+np.testing.assert_array_equal(bn.running_mean.numpy(), np.full(D, float(r), np.float32))
+
+# parameters that get no gradient on a rank take part with zeros (OneFlow's DDP): one used
+# on rank 0 only is averaged with the others' zeros, one used nowhere gets zeros; also when
+# backward runs through part of the module only
+class Partly(flow.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = flow.nn.Parameter(flow.tensor([1.0]))
+        self.only0 = flow.nn.Parameter(flow.tensor([2.0]))
+        self.unused = flow.nn.Parameter(flow.tensor([3.0]))
+
+    def forward(self, x):
+        x = x * self.w
+        return x * self.only0 if r == 0 else x
+
+
+for bucket in (1, 2, 10):
+    m = Partly()
+    ddp = DDP(m, bucket_size=bucket)
+    ddp(flow.tensor([float(r + 1)])).sum().backward()
+    xs = np.arange(1.0, n + 1)
+    np.testing.assert_allclose(m.w.grad.numpy(), [(2.0 + xs[1:].sum()) / n])
+    np.testing.assert_allclose(m.only0.grad.numpy(), [1.0 / n])
+    np.testing.assert_array_equal(m.unused.grad.numpy(), [0.0])
+    ddp(flow.tensor([1.0]))  # nothing left half-way
 net = model(9)
-ddp = DDP(net, bucket_size=10)
-net[2](flow.tensor(rng.standard_normal((2, H)).astype(np.float32))).sum().backward()
-try:
-    ddp(flow.tensor(X[0][mine]))
-    raise AssertionError("expected the unused parameters to be reported")
-except RuntimeError as e:
-    assert "got none" in str(e), e
+ddp = DDP(net, bucket_size=2)
+xh = flow.tensor(np.full((2, H), float(r + 1), np.float32))
+net[2](xh).sum().backward()
+np.testing.assert_allclose(net[2].weight.grad.numpy(), np.full((C, H), n + 1.0))  # 2 rows
+for p in net[0].parameters():
+    np.testing.assert_array_equal(p.grad.numpy(), np.zeros(tuple(p.shape)))
 # ranks whose backward makes the buckets ready in different orders still reduce them in one
 # order (each rank multiplies by the parameters in its own order; one parameter per bucket)
 class Chain(flow.nn.Module):

@@ -1,6 +1,7 @@
 """``DistributedDataParallel``: one model replica per process, gradients averaged across them.
 
-At construction the parameters and buffers of rank 0 are broadcast to every rank, and the
+At construction the parameters of rank 0 (and its buffers, with ``broadcast_buffers``, as
+OneFlow does) are broadcast to every rank, and the
 parameters that require grad are cut into buckets (reverse registration order, the order
 backward tends to produce gradients in; one dtype per bucket, at most ``bucket_size``
 parameters). Each parameter gets a post-accumulation hook, which the engine calls as soon as
@@ -24,6 +25,7 @@ import weakref
 
 import actorflow.functional as F
 from actorflow import vm
+from actorflow.autograd import engine
 from actorflow.autograd.grad_mode import no_grad
 from actorflow.distributed.world import world
 from actorflow.nn.module import Module
@@ -44,8 +46,8 @@ class _Bucket:
 
 
 class DistributedDataParallel(Module):
-    """Data parallel ``module``: rank 0's parameters and buffers are broadcast at construction
-    (and the buffers again before each forward when ``broadcast_buffers``); gradients are
+    """Data parallel ``module``: rank 0's parameters are broadcast at construction (its
+    buffers too, and again before each forward, when ``broadcast_buffers``); gradients are
     averaged across the ranks in buckets of at most ``bucket_size`` parameters while backward
     runs. ``no_sync()`` keeps gradients local (accumulation). ``self.module`` is the wrapped
     module (state dict keys start with ``module.``, as in PyTorch)."""
@@ -71,11 +73,13 @@ class DistributedDataParallel(Module):
         with no_grad():
             for p in module.parameters():
                 _comm().broadcast(p, 0)
-            self._broadcast_buffers()
+            if self.broadcast_buffers:  # (OneFlow's: without it, buffers stay as they are)
+                self._broadcast_buffers()
         params = [p for p in dict.fromkeys(module.parameters()) if p.requires_grad]
         cap = bucket_size if use_bucket else 1
         self._buckets: list = []
         self._next = 0  # the next bucket to reduce
+        self._in_backward = False  # a hook fired in the running backward
         for p in reversed(params):
             last = self._buckets[-1].params if self._buckets else None
             if last is None or len(last) >= cap or last[0].dtype is not p.dtype:
@@ -108,20 +112,39 @@ class DistributedDataParallel(Module):
             me = ref()
             if me is None or not me._sync or me._world == 1:
                 return
+            if not me._in_backward:  # the first final gradient of this backward
+                me._in_backward = True
+                engine.queue_callback(me._end_of_backward)
             bucket.ready.add(id(param))
-            # buckets are reduced in their fixed order, whatever order this rank's backward
-            # made them ready in, so every rank issues the same collectives in the same order
-            buckets = me._buckets
-            while me._next < len(buckets) and \
-                    len(buckets[me._next].ready) == len(buckets[me._next].params):
-                done = buckets[me._next]
-                done.ready.clear()
-                me._next += 1
-                _reduce(done.params, me._world)
-            if me._next == len(buckets):
-                me._next = 0
+            me._reduce_ready()
 
         return hook
+
+    def _reduce_ready(self) -> None:
+        """Reduce the buckets that are complete, in their fixed order, whatever order this
+        rank's backward made them ready in, so every rank issues the same collectives in the
+        same order."""
+        buckets = self._buckets
+        while self._next < len(buckets) and \
+                len(buckets[self._next].ready) == len(buckets[self._next].params):
+            done = buckets[self._next]
+            done.ready.clear()
+            self._next += 1
+            _reduce(done.params, self._world)
+
+    def _end_of_backward(self) -> None:
+        """Parameters that got no gradient in this backward (unused on this rank) take part
+        with zeros, as in OneFlow's DDP, so every bucket is reduced on every rank."""
+        self._in_backward = False
+        with no_grad():
+            for b in self._buckets[self._next:]:
+                for p in b.params:
+                    if id(p) not in b.ready:
+                        if p.grad is None:
+                            p.grad = F.zeros_like(p)
+                        b.ready.add(id(p))
+            self._reduce_ready()
+        self._next = 0
 
     @contextlib.contextmanager
     def no_sync(self):
@@ -135,18 +158,16 @@ class DistributedDataParallel(Module):
 
     def forward(self, *args, **kwargs):
         """Run the wrapped module (after broadcasting rank 0's buffers when asked)."""
-        if any(b.ready for b in self._buckets):
+        if any(b.ready for b in self._buckets):  # the last backward stopped half-way
             missing = [tuple(p.shape) for b in self._buckets for p in b.params
                        if id(p) not in b.ready]
             for b in self._buckets:
                 b.ready.clear()
-            self._next = 0
+            self._next, self._in_backward = 0, False
             raise RuntimeError(
-                f"DistributedDataParallel: the last backward produced gradients for only "
-                f"part of the parameters; {len(missing)} parameter(s) of shapes {missing} got "
-                f"none, so their buckets (and the buckets after them) were never all-reduced. "
-                f"Every parameter that requires grad must take part in the loss (or set "
-                f"requires_grad=False on unused ones)")
+                f"DistributedDataParallel: the last backward stopped before every bucket was "
+                f"all-reduced; {len(missing)} parameter(s) of shapes {missing} got no "
+                f"gradient")
         if self.broadcast_buffers and self._world > 1:
             with no_grad():
                 self._broadcast_buffers()
