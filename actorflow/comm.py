@@ -54,10 +54,10 @@ def _describe(*tensors) -> str:
     return ", ".join(f"{tuple(t._shape)} {t.dtype}" for t in tensors)
 
 
-def _issue(name: str, fn, reads=(), writes=(), creates=(), detail: str = "",
-           small: bool = False):
+def _issue(name: str, fn, reads=(), writes=(), creates=(), detail="", small: bool = False):
     """Run ``fn()`` as an instruction on the communication worker (``small``: on the calling
-    thread when that worker is idle and nothing it needs is pending)."""
+    thread when that worker is idle and nothing it needs is pending). ``detail`` (the shapes,
+    or a callable giving them) is what the watchdog prints if the call hangs."""
     def run():
         with watchdog.guarded(f"comm.{name}", detail):
             fn()
@@ -126,7 +126,7 @@ def all_reduce(tensor: Tensor) -> None:
         _comm().Allreduce(_in_place(), buf, op=_sum_op(buf))
         a[...] = buf
 
-    _issue("all_reduce", fn, writes=[tensor], detail=_describe(tensor),
+    _issue("all_reduce", fn, writes=[tensor], detail=lambda: _describe(tensor),
            small=tensor.numel() <= SMALL_ALL_REDUCE)
 
 
