@@ -7,8 +7,9 @@ from this one command: actorflow's ``flow.comm.all_reduce`` (an instruction on t
 communication worker) followed by ``flow.synchronize()`` each call; mpi4py's ``Allreduce``
 (in place) called directly on a NumPy array, the floor actorflow's MPI path can reach; and
 ``torch.distributed.all_reduce`` over gloo in the same processes. Every rank runs the same
-number of calls; the three take turns round by round, each round between two barriers, and
-the figures are the fastest round's time per call (the machine may be shared).
+number of calls; the three take turns round by round, each round between two barriers. Times
+are the fastest round's time per call; ratios are the median over rounds of the ratio within a
+round, which a shared, loaded machine disturbs least.
 GB/s is the algorithm bandwidth (bytes of the tensor / time per call). ``--profile`` prints,
 for the smallest size, where actorflow's time per call goes (cProfile of rank 0).
 """
@@ -18,6 +19,7 @@ import argparse
 import json
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -39,18 +41,18 @@ def _calls(nbytes: int, quick: bool) -> int:
 
 
 def _rounds(quick: bool) -> int:
-    return 3 if quick else 7
+    return 3 if quick else 15
 
 
 def race(calls_by_name: dict, calls: int, rounds: int, barrier) -> dict:
-    """Seconds per call of each runner: the fastest of ``rounds`` rounds of ``calls`` calls,
-    the runners taking turns round by round (so a slow phase of the shared machine hits them
+    """Seconds per call of each runner in each of ``rounds`` rounds of ``calls`` calls, the
+    runners taking turns round by round (so a slow phase of the shared machine hits them
     alike), every round starting and ending with a barrier (the end inside the timed region).
     """
     for call in calls_by_name.values():
         for _ in range(3):
             call()
-    best = {name: float("inf") for name in calls_by_name}
+    times = {name: [] for name in calls_by_name}
     for _ in range(rounds):
         for name, call in calls_by_name.items():
             barrier()
@@ -58,8 +60,8 @@ def race(calls_by_name: dict, calls: int, rounds: int, barrier) -> dict:
             for _ in range(calls):
                 call()
             barrier()
-            best[name] = min(best[name], (time.perf_counter() - t0) / calls)
-    return best
+            times[name].append((time.perf_counter() - t0) / calls)
+    return times
 
 
 def worker(quick: bool, profile: bool) -> None:
@@ -90,8 +92,7 @@ def worker(quick: bool, profile: bool) -> None:
         if dist is not None:
             tt = torch.zeros(n, dtype=torch.float32)
             runners["torch"] = lambda tt=tt: dist.all_reduce(tt)
-        best = race(runners, _calls(nbytes, quick), rounds, comm.Barrier)
-        for name, secs in best.items():
+        for name, secs in race(runners, _calls(nbytes, quick), rounds, comm.Barrier).items():
             out[name].append(secs)
     if profile:
         import cProfile
@@ -118,6 +119,12 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _ratio(ref: list, other: list) -> float:
+    """The median over rounds of ref's time / other's (rounds taken in turn: one phase of the
+    machine)."""
+    return statistics.median(a / b for a, b in zip(ref, other))
 
 
 def _size(nbytes: int) -> str:
@@ -151,17 +158,20 @@ def main() -> None:
     rows = []
     for k, nbytes in enumerate(SIZES):
         af, mpi = res["af"][k], res["mpi"][k]
-        row = [_size(nbytes), f"{af * 1e6:.0f}", f"{nbytes / af / 1e9:.2f}",
-               f"{mpi * 1e6:.0f}", f"{nbytes / mpi / 1e9:.2f}", f"{mpi / af:.2f}x"]
+        row = [_size(nbytes), f"{min(af) * 1e6:.0f}", f"{nbytes / min(af) / 1e9:.2f}",
+               f"{min(mpi) * 1e6:.0f}", f"{nbytes / min(mpi) / 1e9:.2f}",
+               f"{_ratio(mpi, af):.2f}x"]
         if res["torch"]:
             tg = res["torch"][k]
-            row += [f"{tg * 1e6:.0f}", f"{nbytes / tg / 1e9:.2f}", f"{mpi / tg:.2f}x"]
+            row += [f"{min(tg) * 1e6:.0f}", f"{nbytes / min(tg) / 1e9:.2f}",
+                    f"{_ratio(mpi, tg):.2f}x"]
         rows.append(row)
     headers = ["size", "actorflow µs", "GB/s", "mpi4py µs", "GB/s", "actorflow vs mpi4py"]
     if res["torch"]:
         headers += ["gloo µs", "GB/s", "gloo vs mpi4py"]
-    print(f"float32 all-reduce over {args.procs} processes; 'vs mpi4py' is mpi4py's time / "
-          f"the other's (1.00x: as fast)\n")
+    print(f"float32 all-reduce over {args.procs} processes; µs: the fastest round's time per "
+          f"call; 'vs mpi4py': the median over rounds of mpi4py's time / the other's in the "
+          f"same round (1.00x: as fast)\n")
     print(table(rows, headers))
 
 
