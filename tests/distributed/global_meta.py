@@ -1,6 +1,9 @@
 """Run under ``mpiexec -n N``: to_global's check_meta (the ranks agree on dtype, shape,
 placement and sbp, or every rank raises a RuntimeError naming them), check_meta=False,
-grad_sbp and copy, to_local(copy=True). Prints ``OK rank R``."""
+grad_sbp and copy, to_local(copy=True), new_* of global tensors, flow.utils.global_view.
+Prints ``OK rank R``."""
+import warnings
+
 import numpy as np
 
 import actorflow as flow
@@ -143,6 +146,39 @@ assert g.to_global(sbp=PS).new_zeros(3).sbp == (B,)
 t = g.new_tensor([[1, 2], [3, 4]], placement=P, sbp=B, requires_grad=True)
 assert t.sbp == (B,) and t.requires_grad and t.is_leaf
 assert flow.zeros(2).new_tensor([1.0]).is_local
+
+# flow.utils.global_view: to_global / to_local of nested structures
+gv = flow.utils.global_view
+a, b = flow.tensor(np.full((2, 3), float(r))), flow.zeros(4)
+nested = {"a": a, "rest": [b, None, "text", (flow.ones(2),)]}
+with warnings.catch_warnings(record=True) as seen:
+    warnings.simplefilter("always")
+    g = gv.to_global(nested, placement=P, sbp=S0)
+assert any("str is not a tensor" in str(w.message) for w in seen), [str(w.message) for w in seen]
+assert g["rest"][1] is None and g["rest"][2] == "text" and isinstance(g["rest"][3], tuple)
+for t in (g["a"], g["rest"][0], g["rest"][3][0]):
+    assert t.is_global and t.placement == P and t.sbp == (S0,)
+np.testing.assert_array_equal(g["a"].numpy(), np.repeat(np.arange(n, dtype=np.float64), 2)[:, None]
+                              * np.ones((1, 3)))
+back = gv.to_local(g, warn_on_non_tensor_leaf=False)
+np.testing.assert_array_equal(back["a"].numpy(), a.numpy())
+assert back["rest"][0].is_local and back["rest"][2] == "text"
+# a function picks each tensor's sbp; a global input is boxed
+pick = gv.to_global([flow.ones(1, 2), flow.ones(4)], placement=P,
+                    sbp=lambda whole, t: S1 if t.shape == (1, 2) else B)
+assert [t.sbp for t in pick] == [(S1,), (B,)], [t.sbp for t in pick]
+assert gv.to_global(pick[1], sbp=S0).sbp == (S0,)
+assert gv.to_global(7, placement=P, sbp=B, warn_on_non_tensor_leaf=False) == 7
+try:
+    gv.to_global(flow.ones(2), placement=None, sbp=None)
+    raise AssertionError("a local tensor without placement and sbp should raise")
+except ValueError:
+    pass
+try:
+    gv.to_global(flow.ones(2), placement=P, sbp=(B, 0))
+    raise AssertionError("a bad sbp should raise")
+except TypeError:
+    pass
 
 flow.synchronize()
 print(f"OK rank {r}", flush=True)
