@@ -158,12 +158,12 @@ class DistributedDataParallel(Module):
 
     def forward(self, *args, **kwargs):
         """Run the wrapped module (after broadcasting rank 0's buffers when asked)."""
-        if any(b.ready for b in self._buckets):  # the last backward stopped half-way
-            missing = [tuple(p.shape) for b in self._buckets for p in b.params
-                       if id(p) not in b.ready]
-            for b in self._buckets:
-                b.ready.clear()
-            self._next, self._in_backward = 0, False
+        missing = [tuple(p.shape) for b in self._buckets if b.ready for p in b.params
+                   if id(p) not in b.ready]
+        for b in self._buckets:  # (a backward that raised leaves its state behind)
+            b.ready.clear()
+        self._next, self._in_backward = 0, False
+        if missing:
             raise RuntimeError(
                 f"DistributedDataParallel: the last backward stopped before every bucket was "
                 f"all-reduced; {len(missing)} parameter(s) of shapes {missing} got no "
