@@ -114,6 +114,12 @@ def all_reduce(tensor: Tensor) -> None:
     communication worker is idle (no hand-off between threads: what bounds a small message's
     time)."""
     _check("all_reduce", tensor)
+    _all_reduce(tensor, tensor.numel() <= SMALL_ALL_REDUCE)
+
+
+def _all_reduce(tensor: Tensor, small: bool) -> None:
+    """``all_reduce``; ``small=False`` always queues it on the communication worker, so the
+    caller never waits for the other ranks (DDP's buckets, issued inside backward)."""
     if _comm() is None:
         return
 
@@ -126,8 +132,7 @@ def all_reduce(tensor: Tensor) -> None:
         _comm().Allreduce(_in_place(), buf, op=_sum_op(buf))
         a[...] = buf
 
-    _issue("all_reduce", fn, writes=[tensor], detail=lambda: _describe(tensor),
-           small=tensor.numel() <= SMALL_ALL_REDUCE)
+    _issue("all_reduce", fn, writes=[tensor], detail=lambda: _describe(tensor), small=small)
 
 
 # all-reduces of at most this many elements may run on the calling thread (see all_reduce)

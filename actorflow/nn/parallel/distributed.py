@@ -185,7 +185,7 @@ def _reduce(params: list, n: int) -> None:
                 else grads[0].reshape(-1).clone()
         finally:
             vm.pop_worker()
-        _comm().all_reduce(flat)
+        _comm()._all_reduce(flat, small=False)  # queued: backward goes on issuing meanwhile
         vm.push_worker(vm.pool().comm)
         try:
             flat = F.div(flat, float(n))
