@@ -345,7 +345,7 @@ def from_local(t: Tensor, placement_: placement, sbp, check_meta: bool = True) -
     takes the placement's first rank's values; split concatenates the ranks' tensors along
     its dim (their sizes there must be balanced, as numpy.array_split's); partial_sum sums
     them. Every rank of the program calls it; ``check_meta`` checks that they agree
-    (``actorflow.distributed.meta``)."""
+    (``actorflow.dispatch.global_meta``)."""
     if not isinstance(placement_, placement):
         raise TypeError(f"to_global: placement must be a flow.placement, got {placement_!r}")
     check_1d("to_global", placement_)
