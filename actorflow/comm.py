@@ -54,8 +54,10 @@ def _describe(*tensors) -> str:
     return ", ".join(f"{tuple(t._shape)} {t.dtype}" for t in tensors)
 
 
-def _issue(name: str, fn, reads=(), writes=(), creates=(), detail: str = ""):
-    """Run ``fn()`` as an instruction on the communication worker."""
+def _issue(name: str, fn, reads=(), writes=(), creates=(), detail="", small: bool = False):
+    """Run ``fn()`` as an instruction on the communication worker (``small``: on the calling
+    thread when that worker is idle and nothing it needs is pending). ``detail`` (the shapes,
+    or a callable giving them) is what the watchdog prints if the call hangs."""
     def run():
         with watchdog.guarded(f"comm.{name}", detail):
             fn()
@@ -63,7 +65,7 @@ def _issue(name: str, fn, reads=(), writes=(), creates=(), detail: str = ""):
     vm.push_worker(vm.pool().comm)
     try:
         return vm.launch(run, reads=list(reads), writes=list(writes), creates=list(creates),
-                         name=f"comm.{name}")
+                         name=f"comm.{name}", small=small)
     finally:
         vm.pop_worker()
 
@@ -83,9 +85,20 @@ def _for_sum(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a).copy()
 
 
-def _sum_op(a: np.ndarray):
-    from mpi4py import MPI
+_MPI = None
 
+
+def _mpi():
+    """The mpi4py ``MPI`` module (imported once, on first use)."""
+    global _MPI
+    if _MPI is None:
+        from mpi4py import MPI
+        _MPI = MPI
+    return _MPI
+
+
+def _sum_op(a: np.ndarray):
+    MPI = _mpi()
     return MPI.LOR if a.dtype == np.bool_ else MPI.SUM
 
 
@@ -94,24 +107,45 @@ def _comm():
 
 
 def all_reduce(tensor: Tensor) -> None:
-    """Sum ``tensor`` over all ranks, in place (every rank gets the same values)."""
+    """Sum ``tensor`` over all ranks, in place (every rank gets the same values).
+
+    A contiguous tensor of a type MPI sums is reduced in its own memory; others through a
+    copy. One of at most ``SMALL_ALL_REDUCE`` elements runs on the calling thread when the
+    communication worker is idle (no hand-off between threads: what bounds a small message's
+    time)."""
     _check("all_reduce", tensor)
+    _all_reduce(tensor, tensor.numel() <= SMALL_ALL_REDUCE)
+
+
+def _all_reduce(tensor: Tensor, small: bool) -> None:
+    """``all_reduce``; ``small=False`` always queues it on the communication worker, so the
+    caller never waits for the other ranks (DDP's buckets, issued inside backward)."""
     if _comm() is None:
         return
 
     def fn():
         a = unsynced_array(tensor)
+        if a.flags.c_contiguous and a.flags.writeable and _direct_sum(a):
+            _comm().Allreduce(_in_place(), a, op=_sum_op(a))
+            return
         buf = _for_sum(a)
         _comm().Allreduce(_in_place(), buf, op=_sum_op(buf))
         a[...] = buf
 
-    _issue("all_reduce", fn, writes=[tensor], detail=_describe(tensor))
+    _issue("all_reduce", fn, writes=[tensor], detail=lambda: _describe(tensor), small=small)
+
+
+# all-reduces of at most this many elements may run on the calling thread (see all_reduce)
+SMALL_ALL_REDUCE = 1 << 16
+
+
+def _direct_sum(a: np.ndarray) -> bool:
+    """Whether MPI sums ``a``'s dtype as it is (not half types, which are summed in float32)."""
+    return not (a.dtype.kind == "V" or a.dtype == np.float16)
 
 
 def _in_place():
-    from mpi4py import MPI
-
-    return MPI.IN_PLACE
+    return _mpi().IN_PLACE
 
 
 def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor) -> None:

@@ -6,6 +6,7 @@ Job. There is one engine for all modes.
 """
 from __future__ import annotations
 
+import threading
 import weakref
 
 from actorflow.autograd import grad_mode
@@ -312,6 +313,7 @@ def _execute(roots, retain_graph, create_graph, capture, accumulate_only):
     F = _F()
     buffers: dict = {}
     deps: dict = {}
+    leaf_deps: dict = {}  # id(leaf) -> edges into it from nodes not yet run
     root_nodes = []
 
     def add_to(store, key, idx, g):
@@ -331,7 +333,7 @@ def _execute(roots, retain_graph, create_graph, capture, accumulate_only):
             add_to(buffers, t.grad_fn, t._out_idx, g)
             root_nodes.append(t.grad_fn)
 
-    # count, for every reachable node, how many edges point at it
+    # count, for every reachable node and leaf, how many edges point at it
     seen = set()
     stack = list(dict.fromkeys(root_nodes))
     for n in stack:
@@ -341,9 +343,12 @@ def _execute(roots, retain_graph, create_graph, capture, accumulate_only):
         if n.freed:
             n._check_saved()
         for e in n.next_edges:
-            if e is None or not isinstance(e[0], Node):
+            if e is None:
                 continue
             m = e[0]
+            if not isinstance(m, Node):
+                leaf_deps[id(m)] = leaf_deps.get(id(m), 0) + 1
+                continue
             deps[m] = deps.get(m, 0) + 1
             if m not in seen:
                 seen.add(m)
@@ -351,21 +356,54 @@ def _execute(roots, retain_graph, create_graph, capture, accumulate_only):
 
     ready = [n for n in dict.fromkeys(root_nodes) if deps.get(n, 0) == 0]
     processed = []
+    stored: set = set()  # one gradient tensor object must not become two leaves' .grad
+    walk = _Walk(buffers, deps, leaf_deps, leaf_grads, leaves, add_to, capture,
+                 accumulate_only, create_graph, stored)
     grad_mode._state.backward_depth += 1
+    outer = getattr(_tls, "callbacks", None)
+    _tls.callbacks = callbacks = []
     try:
-        _run_nodes(ready, processed, buffers, deps, leaf_grads, leaves, add_to, capture,
-                   accumulate_only, create_graph)
+        with grad_mode.set_grad_enabled(create_graph):
+            walk.run(ready, processed)
+            for key in list(leaf_grads):  # leaves no node leads to (roots themselves)
+                walk.finish_leaf(key)
+        for fn in callbacks:  # (a callback may queue another: it runs too)
+            fn()
     finally:
+        _tls.callbacks = outer
         grad_mode._state.backward_depth -= 1
     if not retain_graph:
         for node in processed:
             node.release()
 
 
-def _run_nodes(ready, processed, buffers, deps, leaf_grads, leaves, add_to, capture,
-               accumulate_only, create_graph):
-    F = _F()
-    with grad_mode.set_grad_enabled(create_graph):
+_tls = threading.local()
+
+
+def queue_callback(fn) -> None:
+    """Call ``fn()`` once the running backward has stored every leaf gradient (PyTorch's
+    ``Variable._execution_engine.queue_callback``); only from inside a backward (a hook)."""
+    callbacks = getattr(_tls, "callbacks", None)
+    if callbacks is None:
+        raise RuntimeError("queue_callback: no backward is running on this thread (call it "
+                           "from a hook)")
+    callbacks.append(fn)
+
+
+class _Walk:
+    """One backward walk: runs ready nodes, routes their gradients, and finishes a leaf (its
+    hooks, ``.grad`` accumulation, post-accumulation hooks) as soon as its last contribution
+    arrived, while the rest of backward is still to be issued."""
+
+    def __init__(self, buffers, deps, leaf_deps, leaf_grads, leaves, add_to, capture,
+                 accumulate_only, create_graph, stored):
+        self.buffers, self.deps, self.leaf_deps = buffers, deps, leaf_deps
+        self.leaf_grads, self.leaves, self.add_to = leaf_grads, leaves, add_to
+        self.capture, self.accumulate_only = capture, accumulate_only
+        self.create_graph, self.stored = create_graph, stored
+
+    def run(self, ready, processed):
+        buffers, deps, capture = self.buffers, self.deps, self.capture
         while ready:
             node = ready.pop()
             processed.append(node)
@@ -404,39 +442,48 @@ def _run_nodes(ready, processed, buffers, deps, leaf_grads, leaves, add_to, capt
                         g = g.to(meta[1])
                 if isinstance(target, Node):
                     if g is not None:
-                        add_to(buffers, target, idx, g)
+                        self.add_to(buffers, target, idx, g)
                     deps[target] -= 1
                     if deps[target] == 0:
                         ready.append(target)
-                elif g is not None:
-                    add_to(leaf_grads, id(target), 0, g)
-                    leaves[id(target)] = target
-        stored = set()  # one gradient tensor object must not become two leaves' .grad
-        for key, slot in leaf_grads.items():
-            leaf = leaves[key]
-            g = slot[0]
-            if leaf._hooks:
-                g = _run_hooks(leaf._hooks, g)
-            if capture is not None:
-                hit = capture[0].get((leaf, -1))
-                if hit is not None:
-                    for i in hit:
-                        capture[1][i] = g
-            if accumulate_only is not None and key not in accumulate_only:
-                continue
+                    continue
+                key = id(target)
+                if g is not None:
+                    self.add_to(self.leaf_grads, key, 0, g)
+                    self.leaves[key] = target
+                self.leaf_deps[key] -= 1
+                if self.leaf_deps[key] == 0:
+                    self.finish_leaf(key)
+
+    def finish_leaf(self, key) -> None:
+        """The leaf's gradient is final: run its hooks, accumulate it, run the
+        post-accumulation hooks."""
+        slot = self.leaf_grads.pop(key, None)
+        if slot is None:  # every contribution was None
+            return
+        leaf = self.leaves[key]
+        create_graph = self.create_graph
+        g = slot[0]
+        if leaf._hooks:
+            g = _run_hooks(leaf._hooks, g)
+        if self.capture is not None:
+            hit = self.capture[0].get((leaf, -1))
+            if hit is not None:
+                for i in hit:
+                    self.capture[1][i] = g
+        if self.accumulate_only is not None and key not in self.accumulate_only:
+            return
+        if not create_graph:
+            g = g.detach()
+        if leaf._grad is None:
+            # a .grad must own writable memory: optimizers and clipping update it in place
+            if id(g) in self.stored or (not create_graph and _is_readonly_view(g)):
+                g = _F().clone(g) if create_graph else g.clone()
+            self.stored.add(id(g))
+            leaf._grad = g
+        else:
+            leaf._grad = _F().add(leaf._grad, g)
             if not create_graph:
-                g = g.detach()
-            if leaf._grad is None:
-                # a .grad must own writable memory: optimizers and clipping update it in place
-                if id(g) in stored or (not create_graph and _is_readonly_view(g)):
-                    g = F.clone(g) if create_graph else g.clone()
-                stored.add(id(g))
-                leaf._grad = g
-            else:
-                leaf._grad = F.add(leaf._grad, g)
-                if not create_graph:
-                    leaf._grad = leaf._grad.detach()
-            for hook in leaf.__dict__.get("_post_accumulation_hooks", ()):
-                r = hook(leaf._grad)  # OneFlow's post-accumulation hooks: may replace .grad
-                if r is not None:
-                    leaf._grad = r
+                leaf._grad = leaf._grad.detach()
+        for hook in tuple(leaf.__dict__.get("_post_accumulate_grad_hooks", ())):
+            hook(leaf)

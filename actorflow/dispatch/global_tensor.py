@@ -32,11 +32,12 @@ from actorflow.dispatch.eager import EagerInterpreter
 from actorflow.dispatch.nd_sbp import (NdSig, box_1d, box_axis, box_op, box_shard, coords_of,
                                        nd_attrs, nd_shard_shape, nd_value, run_levels,
                                        select_signature)
+from actorflow.dispatch import global_meta as meta
 from actorflow.distributed import groups
 from actorflow.distributed.world import world
 from actorflow.framework.placement import as_sbp_tuple, placement
 from actorflow.ops import boxing, registry
-from actorflow.ops.boxing import B, P, shard_range
+from actorflow.ops.boxing import B, P
 from actorflow.random import default_generator
 from actorflow.tensor import Tensor
 
@@ -232,22 +233,33 @@ def to_local(t: Tensor) -> Tensor:
     return out
 
 
-def box(t: Tensor, sbp) -> Tensor:
-    """Global ``t`` re-laid out as ``sbp`` on its placement (differentiable)."""
+def box(t: Tensor, sbp, grad_sbp=None, copy: bool = False) -> Tensor:
+    """Global ``t`` re-laid out as ``sbp`` on its placement (differentiable). Its gradient
+    is boxed to ``grad_sbp`` (default: ``t``'s sbp); ``copy`` gives a new tensor even when
+    nothing moves."""
     h = t._h
     sbp = _sbp_arg("to_global", sbp, h.placement)
-    if sbp == h.sbp:
-        return t
     src, dst = nd_attrs(h.sbp), nd_attrs(sbp)
+    back = src if grad_sbp is None else nd_attrs(_sbp_arg("to_global", grad_sbp, h.placement))
+    if src == dst and back == src and not copy:
+        return t
+    if src == dst:
+        local = h.local
+        if local is not None:
+            local = _EAGER.apply(registry.get("copy"), [local], {}, None, False)[0][0] \
+                if copy else _alias(local)
+        out = wrap(local, h.placement, sbp, t._shape, t.dtype)
+        _record("global_identity", [t], [out], {"in_sbp": back})
+        return out
     coords = coords_of(h.placement, world().rank)
     local = box_shard(h.local, src, dst, t._shape, h.placement, coords)
     out = wrap(local, h.placement, sbp, t._shape, t.dtype)
+    # (a boxing's gradient depends only on the sbp the gradient goes back to; S->P runs as
+    # S->B then B->P, its node is recorded as the all-gather)
     if len(src) == 1 and (src[0][0], dst[0][0]) in _BOXING_OP:
-        # (S->P runs as S->B then B->P; its node is recorded as the all-gather: a boxing's
-        # gradient depends only on the input's sbp)
-        _record(_BOXING_OP[(src[0][0], dst[0][0])], [t], [out], {"in_sbp": src[0]})
+        _record(_BOXING_OP[(src[0][0], dst[0][0])], [t], [out], {"in_sbp": back[0]})
     else:
-        _record("boxing_nd", [t], [out], {"in_sbp": src})
+        _record("boxing_nd", [t], [out], {"in_sbp": back})
     return out
 
 
@@ -290,54 +302,37 @@ def _check_placement(what: str, placement_) -> None:
         raise TypeError(f"{what}: placement must be a flow.placement, got {placement_!r}")
 
 
-def from_local(t: Tensor, placement_: placement, sbp) -> Tensor:
+def from_local(t: Tensor, placement_: placement, sbp, check_meta: bool = True) -> Tensor:
     """A global tensor whose shard on this rank is local ``t`` (differentiable): broadcast
-    takes the placement's first rank's values; split concatenates the ranks' tensors (of any
-    sizes, on a 1-D placement) along its dim; partial_sum sums them. On an n-d placement each
-    axis does so along its groups (broadcast: the values of the group's first rank), and the
-    shards must have the sizes the layout gives. Every rank of the program calls it."""
+    takes the placement's first rank's values; split concatenates the ranks' tensors along
+    its dim (their sizes there must be balanced, as numpy.array_split's); partial_sum sums
+    them. On an n-d placement each axis does so along its groups (broadcast: the values of
+    the group's first rank), and the shards must have the sizes the layout gives. Every rank
+    of the program calls it; ``check_meta`` checks that they agree on a 1-D placement
+    (``actorflow.dispatch.global_meta``; an n-d placement always exchanges shard shapes)."""
     _check_placement("to_global", placement_)
     sbp = _sbp_arg("to_global", sbp, placement_)
     if len(sbp) > 1:
         return _from_local_nd(t, placement_, sbp)
     s = sbp[0]
     idx = placement_.index(world().rank)
-    mine = tuple(t._shape) if idx is not None else None
-    by_rank = groups.allgather_object(mine, "to_global shard shapes")
-    shapes = [by_rank[r] for r in placement_.flat_ranks] if world().size > 1 else [mine]
+    shapes, dtype = meta.local_shapes(tuple(t._shape), t.dtype, placement_, sbp, check_meta)
     first = shapes[0]
     n = len(placement_.flat_ranks)
-    attrs = {"sbp": s.attr()}
+    logical = first
     if s.is_split:
         d = s.dim
-        if any(len(x) != len(first) or x[:d] + x[d + 1:] != first[:d] + first[d + 1:]
-               for x in shapes) or d >= len(first):
-            raise ValueError(f"to_global: split({d}) needs local tensors that agree on every "
-                             f"dim but {d}; the ranks hold {shapes}")
-        sizes = [x[d] for x in shapes]
-        logical = first[:d] + (sum(sizes),) + first[d + 1:]
-        even = all(shard_range(logical[d], n, k) == (sum(sizes[:k]), sum(sizes[:k + 1]))
-                   for k in range(n))
-        local = t
-        if idx is not None and not even:
-            # rebalance to numpy.array_split's layout: gather, then take this rank's piece
-            base = {"shape": logical, "ranks": placement_.flat_ranks, "index": idx}
-            full = box_op("boxing_s_to_b", t, dict(base, in_dim=d), True)
-            local = box_op("boxing_b_to_s", full, dict(base, out_dim=d), False)
-            attrs.update(start=sum(sizes[:idx]), stop=sum(sizes[:idx + 1]))
-        elif idx is not None:
-            local = _alias(t)
-    else:
-        if any(x != first for x in shapes):
-            raise ValueError(f"to_global: {s} needs local tensors of one shape; the ranks hold "
-                             f"{shapes}")
-        logical = first
-        local = _alias(t) if idx is not None else None
-        if s.is_broadcast and idx is not None and n > 1:
-            local = box_1d(box_1d(t, B, P, logical, placement_.flat_ranks, idx), P, B, logical,
-                           placement_.flat_ranks, idx)
-    out = wrap(local if idx is not None else None, placement_, sbp, logical, t.dtype)
-    _record("local_to_global", [t], [out], attrs)
+        if d >= len(first):
+            raise ValueError(f"to_global: Split axis out of range (expected to be in range of "
+                             f"[0, {len(first)}), but got {d}! (split({d}) of local tensors "
+                             f"of shape {first})")
+        logical = first[:d] + (sum(x[d] for x in shapes),) + first[d + 1:]
+    local = _alias(t) if idx is not None else None
+    if s.is_broadcast and idx is not None and n > 1:
+        ranks = placement_.flat_ranks
+        local = box_1d(box_1d(t, B, P, logical, ranks, idx), P, B, logical, ranks, idx)
+    out = wrap(local, placement_, sbp, logical, dtype)  # (the placement's, outside it)
+    _record("local_to_global", [t], [out], {"sbp": s.attr()})
     return out
 
 

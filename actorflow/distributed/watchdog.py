@@ -19,8 +19,9 @@ import time
 from actorflow.settings import env_int
 
 TIMEOUT_VAR = "ACTORFLOW_COMM_TIMEOUT"
-_calls: dict = {}          # thread ident -> (op, detail, start time)
-_lock = threading.Lock()
+# thread ident -> (op, detail, start time); a dict item set or popped is atomic under the GIL,
+# and the watchdog reads a snapshot, so the guarded calls need no lock
+_calls: dict = {}
 _world = None
 
 
@@ -30,7 +31,8 @@ def timeout() -> float:
 
 
 class guarded:
-    """Context: the blocking MPI call made inside is watched (see the module docstring)."""
+    """Context: the blocking MPI call made inside is watched (see the module docstring).
+    ``detail`` (the shapes) may be a callable, called only if the call is reported."""
 
     __slots__ = ("op", "detail")
 
@@ -38,12 +40,10 @@ class guarded:
         self.op, self.detail = op, detail
 
     def __enter__(self):
-        with _lock:
-            _calls[threading.get_ident()] = (self.op, self.detail, time.monotonic())
+        _calls[threading.get_ident()] = (self.op, self.detail, time.monotonic())
 
     def __exit__(self, *exc):
-        with _lock:
-            _calls.pop(threading.get_ident(), None)
+        _calls.pop(threading.get_ident(), None)
         return False
 
 
@@ -67,10 +67,10 @@ def _watch() -> None:
         time.sleep(0.2)
         limit = timeout()
         now = time.monotonic()
-        with _lock:
-            stuck = [(op, d, now - t0) for op, d, t0 in _calls.values() if now - t0 > limit]
+        stuck = [(op, d, now - t0) for op, d, t0 in list(_calls.values()) if now - t0 > limit]
         if stuck:
             op, detail, age = stuck[0]
+            detail = detail() if callable(detail) else detail
             abort(f"{op}{' ' + detail if detail else ''} did not complete in {age:.1f} s "
                   f"({TIMEOUT_VAR}={limit:g}): another rank failed, exited or issued a "
                   f"different collective; aborting every rank")

@@ -432,34 +432,62 @@ def _new_dtype(self: Tensor, dtype):
     return self.dtype if dtype is None else dt.as_dtype(dtype)
 
 
-def _new_empty(self: Tensor, *size, dtype=None, device=None,
-               requires_grad: bool = False) -> Tensor:
-    return empty(_shape(size), dtype=_new_dtype(self, dtype), device=device,
+def _new_global(self: Tensor, shape: tuple, placement, sbp) -> tuple:
+    """(placement, sbp) of a ``new_*`` tensor of ``shape``: the ones given, else a global
+    ``self``'s (OneFlow's; partial_sum made broadcast, a split dim the new shape lacks
+    broadcast), else (None, None)."""
+    if placement is not None or sbp is not None:
+        return placement, sbp
+    pl, like = _like_global(self)
+    if pl is None:
+        return None, None
+    return pl, tuple(broadcast if s.is_split and s.dim >= len(shape) else s for s in like)
+
+
+def _new_empty(self: Tensor, *size, dtype=None, device=None, requires_grad: bool = False,
+               placement=None, sbp=None) -> Tensor:
+    shape = _shape(size)
+    pl, sbp = _new_global(self, shape, placement, sbp)
+    if pl is not None:  # a global tensor's values are made in full on every rank: zeros
+        return zeros(shape, dtype=_new_dtype(self, dtype), requires_grad=requires_grad,
+                     placement=pl, sbp=sbp)
+    return empty(shape, dtype=_new_dtype(self, dtype), device=device,
                  requires_grad=requires_grad)
 
 
-def _new_zeros(self: Tensor, *size, dtype=None, device=None,
-               requires_grad: bool = False) -> Tensor:
-    return zeros(_shape(size), dtype=_new_dtype(self, dtype), device=device,
-                 requires_grad=requires_grad)
+def _new_zeros(self: Tensor, *size, dtype=None, device=None, requires_grad: bool = False,
+               placement=None, sbp=None) -> Tensor:
+    shape = _shape(size)
+    pl, sbp = _new_global(self, shape, placement, sbp)
+    return zeros(shape, dtype=_new_dtype(self, dtype), device=device,
+                 requires_grad=requires_grad, placement=pl, sbp=sbp)
 
 
-def _new_ones(self: Tensor, *size, dtype=None, device=None,
-              requires_grad: bool = False) -> Tensor:
-    return ones(_shape(size), dtype=_new_dtype(self, dtype), device=device,
-                requires_grad=requires_grad)
+def _new_ones(self: Tensor, *size, dtype=None, device=None, requires_grad: bool = False,
+              placement=None, sbp=None) -> Tensor:
+    shape = _shape(size)
+    pl, sbp = _new_global(self, shape, placement, sbp)
+    return ones(shape, dtype=_new_dtype(self, dtype), device=device,
+                requires_grad=requires_grad, placement=pl, sbp=sbp)
 
 
 def _new_full(self: Tensor, size, fill_value, dtype=None, device=None,
-              requires_grad: bool = False) -> Tensor:
-    return full(_shape((size,)), fill_value, dtype=_new_dtype(self, dtype), device=device,
-                requires_grad=requires_grad)
+              requires_grad: bool = False, placement=None, sbp=None) -> Tensor:
+    shape = _shape((size,))
+    pl, sbp = _new_global(self, shape, placement, sbp)
+    return full(shape, fill_value, dtype=_new_dtype(self, dtype), device=device,
+                requires_grad=requires_grad, placement=pl, sbp=sbp)
 
 
-def _new_tensor(self: Tensor, data, dtype=None, device=None,
-                requires_grad: bool = False) -> Tensor:
-    return tensor(data, dtype=_new_dtype(self, dtype), device=device,
-                  requires_grad=requires_grad)
+def _new_tensor(self: Tensor, data, dtype=None, device=None, requires_grad: bool = False,
+                placement=None, sbp=None) -> Tensor:
+    """A tensor of ``data`` of this tensor's dtype (unless ``dtype``); from a global tensor,
+    global on its placement and sbp (unless ``placement``/``sbp``), as OneFlow's."""
+    t = tensor(data, dtype=_new_dtype(self, dtype), device=device)
+    pl, sbp = _new_global(self, tuple(t._shape), placement, sbp)
+    if pl is not None:
+        t = gt.from_full(t, pl, sbp)
+    return _finish(t, requires_grad)
 
 
 def _new(self: Tensor, *args) -> Tensor:

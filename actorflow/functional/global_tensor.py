@@ -2,18 +2,29 @@
 properties ``placement``, ``sbp``, ``is_local`` (see ``actorflow.dispatch.global_tensor``)."""
 from __future__ import annotations
 
+from actorflow.dispatch import global_meta as meta
 from actorflow.dispatch import global_tensor as gt
+from actorflow.framework.placement import as_sbp_tuple
+from actorflow.functional.elementwise import clone
 from actorflow.tensor import Tensor, register_tensor_methods
 
 
-def to_global(x: Tensor, placement=None, sbp=None) -> Tensor:
+def to_global(x: Tensor, placement=None, sbp=None, *, grad_sbp=None, check_meta=None,
+              copy: bool = False) -> Tensor:
     """``x`` as a global tensor on ``placement`` laid out as ``sbp`` (differentiable).
 
     From a local tensor: ``x`` is this rank's shard (broadcast: the placement's first rank's
-    values are used; split: the ranks' tensors, of any sizes, are concatenated; partial_sum:
-    they are summed); every rank calls it. From a global tensor: boxing to ``sbp`` on the
-    same placement (None keeps the current one), or a move to another ``placement`` (the
-    ranks may differ; the gradient moves back).
+    values are used; split: the ranks' tensors, whose sizes along the split dim must be
+    balanced, are concatenated; partial_sum: they are summed); every rank calls it.
+    ``check_meta`` (default True here) makes the ranks check that they agree on dtype, shape,
+    placement and sbp (a mismatch raises on every rank); False skips that exchange and takes
+    every rank's tensor to have this rank's shape. ``copy`` shards a copy of ``x``.
+
+    From a global tensor: boxing to ``sbp`` on the same placement (None keeps the current
+    one), or a move to another ``placement`` (the ranks may differ; the gradient moves back);
+    ``grad_sbp`` is the sbp its gradient is boxed to in backward (default: ``x``'s, same
+    placement only), ``check_meta`` (default False here) checks that the ranks passed the same
+    placement and sbp, ``copy`` returns a new tensor even when nothing moves.
     """
     if not isinstance(x, Tensor):
         raise TypeError(f"to_global: expected a Tensor, got {type(x).__name__}")
@@ -22,21 +33,36 @@ def to_global(x: Tensor, placement=None, sbp=None) -> Tensor:
                         "distributed graph is not built yet)")
     if gt.is_global(x):
         if placement is not None and placement != x.placement:
+            if grad_sbp is not None:
+                raise ValueError(f"to_global: grad_sbp with a move from {x.placement} to "
+                                 f"{placement} is not supported (the gradient moves back "
+                                 f"laid out as the input)")
             if sbp is None and len(placement.hierarchy) != len(x.sbp):
                 raise ValueError(f"to_global: moving a global tensor from {x.placement} to "
                                  f"{placement}, of another hierarchy, needs sbp")
-            return gt.move(x, placement, x.sbp if sbp is None else sbp)
-        return gt.box(x, x.sbp if sbp is None else sbp)
+            new = x.sbp if sbp is None else sbp
+            if check_meta:
+                meta.check_global(placement, as_sbp_tuple(new, "to_global"))
+            return gt.move(x, placement, new)
+        new = x.sbp if sbp is None else sbp
+        if check_meta:
+            meta.check_global(x.placement, as_sbp_tuple(new, "to_global"))
+        return gt.box(x, new, grad_sbp=grad_sbp, copy=copy)
     if placement is None or sbp is None:
         raise ValueError("to_global: a local tensor needs both placement and sbp")
-    return gt.from_local(x, placement, sbp)
+    if copy:
+        x = clone(x)
+    return gt.from_local(x, placement, sbp, check_meta=True if check_meta is None
+                         else bool(check_meta))
 
 
-def to_local(x: Tensor) -> Tensor:
-    """This rank's shard of global ``x`` (an alias, differentiable); a local ``x`` itself."""
+def to_local(x: Tensor, *, copy: bool = False) -> Tensor:
+    """This rank's shard of global ``x`` (an alias, differentiable; a copy with ``copy``);
+    a local ``x`` itself."""
     if not gt.is_global(x):
-        return x
-    return gt.to_local(x)
+        return clone(x) if copy else x
+    out = gt.to_local(x)
+    return clone(out) if copy else out
 
 
 def _placement(self):

@@ -3,6 +3,7 @@ post-accumulation gradient hooks, memory formats (``flow.contiguous_format``,
 ``flow.channels_last``, ``flow.preserve_format``) and ``Tensor.to(memory_format=...)``."""
 from __future__ import annotations
 
+from actorflow.autograd.engine import RemovableHandle
 from actorflow.functional.elementwise import clone, eq
 from actorflow.functional.reduce import any as _any
 from actorflow.functional.shape import contiguous, permute
@@ -45,17 +46,37 @@ def _contains(self: Tensor, value) -> bool:
     return bool(_any(eq(self, value)).item())
 
 
+def register_post_accumulate_grad_hook(self: Tensor, hook):
+    """Call ``hook(tensor)`` once this leaf's ``.grad`` is final in a backward (accumulated),
+    inside the engine's walk, while the rest of backward is still being issued (PyTorch's
+    API; the hook returns None). Returns a handle whose ``remove()`` unregisters it."""
+    if self.grad_fn is not None or not self.requires_grad:
+        raise RuntimeError("register_post_accumulate_grad_hook: post-accumulation hooks can "
+                           "only be registered on leaf tensors that require grad")
+    hooks = self.__dict__.setdefault("_post_accumulate_grad_hooks", [])
+    hooks.append(hook)
+    return RemovableHandle(hooks, hook)
+
+
 def _register_post_grad_accumulation_hook(self: Tensor, hook) -> None:
     """Call ``hook(grad)`` after each backward accumulated into this leaf's ``.grad``; a
-    returned tensor replaces ``.grad`` (OneFlow's API)."""
+    returned tensor replaces ``.grad`` (OneFlow's API, on top of
+    ``register_post_accumulate_grad_hook``)."""
     if self.grad_fn is not None:
         raise RuntimeError("post-accumulation hooks can only be registered on leaf tensors")
-    self.__dict__.setdefault("_post_accumulation_hooks", []).append(hook)
+
+    def on_leaf(t: Tensor) -> None:
+        r = hook(t._grad)
+        if r is not None:
+            t._grad = r
+
+    self.__dict__.setdefault("_post_accumulate_grad_hooks", []).append(on_leaf)
 
 
 register_tensor_methods({
     "__contains__": _contains,
     "_register_post_grad_accumulation_hook": _register_post_grad_accumulation_hook,
+    "register_post_accumulate_grad_hook": register_post_accumulate_grad_hook,
     "_to_memory_format": _to_memory_format,
 })
 

@@ -268,8 +268,8 @@ def _(ctx, dout):
 
 local_to_global = register(
     "local_to_global", doc="A global tensor made of each rank's local tensor (recorded by "
-                           "Tensor.to_global for autograd, never dispatched). Attrs: sbp, "
-                           "start/stop of this rank's rows when split unevenly.")
+                           "Tensor.to_global for autograd, never dispatched). Attrs: sbp "
+                           "(1-D attr, or an n-d tuple of them).")
 
 
 local_to_global.infer(_not_dispatched("local_to_global", "Tensor.to_global(placement, sbp)"))
@@ -281,7 +281,7 @@ def _(ctx, dout):
     if M in (a["sbp"] if isinstance(a["sbp"][0], tuple) else (a["sbp"],)):
         raise OpError("local_to_global: the gradient of to_global(sbp=partial_max) of local "
                       "tensors is not built (make the tensor global first, then box it)")
-    if isinstance(a["sbp"][0], tuple):  # n-d: per axis as below (uneven splits are 1-D only)
+    if isinstance(a["sbp"][0], tuple):  # n-d: per axis as below
         back = tuple(P if s == B else (B if s == P else s) for s in a["sbp"])
         return (F.to_local(F.to_global(dout, sbp=tuple(_sbp_value(s) for s in back))),)
     sbp = _sbp_value(a["sbp"])
@@ -290,10 +290,7 @@ def _(ctx, dout):
         return (F.to_local(F.to_global(dout, sbp=_sbp_value(P))),)
     if sbp.is_partial_sum:
         return (F.to_local(F.to_global(dout, sbp=_sbp_value(B))),)
-    if a.get("start") is None:
-        return (F.to_local(F.to_global(dout, sbp=sbp)),)
-    full = F.to_local(F.to_global(dout, sbp=_sbp_value(B)))
-    return (F.narrow(full, sbp.dim, a["start"], a["stop"] - a["start"]),)
+    return (F.to_local(F.to_global(dout, sbp=sbp)),)
 
 
 boxing_nd = register(
@@ -304,6 +301,18 @@ boxing_nd.infer(_not_dispatched("boxing_nd", "Tensor.to_global(sbp=...)"))
 
 
 @boxing_nd.grad
+def _(ctx, dout):
+    return (F.to_global(dout, sbp=tuple(_sbp_value(s) for s in ctx.attrs["in_sbp"])),)
+
+
+global_identity = register(
+    "global_identity", doc="A global tensor unchanged (an alias, or a copy), recorded by "
+                           "to_global(copy=True) or to_global(grad_sbp=...) for autograd, never "
+                           "dispatched. Attrs: in_sbp, the n-d sbp its gradient is boxed to.")
+global_identity.infer(_not_dispatched("global_identity", "Tensor.to_global(sbp, grad_sbp=...)"))
+
+
+@global_identity.grad
 def _(ctx, dout):
     return (F.to_global(dout, sbp=tuple(_sbp_value(s) for s in ctx.attrs["in_sbp"])),)
 

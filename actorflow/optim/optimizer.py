@@ -72,7 +72,8 @@ def _like_placement(t: Tensor, param: Tensor | None) -> Tensor:
     global ``param``; ``t`` itself otherwise."""
     if param is None or not is_global(param):
         return t
-    return from_full(t, param._h.placement, (SbpParallel.from_attr(("B",)),))
+    pl = param._h.placement
+    return from_full(t, pl, (SbpParallel.from_attr(("B",)),) * len(pl.hierarchy))
 
 
 class ContiguousParams:

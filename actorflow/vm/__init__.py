@@ -46,7 +46,7 @@ def _storage_of(x) -> Storage:
 
 def launch(fn, reads=(), writes=(), name: str = "launch", *, args: tuple = (),
            stream: str = "launch", deferred: bool = False, chain=None,
-           creates=()) -> Instruction:
+           creates=(), small: bool = False) -> Instruction:
     """Run ``fn(*args)`` (``fn(finish, *args)`` when ``deferred``) as a VM instruction on the
     current worker's ``stream``, ordered by the storages it ``reads`` and ``writes`` (eager
     tensors, ``EagerBlob``s or ``Storage``s). Returns the ``Instruction``; ``wait(ins)`` blocks
@@ -63,11 +63,16 @@ def launch(fn, reads=(), writes=(), name: str = "launch", *, args: tuple = (),
 
     ``creates``: blobs whose memory this instruction fills for the first time (outputs, not
     yet read by anything). If it fails, they carry its error; what it ``writes`` in place gets
-    its previous writer back (readable, with whatever the instruction wrote before failing)."""
+    its previous writer back (readable, with whatever the instruction wrote before failing).
+
+    ``small``: quick work that may run on the calling thread when the worker has nothing
+    queued and no dependency is pending (what the worker would do at that moment, without the
+    hand-off)."""
     r = [_storage_of(x) for x in reads]
     w = [_storage_of(x) for x in writes]
     c = [_storage_of(x) for x in creates]
-    return issue(fn, tuple(args), r, w, name, c, kind=stream, deferred=deferred, chain=chain)
+    return issue(fn, tuple(args), r, w, name, c, kind=stream, deferred=deferred, chain=chain,
+                 small=small)
 
 
 def wait(ins: Instruction) -> None:

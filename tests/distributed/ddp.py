@@ -110,30 +110,104 @@ ddp.eval()
 ddp(flow.tensor(X[0][mine]))
 np.testing.assert_array_equal(bn.running_mean.numpy(), np.ones(D, np.float32))
 
-# a parameter that takes no part in the loss leaves its bucket unreduced: reported
+# broadcast_buffers=False: the buffers stay each rank's own (not broadcast at construction
+# either, as OneFlow's DDP)
+bn = flow.nn.BatchNorm1d(D)
+with flow.no_grad():
+    bn.running_mean.fill_(float(r))
+DDP(bn, broadcast_buffers=False).eval()(flow.tensor(X[0][mine]))
+np.testing.assert_array_equal(bn.running_mean.numpy(), np.full(D, float(r), np.float32))
+
+# parameters that get no gradient on a rank take part with zeros (OneFlow's DDP): one used
+# on rank 0 only is averaged with the others' zeros, one used nowhere gets zeros; also when
+# backward runs through part of the module only
+class Partly(flow.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = flow.nn.Parameter(flow.tensor([1.0]))
+        self.only0 = flow.nn.Parameter(flow.tensor([2.0]))
+        self.unused = flow.nn.Parameter(flow.tensor([3.0]))
+
+    def forward(self, x):
+        x = x * self.w
+        return x * self.only0 if r == 0 else x
+
+
+for bucket in (1, 2, 10):
+    m = Partly()
+    ddp = DDP(m, bucket_size=bucket)
+    ddp(flow.tensor([float(r + 1)])).sum().backward()
+    xs = np.arange(1.0, n + 1)
+    np.testing.assert_allclose(m.w.grad.numpy(), [(2.0 + xs[1:].sum()) / n])
+    np.testing.assert_allclose(m.only0.grad.numpy(), [1.0 / n])
+    np.testing.assert_array_equal(m.unused.grad.numpy(), [0.0])
+    ddp(flow.tensor([1.0]))  # nothing left half-way
 net = model(9)
-ddp = DDP(net, bucket_size=10)
-net[2](flow.tensor(rng.standard_normal((2, H)).astype(np.float32))).sum().backward()
+ddp = DDP(net, bucket_size=2)
+xh = flow.tensor(np.full((2, H), float(r + 1), np.float32))
+net[2](xh).sum().backward()
+np.testing.assert_allclose(net[2].weight.grad.numpy(), np.full((C, H), n + 1.0))  # 2 rows
+for p in net[0].parameters():
+    np.testing.assert_array_equal(p.grad.numpy(), np.zeros(tuple(p.shape)))
+# a backward that raised half-way (after some buckets were reduced) leaves no stale state:
+# the next backward averages every gradient again
+net, ref = model(11), model(11)
+ddp = DDP(net, bucket_size=1)
+mid = net[0](flow.tensor(X[0][mine]))  # the hook raises once the last layer's are reduced
+mid.register_hook(lambda g: (_ for _ in ()).throw(ValueError("stop")))
 try:
-    ddp(flow.tensor(X[0][mine]))
-    raise AssertionError("expected the unused parameters to be reported")
-except RuntimeError as e:
-    assert "got none" in str(e), e
-# overlap (async VM only): the first bucket (the last layer's gradients, ready early in
-# backward) is flattened on the communication worker while worker 0 still computes the rest
+    nnf.cross_entropy(net[2](net[1](mid)), flow.tensor(Y[0][mine])).backward()
+    raise AssertionError("the hook should have raised")
+except ValueError:
+    pass
+net.zero_grad()
+nnf.cross_entropy(ddp(flow.tensor(X[0][mine])), flow.tensor(Y[0][mine])).backward()
+nnf.cross_entropy(ref(flow.tensor(X[0])), flow.tensor(Y[0])).backward()
+for a, b in zip(net.parameters(), ref.parameters()):
+    np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-5, atol=1e-7)
+
+# ranks whose backward makes the buckets ready in different orders still reduce them in one
+# order (each rank multiplies by the parameters in its own order; one parameter per bucket)
+class Chain(flow.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = flow.nn.ParameterList([flow.nn.Parameter(flow.tensor([float(k + 1)] * 2))
+                                        for k in range(4)])
+
+    def forward(self, x):
+        for k in (range(4) if r % 2 == 0 else reversed(range(4))):
+            x = x * self.w[k]
+        return x
+
+
+for bucket in (1, 3):
+    chain = Chain()
+    ddp = DDP(chain, bucket_size=bucket)
+    ddp(flow.tensor([float(r + 1)] * 2)).sum().backward()
+    mean_x = sum(k + 1 for k in range(n)) / n
+    for k in range(4):
+        others = np.prod([j + 1.0 for j in range(4) if j != k])
+        np.testing.assert_allclose(chain.w[k].grad.numpy(), [mean_x * others] * 2,
+                                   err_msg=f"rank {r} bucket {bucket} w{k}")
+
+# overlap (async VM only): the first bucket (the last layer's gradients, final early in
+# backward) is flattened on the communication worker while worker 0 still computes the rest;
+# also when backward accumulates into existing .grad (the add is issued inside the walk)
 if os.environ.get("ACTORFLOW_EAGER_BLOCKING") != "1":
     flow.manual_seed(0)
     big = flow.nn.Sequential(*[flow.nn.Linear(512, 512) for _ in range(6)])
     ddp = DDP(big, bucket_size=2)
     xb = flow.randn(256, 512)
-    for _ in range(2):
-        big.zero_grad()
+    for step in range(3):
+        if step < 2:
+            big.zero_grad()
         with flow.profiler.profile() as prof:
             ddp(xb).square().mean().backward()
             flow.synchronize()
-    ins = prof.instructions()
-    cats = [e["start"] for e in ins if e["thread"].endswith("comm") and e["name"] == "cat"]
-    compute = [e["start"] for e in ins if e["thread"].endswith("worker-0")]
-    assert len(cats) == 6 and min(cats) < max(compute), (cats, max(compute))
+        ins = prof.instructions()
+        cats = [e["start"] for e in ins if e["thread"].endswith("comm") and e["name"] == "cat"]
+        compute = [e["start"] for e in ins if e["thread"].endswith("worker-0")]
+        if step > 0:
+            assert len(cats) == 6 and min(cats) < max(compute), (step, cats, max(compute))
 flow.synchronize()
 print(f"OK rank {r}", flush=True)

@@ -76,16 +76,18 @@ for dtype in (flow.float16, flow.bfloat16, flow.int64):
 flags = flow.tensor([r == 0, False, r == n - 1]).to_global(P, PS)
 assert flags.to_global(sbp=B).numpy().tolist() == [True, False, True]
 
-# to_global from local tensors of uneven, non-standard sizes along the split dim
-rows = 1 if r == 0 else 3
+# to_global from local tensors of uneven (balanced, as numpy.array_split) sizes along the split
+# dim; sizes that are not balanced are refused (see global_meta.py)
+sizes = [len(c) for c in np.array_split(np.arange(2 * n + 1), n)]
+rows = sizes[r]
 x = flow.tensor(np.full((rows, 2), float(r)), requires_grad=True)
 g = x.to_global(P, S0)
-want = np.concatenate([np.full((1 if k == 0 else 3, 2), float(k)) for k in range(n)])
+want = np.concatenate([np.full((sizes[k], 2), float(k)) for k in range(n)])
 assert g.shape == want.shape
 check(g.numpy(), want, "uneven local shards")
 (g * flow.tensor(np.arange(want.size, dtype=np.float64).reshape(want.shape)).to_global(P, B)) \
     .sum().backward()
-start = 0 if r == 0 else 1 + 3 * (r - 1)
+start = sum(sizes[:r])
 check(x.grad.numpy(), np.arange(want.size).reshape(want.shape)[start:start + rows],
       "uneven local shards gradient")
 

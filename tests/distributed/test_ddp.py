@@ -71,6 +71,12 @@ def test_ddp_in_a_world_of_one_trains_like_the_module():
         np.testing.assert_array_equal(a.numpy(), b.numpy())
     with ddp.no_sync():
         ddp(x).sum().backward()
+    # the wrapped module's attributes are the wrapper's too (OneFlow's DDP returns the module)
+    lin = flow.nn.Linear(2, 3)
+    wrapped = DDP(lin)
+    assert wrapped.weight is lin.weight and wrapped.in_features == 2
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        _ = wrapped.nothing
 
 
 def test_ddp_checks_its_arguments():

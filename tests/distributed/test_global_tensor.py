@@ -194,3 +194,32 @@ def test_select_signature_is_a_function_of_the_call_metadata():
     sig = select_signature(registry.get("relu"), [((4, 3), f32)], [(S1,)], {},
                            flow.placement("cpu", [0]), 1, out_sbps=[(B,)])
     assert sig.outs == ((B,),) and sig.ins == ((B,),)
+
+
+@needs_mpi
+@pytest.mark.timeout(120)
+def test_to_global_checks_meta_and_takes_grad_sbp_and_copy():
+    code, secs, out = run_ranks(2, "global_meta.py")
+    assert code == 0, out
+    for r in range(2):
+        assert f"OK rank {r}" in out, out
+
+
+def test_adam_on_a_2d_placed_parameter_matches_local_adam():
+    # the step counter and lr are laid out like the parameter: one sbp per hierarchy axis
+    pl = flow.placement("cpu", [[0]])
+    init = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
+    grad = np.random.default_rng(1).standard_normal((3, 4)).astype(np.float32)
+    results = []
+    for place in (False, True):
+        w = flow.tensor(init)
+        if place:
+            w = w.to_global(placement=pl, sbp=(flow.sbp.broadcast, flow.sbp.broadcast))
+        w = flow.nn.Parameter(w)
+        opt = flow.optim.Adam([w], lr=0.1)
+        for _ in range(2):
+            w.grad = flow.tensor(grad).to_global(placement=pl, sbp=w.sbp) if place \
+                else flow.tensor(grad)
+            opt.step()
+        results.append(w.numpy())
+    np.testing.assert_allclose(results[1], results[0], rtol=1e-6)

@@ -1,10 +1,14 @@
 """``DistributedDataParallel``: one model replica per process, gradients averaged across them.
 
-At construction the parameters and buffers of rank 0 are broadcast to every rank, and the
+At construction the parameters of rank 0 (and its buffers, with ``broadcast_buffers``, as
+OneFlow does) are broadcast to every rank, and the
 parameters that require grad are cut into buckets (reverse registration order, the order
 backward tends to produce gradients in; one dtype per bucket, at most ``bucket_size``
-parameters). Each parameter gets a post-accumulation hook; when every parameter of a bucket has
-its gradient, the bucket is flattened, all-reduced (``flow.comm.all_reduce``), divided by the
+parameters). Each parameter gets a post-accumulation hook, which the engine calls as soon as
+the parameter's gradient is final, while backward's remaining ops are still being issued;
+when every parameter of a bucket has its gradient, and every earlier bucket was reduced (so
+every rank reduces the buckets in one order, whatever order its backward made them ready
+in), the bucket is flattened, all-reduced (``flow.comm.all_reduce``), divided by the
 world size (OneFlow averages) and copied back into the gradients. All three steps are issued on
 the VM's communication worker, so they wait only for the bucket's own gradients and run while
 worker 0 still computes the rest of backward; the optimizer's update waits for them through the
@@ -21,6 +25,7 @@ import weakref
 
 import actorflow.functional as F
 from actorflow import vm
+from actorflow.autograd import engine
 from actorflow.autograd.grad_mode import no_grad
 from actorflow.distributed.world import world
 from actorflow.nn.module import Module
@@ -41,8 +46,8 @@ class _Bucket:
 
 
 class DistributedDataParallel(Module):
-    """Data parallel ``module``: rank 0's parameters and buffers are broadcast at construction
-    (and the buffers again before each forward when ``broadcast_buffers``); gradients are
+    """Data parallel ``module``: rank 0's parameters are broadcast at construction (its
+    buffers too, and again before each forward, when ``broadcast_buffers``); gradients are
     averaged across the ranks in buckets of at most ``bucket_size`` parameters while backward
     runs. ``no_sync()`` keeps gradients local (accumulation). ``self.module`` is the wrapped
     module (state dict keys start with ``module.``, as in PyTorch)."""
@@ -68,10 +73,13 @@ class DistributedDataParallel(Module):
         with no_grad():
             for p in module.parameters():
                 _comm().broadcast(p, 0)
-            self._broadcast_buffers()
+            if self.broadcast_buffers:  # (OneFlow's: without it, buffers stay as they are)
+                self._broadcast_buffers()
         params = [p for p in dict.fromkeys(module.parameters()) if p.requires_grad]
         cap = bucket_size if use_bucket else 1
         self._buckets: list = []
+        self._next = 0  # the next bucket to reduce
+        self._in_backward = False  # a hook fired in the running backward
         for p in reversed(params):
             last = self._buckets[-1].params if self._buckets else None
             if last is None or len(last) >= cap or last[0].dtype is not p.dtype:
@@ -79,7 +87,18 @@ class DistributedDataParallel(Module):
             self._buckets[-1].params.append(p)
         for b in self._buckets:
             for p in b.params:
-                p._register_post_grad_accumulation_hook(self._hook(b, p))
+                p.register_post_accumulate_grad_hook(self._hook(b, p))
+
+    def __getattr__(self, name: str):
+        """Attributes of the wrapped module too (``ddp.w``), as OneFlow's DDP, which returns
+        the module itself."""
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            module = self.__dict__.get("_modules", {}).get("module")
+            if module is None or name.startswith("__"):
+                raise
+            return getattr(module, name)
 
     def _broadcast_buffers(self) -> None:
         for b in self.module.buffers():
@@ -89,17 +108,43 @@ class DistributedDataParallel(Module):
     def _hook(self, bucket: _Bucket, param):
         ref = weakref.ref(self)  # a wrapper that was dropped stops reducing
 
-        def hook(grad):
+        def hook(_param) -> None:
             me = ref()
             if me is None or not me._sync or me._world == 1:
-                return None
+                return
+            if not me._in_backward:  # the first final gradient of this backward
+                me._in_backward = True
+                engine.queue_callback(me._end_of_backward)
             bucket.ready.add(id(param))
-            if len(bucket.ready) == len(bucket.params):
-                bucket.ready.clear()
-                _reduce(bucket.params, me._world)
-            return None
+            me._reduce_ready()
 
         return hook
+
+    def _reduce_ready(self) -> None:
+        """Reduce the buckets that are complete, in their fixed order, whatever order this
+        rank's backward made them ready in, so every rank issues the same collectives in the
+        same order."""
+        buckets = self._buckets
+        while self._next < len(buckets) and \
+                len(buckets[self._next].ready) == len(buckets[self._next].params):
+            done = buckets[self._next]
+            done.ready.clear()
+            self._next += 1
+            _reduce(done.params, self._world)
+
+    def _end_of_backward(self) -> None:
+        """Parameters that got no gradient in this backward (unused on this rank) take part
+        with zeros, as in OneFlow's DDP, so every bucket is reduced on every rank."""
+        self._in_backward = False
+        with no_grad():
+            for b in self._buckets[self._next:]:
+                for p in b.params:
+                    if id(p) not in b.ready:
+                        if p.grad is None:
+                            p.grad = F.zeros_like(p)
+                        b.ready.add(id(p))
+            self._reduce_ready()
+        self._next = 0
 
     @contextlib.contextmanager
     def no_sync(self):
@@ -113,16 +158,16 @@ class DistributedDataParallel(Module):
 
     def forward(self, *args, **kwargs):
         """Run the wrapped module (after broadcasting rank 0's buffers when asked)."""
-        for b in self._buckets:
-            if b.ready:
-                missing = [i for i, p in enumerate(b.params) if id(p) not in b.ready]
-                b.ready.clear()
-                raise RuntimeError(
-                    f"DistributedDataParallel: the last backward produced gradients for only "
-                    f"part of a bucket; {len(missing)} parameter(s) of shapes "
-                    f"{[tuple(b.params[i].shape) for i in missing]} got none, so their "
-                    f"bucket was never all-reduced. Every parameter that requires grad must "
-                    f"take part in the loss (or set requires_grad=False on unused ones)")
+        missing = [tuple(p.shape) for b in self._buckets if b.ready for p in b.params
+                   if id(p) not in b.ready]
+        for b in self._buckets:  # (a backward that raised leaves its state behind)
+            b.ready.clear()
+        self._next, self._in_backward = 0, False
+        if missing:
+            raise RuntimeError(
+                f"DistributedDataParallel: the last backward stopped before every bucket was "
+                f"all-reduced; {len(missing)} parameter(s) of shapes {missing} got no "
+                f"gradient")
         if self.broadcast_buffers and self._world > 1:
             with no_grad():
                 self._broadcast_buffers()
@@ -140,7 +185,7 @@ def _reduce(params: list, n: int) -> None:
                 else grads[0].reshape(-1).clone()
         finally:
             vm.pop_worker()
-        _comm().all_reduce(flat)
+        _comm()._all_reduce(flat, small=False)  # queued: backward goes on issuing meanwhile
         vm.push_worker(vm.pool().comm)
         try:
             flat = F.div(flat, float(n))
