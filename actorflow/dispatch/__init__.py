@@ -9,7 +9,9 @@ the node produces). After whichever interpreter ran, ``apply`` records the autog
 * lazy (``dispatch/lazy.py``, set on the thread while ``nn.Graph`` traces ``build``): add the op
   to the Job being built and return lazy tensors;
 * eager-global (``dispatch/global_tensor.py``, chosen when an input is a global tensor): box
-  the shards to an SBP signature of the op and run the eager-local path on them.
+  the shards to an SBP signature of the op and run the eager-local path on them;
+* lazy-global (``dispatch/lazy_global.py``, chosen when an input is global while a Graph
+  traces): append the boxing ops and the op on this rank's shards to the Job.
 
 The interpreter is chosen per call from the thread's scope (``actorflow.scope``), so the same
 functional code (user code, gradient rules, optimizer updates) runs in every mode.
@@ -19,7 +21,9 @@ from __future__ import annotations
 from actorflow.autograd import grad_mode
 from actorflow.dispatch.common import check_inplace, infer, record
 from actorflow.dispatch.eager import EagerInterpreter
+from actorflow.dispatch import lazy_global
 from actorflow.dispatch.global_tensor import GLOBAL, GlobalBlob, GlobalInterpreter
+from actorflow.dispatch.lazy_global import LazyGlobalBlob
 from actorflow.ops.registry import Meta, Op
 from actorflow.scope import current_interpreter, interpreter_scope, state as _scope_state
 from actorflow.tensor import EagerBlob
@@ -37,11 +41,15 @@ def apply(op: Op, inputs: list, attrs: dict, out: list | None = None) -> list:
     rec = _grad.enabled and op.grad_fn is not None and any(t.requires_grad for t in inputs)
     interp = _scope_state.interpreter
     for t in inputs:
-        if type(t._h) is GlobalBlob:
-            if interp is not None:
-                raise TypeError(f"{op.name}: global tensors can't be used while a Graph "
-                                f"traces (the distributed graph is not built yet)")
-            interp = GLOBAL
+        h = type(t._h)
+        if h is GlobalBlob or h is LazyGlobalBlob:
+            if interp is not None:  # a Graph traces: the lazy-global interpreter
+                interp = lazy_global.interpreter_for(interp)
+            elif h is LazyGlobalBlob:
+                raise RuntimeError(f"{op.name}: tensor {t._h.name} is a lazy tensor of an "
+                                   f"nn.Graph trace that has ended")
+            else:
+                interp = GLOBAL
             break
     else:
         if out is not None and interp is None and any(type(t._h) is GlobalBlob for t in out):

@@ -91,8 +91,11 @@ def _world_ranks() -> tuple:
 
 # ---- boxing of one shard ------------------------------------------------------------------------
 
-def _box_op(name: str, local: Tensor, attrs: dict, comm: bool) -> Tensor:
+def _box_op(name: str, local: Tensor, attrs: dict, comm: bool, interp=None,
+            extra: dict | None = None) -> Tensor:
     op = registry.get(name)
+    if interp is not None:  # a Graph tracing: the boxing op goes into its Job
+        return interp.apply(op, [local], dict(attrs, **(extra or {})), None, False)[0][0]
     if comm:
         vm.push_worker(vm.pool().comm)
     try:
@@ -102,27 +105,34 @@ def _box_op(name: str, local: Tensor, attrs: dict, comm: bool) -> Tensor:
             vm.pop_worker()
 
 
-def box_shard(local, src: tuple, dst: tuple, shape: tuple, pl: placement, idx: int):
+def box_shard(local, src: tuple, dst: tuple, shape: tuple, pl: placement, idx: int,
+              interp=None, extra: dict | None = None):
     """This rank's shard of a logical tensor of ``shape`` laid out as ``src``, re-laid out as
-    ``dst`` (SBP attr tuples) through the boxing ops; ``local`` itself when they are equal."""
+    ``dst`` (SBP attr tuples) through the boxing ops; ``local`` itself when they are equal.
+    ``interp``: the interpreter to call them with (a Graph's tracer; default: issued eagerly),
+    ``extra``: attrs added to each (a graph's communicator)."""
     if src == dst or local is None:
         return local
     base = {"shape": tuple(shape), "ranks": pl.flat_ranks, "index": idx}
     s, d = src[0], dst[0]
+
+    def box(name: str, x, attrs: dict, comm: bool):
+        return _box_op(name, x, attrs, comm, interp, extra)
+
     if s == "S" and d == "S":
-        return _box_op("boxing_s_to_s", local, dict(base, in_dim=src[1], out_dim=dst[1]), True)
+        return box("boxing_s_to_s", local, dict(base, in_dim=src[1], out_dim=dst[1]), True)
     if s == "S" and d == "B":
-        return _box_op("boxing_s_to_b", local, dict(base, in_dim=src[1]), True)
+        return box("boxing_s_to_b", local, dict(base, in_dim=src[1]), True)
     if s == "S" and d == "P":
-        full = _box_op("boxing_s_to_b", local, dict(base, in_dim=src[1]), True)
-        return _box_op("boxing_b_to_p", full, base, False)
+        full = box("boxing_s_to_b", local, dict(base, in_dim=src[1]), True)
+        return box("boxing_b_to_p", full, base, False)
     if s == "P" and d == "B":
-        return _box_op("boxing_p_to_b", local, base, True)
+        return box("boxing_p_to_b", local, base, True)
     if s == "P" and d == "S":
-        return _box_op("boxing_p_to_s", local, dict(base, out_dim=dst[1]), True)
+        return box("boxing_p_to_s", local, dict(base, out_dim=dst[1]), True)
     if s == "B" and d == "S":
-        return _box_op("boxing_b_to_s", local, dict(base, out_dim=dst[1]), False)
-    return _box_op("boxing_b_to_p", local, base, False)  # B -> P
+        return box("boxing_b_to_s", local, dict(base, out_dim=dst[1]), False)
+    return box("boxing_b_to_p", local, base, False)  # B -> P
 
 
 def _cost(src: tuple, dst: tuple, nbytes: int) -> float:
@@ -189,7 +199,10 @@ def _candidates(op, inputs: list, attrs: dict, n_out: int) -> list:
     return sigs
 
 
-def _choose(op, inputs: list, attrs: dict, out, metas: list) -> Sig:
+def choose_signature(op, inputs: list, attrs: dict, out, metas: list) -> Sig:
+    """The SBP signature a call on global ``inputs`` (eager or lazy) runs with: of the op's
+    rule and all-broadcast, one that keeps in-place and mutated tensors' sbp and moves the
+    fewest bytes. Both global interpreters call it."""
     sigs = _candidates(op, inputs, attrs, len(metas))
     fixed = {}
     if op.mutates or op.mutates_fn is not None:
@@ -228,7 +241,7 @@ class GlobalInterpreter:
         metas = infer(op, inputs, attrs)
         if op.random and attrs.get("seed") is None:
             attrs = dict(attrs, seed=agreed_seed())
-        sig = _choose(op, inputs, attrs, out, metas)
+        sig = choose_signature(op, inputs, attrs, out, metas)
         idx = pl.index(world().rank)
         n = len(pl.flat_ranks)
         saved = inputs
@@ -316,10 +329,15 @@ def box(t: Tensor, sbp) -> Tensor:
     idx = h.placement.index(world().rank)
     local = box_shard(h.local, src, dst, t._shape, h.placement, idx)
     out = wrap(local, h.placement, sbp, t._shape, t.dtype)
+    record_boxing(t, out, src, dst)
+    return out
+
+
+def record_boxing(t: Tensor, out: Tensor, src: tuple, dst: tuple) -> None:
+    """Record global ``t`` boxed from ``src`` to ``dst`` as ``out`` for autograd."""
     # (S->P runs as S->B then B->P; its node is recorded as the all-gather: a boxing's
     # gradient depends only on the input's sbp)
     _record(_BOXING_OP[(src[0], dst[0])], [t], [out], {"in_sbp": src})
-    return out
 
 
 _BOXING_OP = {("S", "S"): "boxing_s_to_s", ("S", "B"): "boxing_s_to_b",
@@ -396,4 +414,5 @@ def from_full(t: Tensor, placement_: placement, sbp) -> Tensor:
 
 
 __all__ = ["GlobalBlob", "GlobalInterpreter", "GLOBAL", "is_global", "wrap", "box", "to_local",
-           "from_local", "from_full", "box_shard", "agreed_seed", "check_1d", "boxing"]
+           "from_local", "from_full", "box_shard", "agreed_seed", "check_1d", "boxing",
+           "choose_signature", "record_boxing"]

@@ -3,6 +3,7 @@ properties ``placement``, ``sbp``, ``is_local`` (see ``actorflow.dispatch.global
 from __future__ import annotations
 
 from actorflow.dispatch import global_tensor as gt
+from actorflow.dispatch import lazy_global
 from actorflow.tensor import Tensor, register_tensor_methods
 
 
@@ -16,9 +17,14 @@ def to_global(x: Tensor, placement=None, sbp=None) -> Tensor:
     """
     if not isinstance(x, Tensor):
         raise TypeError(f"to_global: expected a Tensor, got {type(x).__name__}")
+    if lazy_global.is_lazy_global(x):  # inside nn.Graph build: boxing ops into the Job
+        if placement is not None and placement != x.placement:
+            raise ValueError(f"to_global: moving a global tensor from {x.placement} to "
+                             f"{placement} is not supported yet (same placement only)")
+        return lazy_global.box(x, x.sbp if sbp is None else sbp)
     if x.is_lazy:
-        raise TypeError("to_global: global tensors can't be made while a Graph traces (the "
-                        "distributed graph is not built yet)")
+        raise TypeError("to_global: a local tensor can't be made global inside nn.Graph "
+                        "build() yet; make the graph's inputs and parameters global instead")
     if gt.is_global(x):
         if placement is not None and placement != x.placement:
             raise ValueError(f"to_global: moving a global tensor from {x.placement} to "
@@ -31,6 +37,8 @@ def to_global(x: Tensor, placement=None, sbp=None) -> Tensor:
 
 def to_local(x: Tensor) -> Tensor:
     """This rank's shard of global ``x`` (an alias, differentiable); a local ``x`` itself."""
+    if lazy_global.is_lazy_global(x):
+        raise NotImplementedError("to_local: not supported inside nn.Graph build() yet")
     if not gt.is_global(x):
         return x
     return gt.to_local(x)
@@ -38,16 +46,16 @@ def to_local(x: Tensor) -> Tensor:
 
 def _placement(self):
     """The placement of a global tensor (None for a local one)."""
-    return self._h.placement if gt.is_global(self) else None
+    return self._h.placement if self.is_global else None
 
 
 def _sbp(self):
     """The SBP tuple of a global tensor (None for a local one)."""
-    return self._h.sbp if gt.is_global(self) else None
+    return self._h.sbp if self.is_global else None
 
 
 def _is_local(self) -> bool:
-    return not gt.is_global(self)
+    return not self.is_global
 
 
 register_tensor_methods({"to_global": to_global, "to_local": to_local,

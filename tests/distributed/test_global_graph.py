@@ -1,0 +1,132 @@
+"""The distributed nn.Graph (global parameters and inputs, 1-D SBP): the rank scripts
+``graph_*.py`` beside this file, run through ``mpiexec`` on 2 (and 4) ranks, on both graph
+executors; and what a world of one process shows of it (placement and sbp in the Job, the
+boxing report, the collective schedule of the Plan)."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import actorflow as flow
+import actorflow.nn as nn
+from actorflow.compiler.task_id import describe_thread, thread_id_of
+from actorflow.dispatch.lazy_global import boxing_report
+from tests.distributed.test_distributed import needs_mpi, run_ranks
+
+
+def _ok(code: int, out: str, n: int) -> None:
+    assert code == 0, out
+    for r in range(n):
+        assert f"OK rank {r}" in out, out
+
+
+@needs_mpi
+@pytest.mark.timeout(180)
+def test_seed_program_equals_one_process():
+    code, _, out = run_ranks(2, "graph_seed.py", timeout=170)
+    _ok(code, out, 2)
+
+
+@needs_mpi
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("executor", ["actors", "vm"])
+def test_data_parallel_graph_trains_like_one_process(executor):
+    code, _, out = run_ranks(2, "graph_dp.py", executor, timeout=290)
+    _ok(code, out, 2)
+
+
+@needs_mpi
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("executor", ["actors", "vm"])
+def test_tensor_parallel_graph_equals_unsplit_model(executor):
+    code, _, out = run_ranks(2, "graph_tp.py", executor, timeout=290)
+    _ok(code, out, 2)
+
+
+@needs_mpi
+@pytest.mark.timeout(300)
+def test_tensor_parallel_graph_on_four_ranks():
+    code, _, out = run_ranks(4, "graph_tp.py", timeout=290)
+    _ok(code, out, 4)
+
+
+@needs_mpi
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("mode, failed", [("raise", "rank 1"), ("caught", "rank 0")])
+def test_kernel_error_on_one_rank_ends_every_rank(mode, failed):
+    code, seconds, out = run_ranks(2, "graph_failures.py", mode, timeout=100,
+                                   env={"ACTORFLOW_COMM_TIMEOUT": "4"})
+    assert code != 0, out
+    assert "index 9 is out of range" in out, out
+    assert f"[actorflow {failed}]" in out, out
+    if mode == "caught":  # rank 0 was left in the all-reduce: the watchdog names it
+        assert "boxing P->B (all-reduce)" in out, out
+    assert not re.search(r"rank \d finished", out), out
+    assert seconds < 60, (seconds, out)
+
+
+# ---- a world of one process: the same code paths, no transfer -----------------------------------
+
+class _Linear(nn.Module):
+    def __init__(self, pl):
+        super().__init__()
+        flow.manual_seed(1)
+        self.weight = nn.Parameter(flow.randn(4, 3, placement=pl, sbp=flow.sbp.broadcast))
+
+    def forward(self, x):
+        return flow.matmul(x, self.weight)
+
+
+class _Train(nn.Graph):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+        self.add_optimizer(flow.optim.SGD(model.parameters(), lr=0.5, momentum=0.9))
+
+    def build(self, x):
+        loss = self.model(x).sum()
+        loss.backward()
+        return loss
+
+
+@pytest.mark.timeout(60)
+def test_one_process_global_graph_trains_like_eager():
+    pl = flow.placement("cpu", ranks=[0])
+    x = np.random.default_rng(0).standard_normal((5, 4))
+    eager, graph = _Linear(pl).to(flow.float64), _Linear(pl).to(flow.float64)
+    opt = flow.optim.SGD(eager.parameters(), lr=0.5, momentum=0.9)
+    g = _Train(graph)
+    xg = flow.tensor(x, placement=pl, sbp=flow.sbp.split(0))
+    for _ in range(3):
+        loss = eager(xg).sum()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        out = g(xg)
+        assert out.is_global and out.placement == pl
+        np.testing.assert_allclose(out.numpy(), loss.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(graph.weight.numpy(), eager.weight.numpy(), rtol=1e-12)
+    assert graph.weight.is_global
+    # the Job records placement and sbp; the gradient is all-reduced before the update
+    job = g.full_job
+    mm = [o for o in g.forward_job.ops if o.op_type == "matmul"][0]
+    assert mm.tags["global"]["in"] == ("S(0)", "B") and mm.tags["global"]["placement"] == "cpu:0"
+    report = boxing_report(job)
+    assert any(line.startswith("model.weight grad: P -> B all-reduce") for line in report), report
+    assert "cpu:0" in g.forward_job.to_dot()
+    # the collective runs on its own thread, numbered
+    coll = [t for t in g.plan.tasks if t.kind == "collective"]
+    assert coll and [t.attrs["collective_seq"] for t in coll] == list(range(len(coll)))
+    assert {describe_thread(thread_id_of(t.task_id)) for t in coll} == {"rank0/cpu:0/comm"}
+
+
+@pytest.mark.timeout(60)
+def test_debug_1_prints_each_boxing(capsys):
+    pl = flow.placement("cpu", ranks=[0])
+    g = _Train(_Linear(pl))
+    g.debug(1)
+    g(flow.randn(5, 4, placement=pl, sbp=flow.sbp.split(0)))
+    out = capsys.readouterr().out
+    assert "model.weight grad: P -> B all-reduce, 48 B" in out, out
