@@ -130,3 +130,47 @@ def test_debug_1_prints_each_boxing(capsys):
     g(flow.randn(5, 4, placement=pl, sbp=flow.sbp.split(0)))
     out = capsys.readouterr().out
     assert "model.weight grad: P -> B all-reduce, 48 B" in out, out
+
+
+class _TwoReductions(nn.Graph):
+    def build(self, x, w, y):
+        slow = flow.matmul(x, w)             # S(1) x S(0) -> P: a long kernel first
+        a = slow.to_global(sbp=flow.sbp.broadcast)   # collective 0, waits for the matmul
+        b = y.to_global(sbp=flow.sbp.broadcast)      # collective 1, ready at once
+        return a, b
+
+
+@pytest.mark.timeout(120)
+def test_collectives_act_in_job_order_every_iteration():
+    pl = flow.placement("cpu", ranks=[0])
+    rng = np.random.default_rng(2)
+    xv, wv, yv = rng.standard_normal((300, 600)), rng.standard_normal((600, 600)), \
+        rng.standard_normal((4,))
+    x = flow.tensor(xv, placement=pl, sbp=flow.sbp.split(1))
+    w = flow.tensor(wv, placement=pl, sbp=flow.sbp.split(0))
+    y = flow.tensor(yv, placement=pl, sbp=flow.sbp.partial_sum)
+    g = _TwoReductions()
+    g(x, w, y)
+    flow.synchronize()
+    coll = sorted((t for t in g.plan.tasks if t.kind == "collective"),
+                  key=lambda t: t.attrs["collective_seq"])
+    assert [t.attrs["collective_seq"] for t in coll] == [0, 1]
+    with flow.profiler.profile() as prof:
+        outs = [g(x, w, y) for _ in range(3)]
+        flow.synchronize()
+    for a, b in outs:
+        np.testing.assert_allclose(a.numpy(), xv @ wv, rtol=1e-10)
+        np.testing.assert_allclose(b.numpy(), yv)
+    acts = [e for e in prof.acts() if e["kind"] == "collective"]
+    assert len(acts) == 6, acts
+    first, second = coll[0].op_name, coll[1].op_name
+    # strictly alternating 0, 1, 0, 1, ...: the ready collective 1 waited for collective 0
+    assert [e["op"] for e in sorted(acts, key=lambda e: e["start"])] == [first, second] * 3
+    assert {e["thread"] for e in acts} == {"actorflow-rank0/cpu:0/comm"}
+
+
+@needs_mpi
+@pytest.mark.timeout(120)
+def test_random_ops_agree_across_ranks():
+    code, _, out = run_ranks(2, "graph_random.py", timeout=110)
+    _ok(code, out, 2)

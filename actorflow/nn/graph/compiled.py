@@ -16,6 +16,7 @@ from actorflow import vm
 from actorflow.compiler import CompileOptions, compile_job
 from actorflow.dispatch.global_tensor import wrap
 from actorflow.dispatch.lazy_global import output_global, physical
+from actorflow.distributed import groups
 from actorflow.distributed.world import world
 from actorflow.errors import KernelError
 from actorflow.framework.placement import SbpParallel
@@ -48,6 +49,10 @@ class CompiledGraph:
         self.executor = make_executor(full_job, buffer_size)
         self.state_access = state_access(full_job, self.run_bindings)
         self._seed_order = seed_draw_order(full_job)
+        # a distributed Job's random ops run on every rank with rank 0's seeds (as eager-global
+        # ops do), so broadcast values agree
+        self._agree_seeds = world().size > 1 and any(self._seed_order.values()) and any(
+            "global" in o.tags for o in full_job.ops)
         self.out_descs = [o.outputs[0] for o in full_job.outputs]
         # The output registers (OneFlow's outputs buffer): each slot holds one call's outputs.
         self.output_buffer = [tuple(Tensor._wrap(np.empty(d.shape, d.dtype.np), d.dtype)
@@ -82,6 +87,8 @@ class CompiledGraph:
         blobs = [EagerBlob(np.empty(d.shape, d.dtype.np)) for d in self.out_descs]
         executor = self.executor
         seeds = draw_seeds(self.full_job, self._seed_order)
+        if self._agree_seeds:  # on the caller's thread, in program order on every rank
+            seeds = groups.bcast_object(seeds, 0, f"{name} seeds")
         bindings = self.run_bindings
         inputs = [physical(t) for t in inputs]
 
