@@ -105,11 +105,11 @@ class LazyInterpreter:
         t = cls(job.name, graph_name=graph_name)
         t.builder = JobBuilder.over(job)
         t.namer = namer
+        t._global = any("global" in o.tags for o in job.ops)  # a distributed graph's Job
         for o in job.ops_of_type("variable"):
             eager = bindings.get(o.name)
             if eager is not None:
                 t.bindings[o.name] = eager
-                t._global = t._global or "global" in o.tags
                 lazy = t.tensor(o.out(0))
                 t._lazy_of_eager[id(eager)] = (eager, lazy)
                 t._var_blob[id(eager)] = o.out(0)

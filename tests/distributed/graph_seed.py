@@ -59,7 +59,8 @@ text = job.to_json()
 text = text if isinstance(text, str) else json.dumps(text)
 assert '"placement"' in text and "S(1)" in text
 assert type(job).from_json(text).to_json() == job.to_json()
-assert "cpu:0,1 S(1),S(0) -> P" in job.to_dot(), job.to_dot()
+where = "cpu:" + ",".join(str(k) for k in range(n))
+assert f"{where} S(1),S(0) -> P" in job.to_dot(), job.to_dot()
 # both executors run the Job of this rank
 for by_vm in ("1", "0"):
     os.environ["ACTORFLOW_RUN_GRAPH_BY_VM"] = by_vm
@@ -67,4 +68,7 @@ for by_vm in ("1", "0"):
     np.testing.assert_allclose(g(input).numpy(), want, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(g(input * 2).numpy(), 2 * x @ w + b, rtol=1e-5, atol=1e-5)
 flow.synchronize()
+values = out.numpy()   # (a collective: every rank reads)
+if r == 0:   # the test compares these with a run on one process
+    print("VALUES", values.astype(np.float64).tolist(), flush=True)
 print(f"OK rank {r}", flush=True)

@@ -4,6 +4,7 @@ executors; and what a world of one process shows of it (placement and sbp in the
 boxing report, the collective schedule of the Plan)."""
 from __future__ import annotations
 
+import ast
 import re
 
 import numpy as np
@@ -27,6 +28,16 @@ def _ok(code: int, out: str, n: int) -> None:
 def test_seed_program_equals_one_process():
     code, _, out = run_ranks(2, "graph_seed.py", timeout=170)
     _ok(code, out, 2)
+    code1, _, out1 = run_ranks(1, "graph_seed.py", timeout=170)
+    _ok(code1, out1, 1)
+
+    def values(text: str) -> np.ndarray:
+        # (the ranks' lines may interleave: find the list, not the line)
+        return np.array(ast.literal_eval(re.search(r"VALUES (\[\[.*?\]\])", text).group(1)))
+
+    # same inputs and parameters (creation ops don't depend on the world size); the split
+    # matmul sums its partial products in another order
+    np.testing.assert_allclose(values(out), values(out1), rtol=1e-6, atol=1e-6)
 
 
 @needs_mpi
@@ -174,3 +185,28 @@ def test_collectives_act_in_job_order_every_iteration():
 def test_random_ops_agree_across_ranks():
     code, _, out = run_ranks(2, "graph_random.py", timeout=110)
     _ok(code, out, 2)
+
+
+@pytest.mark.timeout(60)
+def test_input_sbp_is_part_of_the_signature():
+    pl = flow.placement("cpu", ranks=[0])
+    m = _Linear(pl)
+
+    class Fwd(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = m
+
+        def build(self, x):
+            return self.model(x)
+
+    g = Fwd()
+    xv = np.random.default_rng(4).standard_normal((5, 4)).astype(np.float32)
+    a = g(flow.tensor(xv, placement=pl, sbp=flow.sbp.split(0)))
+    b = g(flow.tensor(xv, placement=pl, sbp=flow.sbp.broadcast))
+    assert g._compiles == 2 and "device" in g.compile_log[-1], g.compile_log
+    assert a.sbp == (flow.sbp.split(0),) and b.sbp == (flow.sbp.broadcast,)
+    want = xv @ m.weight.numpy()
+    np.testing.assert_allclose(a.numpy(), want, rtol=1e-5)
+    np.testing.assert_allclose(b.numpy(), want, rtol=1e-5)
+    assert "weight" in repr(g)
