@@ -18,7 +18,7 @@ from actorflow.autograd import grad_mode
 from actorflow.dispatch.common import check_inplace, infer
 from actorflow.dispatch.eager import old_identity as _eager_old_identity
 from actorflow.job.builder import JobBuilder
-from actorflow.job.job import BlobDesc, Job, OpConf
+from actorflow.job.job import BlobDesc, Job, OpConf, split_blob
 from actorflow.tensor import MetaBlob, Tensor
 
 class LazyValueError(RuntimeError):
@@ -179,7 +179,7 @@ class LazyInterpreter:
         tags = {"phase": "output"}
         g = self.builder.producer(blob).tags.get("global")
         if lazy.is_global and g is not None:  # returned as a global tensor of this layout
-            tags["global"] = dict(g, **{"in": (), "out": (g["out"][int(blob.split("/")[1])],),
+            tags["global"] = dict(g, **{"in": (), "out": (g["out"][split_blob(blob)[1]],),
                                         "logical": (tuple(lazy._shape),)})
         return self.builder.add_op(OpConf(name, "output", [blob], {"index": index, "path": path},
                                           [self.builder.desc(blob)], tags=tags))

@@ -35,6 +35,7 @@ from actorflow.dispatch.lazy import LazyBlob
 from actorflow.distributed import groups
 from actorflow.distributed.world import world
 from actorflow.framework.placement import SbpParallel, as_sbp_tuple, placement
+from actorflow.job.job import BlobDesc, split_blob
 from actorflow.job.system_ops import is_system_op
 from actorflow.ops import registry
 from actorflow.ops.boxing import B, shard_shape
@@ -116,21 +117,20 @@ def trace_variable(tracer, t: Tensor, conf) -> Tensor:
     """Global eager ``t`` as a variable op: ``conf`` (made by the tracer) gets this rank's shard
     shape and the ``global`` tag; returns the global lazy tensor standing for ``t``."""
     h = t._h
-    gt.check_1d("nn.Graph variable", h.placement)
+    what = conf.attrs.get("name") or conf.attrs.get("path")
+    gt.check_1d(f"nn.Graph {conf.op_type} {what}", h.placement)
     if h.local is None:
-        raise ValueError(f"nn.Graph: {conf.attrs.get('name')} is placed on {h.placement}, "
-                         f"which leaves out rank {world().rank}; graphs run on every rank of "
-                         f"their placement only")
+        raise ValueError(f"nn.Graph: {conf.op_type} {what} is placed on {h.placement}, which "
+                         f"leaves out rank {world().rank}; a distributed graph runs on ranks "
+                         f"that every global tensor of it is placed on")
     local = h.local
-    conf.outputs[0] = conf.outputs[0].__class__(tuple(local._shape), local.dtype)
+    conf.outputs[0] = BlobDesc(tuple(local._shape), local.dtype)
     conf.tags["global"] = global_tags(h.placement, (), (h.sbp[0].attr(),), [t._shape])
     return global_lazy(tracer, conf.out(0), h.placement, h.sbp[0].attr(), t._shape, t.dtype)
 
 
 def tensor_of_blob(tracer, blob: str, producer) -> Tensor | None:
     """The global lazy tensor of ``blob`` when its producer is tagged global, else None."""
-    from actorflow.job.job import split_blob
-
     g = output_global(producer, split_blob(blob)[1])
     if g is None:
         return None
