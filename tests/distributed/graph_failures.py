@@ -2,7 +2,9 @@
 only (an embedding index out of range in rank 1's shard), while rank 0 waits in the graph's
 all-reduce. ``raise``: rank 1 reads the failed output (the error is uncaught); ``caught``: rank 1
 catches it and stays alive without joining. Either way every rank must exit non-zero in
-bounded time (the exception hook or the watchdog aborts the job), naming the op and rank."""
+bounded time (the exception hook or the watchdog aborts the job), naming the op and rank.
+argv[2] "vm": on the reference executor."""
+import os
 import sys
 import time
 
@@ -12,6 +14,8 @@ import actorflow as flow
 import actorflow.nn as nn
 
 mode = sys.argv[1]
+if len(sys.argv) > 2 and sys.argv[2] == "vm":
+    os.environ["ACTORFLOW_RUN_GRAPH_BY_VM"] = "1"
 r = flow.env.get_rank()
 PL = flow.placement("cpu", ranks=[0, 1])
 weight = nn.Parameter(flow.tensor(np.ones((3, 2)), placement=PL, sbp=flow.sbp.broadcast))

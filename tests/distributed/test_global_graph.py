@@ -65,9 +65,11 @@ def test_tensor_parallel_graph_on_four_ranks():
 
 @needs_mpi
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("mode, failed", [("raise", "rank 1"), ("caught", "rank 0")])
-def test_kernel_error_on_one_rank_ends_every_rank(mode, failed):
-    code, seconds, out = run_ranks(2, "graph_failures.py", mode, timeout=100,
+@pytest.mark.parametrize("mode, failed, executor", [("raise", "rank 1", "actors"),
+                                                   ("caught", "rank 0", "actors"),
+                                                   ("caught", "rank 0", "vm")])
+def test_kernel_error_on_one_rank_ends_every_rank(mode, failed, executor):
+    code, seconds, out = run_ranks(2, "graph_failures.py", mode, executor, timeout=100,
                                    env={"ACTORFLOW_COMM_TIMEOUT": "4"})
     assert code != 0, out
     assert "index 9 is out of range" in out, out
@@ -127,6 +129,7 @@ def test_one_process_global_graph_trains_like_eager():
     report = boxing_report(job)
     assert any(line.startswith("model.weight grad: P -> B all-reduce") for line in report), report
     assert "cpu:0" in g.forward_job.to_dot()
+    assert "@ cpu:0 S(0),B->S(0)" in g.forward_job.summary(), g.forward_job.summary()
     # the collective runs on its own thread, numbered
     coll = [t for t in g.plan.tasks if t.kind == "collective"]
     assert coll and [t.attrs["collective_seq"] for t in coll] == list(range(len(coll)))
