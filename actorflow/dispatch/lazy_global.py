@@ -29,6 +29,7 @@ from __future__ import annotations
 import itertools
 
 from actorflow import scope
+from actorflow.autograd import grad_mode
 from actorflow.dispatch import global_tensor as gt
 from actorflow.dispatch.common import infer
 from actorflow.dispatch.lazy import LazyBlob
@@ -185,13 +186,17 @@ class LazyGlobalInterpreter:
         groups.make_group(pl.flat_ranks, key)
         return key
 
-    def as_global(self, t: Tensor, pl: placement | None) -> Tensor:
+    def as_global(self, op, t: Tensor, pl: placement) -> Tensor:
         """``t`` as a global lazy tensor of this trace (local tensors count as broadcast)."""
         h = t._h
         if type(h) is LazyGlobalBlob:
             return self.tracer.lazy_of(t)
         if type(h) is gt.GlobalBlob:
             return self.tracer.variable(t)
+        if t.requires_grad and grad_mode._state.enabled:
+            raise ValueError(f"{op.name}: mixes a local tensor that requires grad (shape "
+                             f"{tuple(t._shape)}) with global tensors placed on {pl} in "
+                             f"nn.Graph build(); make it global (a global parameter or input)")
         lazy = self.tracer.lazy_of(t)
         return global_lazy(self.tracer, lazy._h.name, pl, B, t._shape, t.dtype)
 
@@ -246,7 +251,7 @@ class LazyGlobalInterpreter:
                                  f"{p} (moving a tensor between placements is not supported "
                                  f"yet)")
         gt.check_1d(op.name, pl)
-        gins = [self.as_global(t, pl) for t in inputs]
+        gins = [self.as_global(op, t, pl) for t in inputs]
         metas = infer(op, gins, attrs)
         sig = gt.choose_signature(op, gins, attrs, None, metas)
         idx = pl.index(world().rank)

@@ -213,3 +213,28 @@ def test_input_sbp_is_part_of_the_signature():
     np.testing.assert_allclose(a.numpy(), want, rtol=1e-5)
     np.testing.assert_allclose(b.numpy(), want, rtol=1e-5)
     assert "weight" in repr(g)
+
+
+@pytest.mark.timeout(60)
+def test_errors_name_the_op():
+    pl = flow.placement("cpu", ranks=[0])
+    m = _Linear(pl)
+    local_w = nn.Parameter(flow.randn(3, 2))
+
+    class Mixed(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = m
+
+        def build(self, x):
+            return flow.matmul(self.model(x), local_w)
+
+    with pytest.raises(ValueError, match="matmul: mixes a local tensor that requires grad"):
+        Mixed()(flow.randn(5, 4, placement=pl, sbp=flow.sbp.split(0)))
+
+    class InPlace(nn.Graph):
+        def build(self, x):
+            return x.add_(1)
+
+    with pytest.raises(NotImplementedError, match="in-place writes into global tensors"):
+        InPlace()(flow.randn(5, 4, placement=pl, sbp=flow.sbp.split(0)))
