@@ -42,10 +42,10 @@ def test_seed_program_equals_one_process():
 
 @needs_mpi
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("executor", ["actors", "vm"])
-def test_data_parallel_graph_trains_like_one_process(executor):
-    code, _, out = run_ranks(2, "graph_dp.py", executor, timeout=290)
-    _ok(code, out, 2)
+@pytest.mark.parametrize("n, executor", [(2, "actors"), (2, "vm"), (4, "actors")])
+def test_data_parallel_graph_trains_like_one_process(n, executor):
+    code, _, out = run_ranks(n, "graph_dp.py", executor, timeout=290)
+    _ok(code, out, n)
 
 
 @needs_mpi
