@@ -209,7 +209,7 @@ class LazyGlobalInterpreter:
         idx = pl.index(world().rank)
         local = _shard(tr, h.name)
         boxed = gt.box_shard(local, src, dst, t._shape, pl, idx, interp=tr,
-                             extra={"group": self.group(pl), "in_sbp": src})
+                             extra={"group": self.group(pl)})
         nbytes = t.numel() * t.dtype.itemsize
         for conf in tr.job.ops[start:]:
             conf.tags["global"] = global_tags(pl, (src,), (dst,), [t._shape])
@@ -231,7 +231,7 @@ class LazyGlobalInterpreter:
 
     def _var_name(self, eager: Tensor) -> str:
         blob = self.tracer._var_blob.get(id(eager))
-        return blob.split("/")[0] if blob else "a variable"
+        return split_blob(blob)[0] if blob else "a variable"
 
     def apply(self, op, inputs: list, attrs: dict, out: list | None, record_: bool):
         """``(results, node inputs, node outputs)``: see ``actorflow.dispatch.apply``."""
