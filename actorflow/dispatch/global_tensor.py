@@ -1,16 +1,21 @@
-"""Eager global tensors (1-D SBP): the handle, boxing, and the eager-global interpreter.
+"""Eager global tensors: the handle, the eager-global interpreter, and the conversions
+(to and from local tensors, boxing, moves between placements).
 
 A global tensor is a ``Tensor`` whose handle is a ``GlobalBlob``: placement, SBP (a tuple of
-one ``SbpParallel``) and this rank's shard, an ordinary eager tensor (None on ranks outside the
-placement). The Tensor's ``_shape`` and ``dtype`` are the logical ones.
+``SbpParallel``, one per hierarchy axis of the placement) and this rank's shard, an ordinary
+eager tensor (None on ranks outside the placement). The Tensor's ``_shape`` and ``dtype`` are
+the logical ones. The n-d layout, boxing and signature choice live in
+``actorflow.dispatch.nd_sbp``.
 
 ``GlobalInterpreter`` (chosen by ``dispatch.apply`` when an input is global) runs one op call:
 it infers the logical outputs with the op's own inference, asks the op's SBP rule
-(``op.sbp_fn``, see ``actorflow.ops.boxing``) for signatures, adds the all-broadcast one (any
-op runs replicated), keeps those an in-place or mutating call allows, picks the one that moves
-the fewest bytes, boxes the shards with the boxing ops, runs the eager-local interpreter on the
-shards (the same kernels) and wraps the outputs. Autograd records once, in ``dispatch.apply``,
-on the global tensors, so gradients of global tensors are global.
+(``op.sbp_fn``, see ``actorflow.ops.boxing``) for signatures (one per hierarchy axis), adds the
+all-broadcast one (any op runs replicated), keeps those an in-place or mutating call allows,
+picks the one that moves the fewest bytes, boxes the shards with the boxing ops, runs the
+eager-local interpreter on the shards (the same kernels) and wraps the outputs. Autograd records
+once, in ``dispatch.apply``, on the global tensors, so gradients of global tensors are global.
+The lazy-global interpreter (``actorflow.dispatch.lazy_global``, a Graph's trace) chooses with
+the same ``choose_signature`` and records boxing with the same ``record_boxing``.
 
 Boxing of a shard issues the boxing ops on the VM's communication worker; metadata the ranks
 must agree on at call time (shard sizes of ``to_global`` from local tensors, seeds of random
@@ -23,15 +28,17 @@ import warnings
 
 import numpy as np
 
-from actorflow import vm
 from actorflow.autograd import grad_mode
 from actorflow.dispatch.common import check_inplace, infer, record
 from actorflow.dispatch.eager import EagerInterpreter
+from actorflow.dispatch.nd_sbp import (NdSig, box_1d, box_axis, box_op, box_shard, coords_of,
+                                       nd_attrs, nd_shard_shape, nd_value, run_levels,
+                                       select_signature)
 from actorflow.distributed import groups
 from actorflow.distributed.world import world
-from actorflow.framework.placement import SbpParallel, as_sbp_tuple, placement
+from actorflow.framework.placement import as_sbp_tuple, placement
 from actorflow.ops import boxing, registry
-from actorflow.ops.boxing import B, P, Sig, shard_range, shard_shape
+from actorflow.ops.boxing import B, P, shard_range
 from actorflow.random import default_generator
 from actorflow.tensor import Tensor
 
@@ -53,10 +60,11 @@ class GlobalBlob:
 
     def get(self) -> np.ndarray:
         pl = self.placement
-        idx = pl.index(world().rank)
+        coords = coords_of(pl, world().rank)
         arr = None
-        if idx is not None:
-            full = box_shard(self.local, self.sbp[0].attr(), B, self.shape, pl, idx)
+        if coords is not None:
+            full = box_shard(self.local, nd_attrs(self.sbp), (B,) * len(self.sbp), self.shape,
+                             pl, coords)
             arr = np.array(full._array())
         if pl.flat_ranks != tuple(range(world().size)):
             arr = groups.bcast_object(arr, pl.flat_ranks[0], "global tensor values")
@@ -77,74 +85,8 @@ def wrap(local, placement_: placement, sbp: tuple, shape: tuple, dtype) -> Tenso
                                dtype)
 
 
-def check_1d(what: str, placement_: placement) -> None:
-    """Ops support 1-D placements only."""
-    if len(placement_.hierarchy) != 1:
-        raise ValueError(f"{what}: placement {placement_} has hierarchy "
-                         f"{placement_.hierarchy}; 2-D SBP is not supported yet (use a 1-D "
-                         f"list of ranks)")
-
-
 def _world_ranks() -> tuple:
     return tuple(range(world().size))
-
-
-# ---- boxing of one shard ------------------------------------------------------------------------
-
-def _box_op(name: str, local: Tensor, attrs: dict, comm: bool, interp=None,
-            extra: dict | None = None) -> Tensor:
-    op = registry.get(name)
-    if interp is not None:  # a Graph tracing: the boxing op goes into its Job
-        return interp.apply(op, [local], dict(attrs, **(extra or {})), None, False)[0][0]
-    if comm:
-        vm.push_worker(vm.pool().comm)
-    try:
-        return _EAGER.apply(op, [local], attrs, None, False)[0][0]
-    finally:
-        if comm:
-            vm.pop_worker()
-
-
-def box_shard(local, src: tuple, dst: tuple, shape: tuple, pl: placement, idx: int,
-              interp=None, extra: dict | None = None):
-    """This rank's shard of a logical tensor of ``shape`` laid out as ``src``, re-laid out as
-    ``dst`` (SBP attr tuples) through the boxing ops; ``local`` itself when they are equal.
-    ``interp``: the interpreter to call them with (a Graph's tracer; default: issued eagerly),
-    ``extra``: attrs added to each (a graph's communicator)."""
-    if src == dst or local is None:
-        return local
-    base = {"shape": tuple(shape), "ranks": pl.flat_ranks, "index": idx}
-    s, d = src[0], dst[0]
-
-    def box(name: str, x, attrs: dict, comm: bool):
-        return _box_op(name, x, attrs, comm, interp, extra)
-
-    if s == "S" and d == "S":
-        return box("boxing_s_to_s", local, dict(base, in_dim=src[1], out_dim=dst[1]), True)
-    if s == "S" and d == "B":
-        return box("boxing_s_to_b", local, dict(base, in_dim=src[1]), True)
-    if s == "S" and d == "P":
-        full = box("boxing_s_to_b", local, dict(base, in_dim=src[1]), True)
-        return box("boxing_b_to_p", full, base, False)
-    if s == "P" and d == "B":
-        return box("boxing_p_to_b", local, base, True)
-    if s == "P" and d == "S":
-        return box("boxing_p_to_s", local, dict(base, out_dim=dst[1]), True)
-    if s == "B" and d == "S":
-        return box("boxing_b_to_s", local, dict(base, out_dim=dst[1]), False)
-    return box("boxing_b_to_p", local, base, False)  # B -> P
-
-
-def _cost(src: tuple, dst: tuple, nbytes: int) -> float:
-    """Bytes moved to box a tensor of ``nbytes`` from ``src`` to ``dst``; local re-layouts
-    (B->S, B->P) cost a little, so an all-broadcast call stays broadcast."""
-    if src == dst:
-        return 0.0
-    if src == B:
-        return nbytes * 1e-3
-    if src == P and dst == B:
-        return 2.0 * nbytes
-    return float(nbytes)
 
 
 # ---- the interpreter ----------------------------------------------------------------------------
@@ -166,9 +108,8 @@ def _common_placement(op, tensors: list) -> placement:
             pl, first = t.placement, t
         elif t.placement != pl:
             raise ValueError(f"{op.name}: inputs are on different placements: "
-                             f"{first.placement} and {t.placement} (moving a tensor between "
-                             f"placements is not supported yet)")
-    check_1d(op.name, pl)
+                             f"{first.placement} and {t.placement} (move one with "
+                             f"to_global(placement=..., sbp=...) first)")
     return pl
 
 
@@ -189,46 +130,29 @@ def _warn_no_rule(op) -> None:
                       f"(replicated: every rank computes the whole result)", stacklevel=2)
 
 
-def _candidates(op, inputs: list, attrs: dict, n_out: int) -> list:
-    sigs = []
+def choose_signature(op, inputs: list, attrs: dict, out, metas: list,
+                     pl: placement) -> NdSig:
+    """The n-d SBP signature a call on global ``inputs`` on placement ``pl`` runs with (eager
+    or lazy: both global interpreters call it): of the op's rule (per hierarchy axis) and
+    all-broadcast, one that keeps in-place outputs' and mutated inputs' sbp and moves the
+    fewest bytes (``nd_sbp.select_signature``). ``inputs`` need ``_shape``, ``dtype``,
+    ``sbp`` and ``placement``."""
     if op.sbp_fn is None:
         _warn_no_rule(op)
-    elif not op.random:
-        sigs = [s if isinstance(s, Sig) else Sig(*s) for s in op.sbp_fn(inputs, attrs)]
-    sigs.append(Sig((B,) * len(inputs), (B,) * n_out))
-    return sigs
-
-
-def choose_signature(op, inputs: list, attrs: dict, out, metas: list) -> Sig:
-    """The SBP signature a call on global ``inputs`` (eager or lazy) runs with: of the op's
-    rule and all-broadcast, one that keeps in-place and mutated tensors' sbp and moves the
-    fewest bytes. Both global interpreters call it."""
-    sigs = _candidates(op, inputs, attrs, len(metas))
     fixed = {}
     if op.mutates or op.mutates_fn is not None:
         for i in op.mutated_inputs(len(inputs), attrs):
-            fixed[i] = inputs[i].sbp[0].attr()
-    best, best_cost = None, None
-    for sig in sigs:
-        if len(sig.ins) != len(inputs) or len(sig.outs) != len(metas):
-            raise registry.OpError(f"{op.name}: its SBP rule gave a signature of "
-                                   f"{len(sig.ins)} inputs and {len(sig.outs)} outputs for a "
-                                   f"call with {len(inputs)} and {len(metas)}")
-        if any(sig.ins[i] != s for i, s in fixed.items()):
-            continue
-        if out is not None and any(o.sbp[0].attr() != s for o, s in zip(out, sig.outs)):
-            continue
-        cost = 0.0
-        for t, s in zip(inputs, sig.ins):
-            cost += _cost(t.sbp[0].attr(), s, t.numel() * t.dtype.itemsize)
-        if best is None or cost < best_cost:
-            best, best_cost = sig, cost
+            fixed[i] = nd_attrs(inputs[i].sbp)
+    out_sbps = None if out is None else [nd_attrs(o.sbp) for o in out]
+    best = select_signature(op, [(t._shape, t.dtype) for t in inputs],
+                            [nd_attrs(t.sbp) for t in inputs], attrs, pl, len(metas), fixed,
+                            out_sbps, inputs)
     if best is None:
-        want = [str(o.sbp[0]) for o in out] if out is not None else \
-            [str(inputs[i].sbp[0]) for i in fixed]
+        want = [str(o.sbp) for o in out] if out is not None else \
+            [str(inputs[i].sbp) for i in fixed]
         raise ValueError(f"{op.name}: no SBP signature writes in place into tensors laid out "
                          f"as {', '.join(want)} (inputs: "
-                         f"{', '.join(str(t.sbp[0]) for t in inputs)})")
+                         f"{', '.join(str(t.sbp) for t in inputs)})")
     return best
 
 
@@ -241,23 +165,21 @@ class GlobalInterpreter:
         metas = infer(op, inputs, attrs)
         if op.random and attrs.get("seed") is None:
             attrs = dict(attrs, seed=agreed_seed())
-        sig = choose_signature(op, inputs, attrs, out, metas)
-        idx = pl.index(world().rank)
-        n = len(pl.flat_ranks)
+        sig = choose_signature(op, inputs, attrs, out, metas, pl)
+        coords = coords_of(pl, world().rank)
+        hier = pl.hierarchy
         saved = inputs
         if out is not None:
             check_inplace(op, inputs, out, metas, record_)
             if record_:
                 saved = [_old_identity(t) if any(t is o for o in out) else t for t in inputs]
         locals_ = None
-        if idx is not None:
-            shards = [box_shard(t._h.local, t.sbp[0].attr(), s, t._shape, pl, idx)
+        if coords is not None:
+            shards = [box_shard(t._h.local, nd_attrs(t.sbp), s, t._shape, pl, coords)
                       for t, s in zip(inputs, sig.ins)]
             local_out = None if out is None else [o._h.local for o in out]
-            local_attrs = attrs if sig.local is None else sig.local(attrs, idx, n)
-            locals_ = _EAGER.apply(op, shards, local_attrs, local_out, False)[0]
-            if sig.post is not None:
-                locals_ = sig.post(locals_, attrs, idx, n)
+            local_attrs, post = run_levels(sig.levels(coords), attrs, coords, hier)
+            locals_ = post(_EAGER.apply(op, shards, local_attrs, local_out, False)[0])
         if out is not None:
             for t in out:
                 t._vc[0] += 1
@@ -267,10 +189,10 @@ class GlobalInterpreter:
                 inputs[i]._vc[0] += 1
         results = []
         for k, m in enumerate(metas):
-            sbp = (SbpParallel.from_attr(sig.outs[k]),)
+            sbp = nd_value(sig.outs[k])
             local = None if locals_ is None else locals_[k]
-            if local is not None and tuple(local._shape) != shard_shape(m[0], sig.outs[k], n,
-                                                                       idx):
+            if local is not None and tuple(local._shape) != nd_shard_shape(m[0], sig.outs[k],
+                                                                           hier, coords):
                 raise registry.OpError(
                     f"{op.name}: SBP signature {sig.ins} -> {sig.outs} gave a shard of shape "
                     f"{tuple(local._shape)} for a logical output of shape {tuple(m[0])}")
@@ -321,23 +243,26 @@ def to_local(t: Tensor) -> Tensor:
 def box(t: Tensor, sbp) -> Tensor:
     """Global ``t`` re-laid out as ``sbp`` on its placement (differentiable)."""
     h = t._h
-    check_1d("to_global", h.placement)
     sbp = _sbp_arg("to_global", sbp, h.placement)
     if sbp == h.sbp:
         return t
-    src, dst = h.sbp[0].attr(), sbp[0].attr()
-    idx = h.placement.index(world().rank)
-    local = box_shard(h.local, src, dst, t._shape, h.placement, idx)
+    src, dst = nd_attrs(h.sbp), nd_attrs(sbp)
+    coords = coords_of(h.placement, world().rank)
+    local = box_shard(h.local, src, dst, t._shape, h.placement, coords)
     out = wrap(local, h.placement, sbp, t._shape, t.dtype)
     record_boxing(t, out, src, dst)
     return out
 
 
 def record_boxing(t: Tensor, out: Tensor, src: tuple, dst: tuple) -> None:
-    """Record global ``t`` boxed from ``src`` to ``dst`` as ``out`` for autograd."""
-    # (S->P runs as S->B then B->P; its node is recorded as the all-gather: a boxing's
-    # gradient depends only on the input's sbp)
-    _record(_BOXING_OP[(src[0], dst[0])], [t], [out], {"in_sbp": src})
+    """Record global (eager or lazy) ``t`` boxed from n-d ``src`` to ``dst`` (attr tuples) as
+    ``out`` for autograd: the 1-D boxing op's node, else ``boxing_nd`` (n-d, partial_max)."""
+    if len(src) == 1 and (src[0][0], dst[0][0]) in _BOXING_OP:
+        # (S->P runs as S->B then B->P; its node is recorded as the all-gather: a boxing's
+        # gradient depends only on the input's sbp)
+        _record(_BOXING_OP[(src[0][0], dst[0][0])], [t], [out], {"in_sbp": src[0]})
+    else:
+        _record("boxing_nd", [t], [out], {"in_sbp": src})
 
 
 _BOXING_OP = {("S", "S"): "boxing_s_to_s", ("S", "B"): "boxing_s_to_b",
@@ -346,14 +271,49 @@ _BOXING_OP = {("S", "S"): "boxing_s_to_s", ("S", "B"): "boxing_s_to_b",
               ("B", "P"): "boxing_b_to_p"}
 
 
+def move(t: Tensor, placement_: placement, sbp) -> Tensor:
+    """Global ``t`` on another placement, laid out as ``sbp`` (differentiable; the gradient
+    moves back). The source ranks gather it, the source's first rank broadcasts it over the
+    ranks of both placements, the target ranks keep their shards; ranks outside the target get
+    a global tensor with no shard. Every rank of the program calls it."""
+    _check_placement("to_global", placement_)
+    h = t._h
+    sbp = _sbp_arg("to_global", sbp, placement_)
+    src_pl, rank = h.placement, world().rank
+    src_c, dst_c = coords_of(src_pl, rank), coords_of(placement_, rank)
+    union = src_pl.flat_ranks + tuple(r for r in placement_.flat_ranks
+                                      if r not in src_pl.flat_ranks)
+    local = None
+    if rank in union:
+        full = box_shard(h.local, nd_attrs(h.sbp), (B,) * len(h.sbp), t._shape, src_pl, src_c) \
+            if src_c is not None else Tensor._wrap(np.empty((0,), t.dtype.np), t.dtype)
+        attrs = {"shape": tuple(t._shape), "ranks": union, "index": union.index(rank)}
+        full = box_op("boxing_move", full, attrs, True)
+        if dst_c is not None:
+            local = box_shard(full, (B,) * len(sbp), nd_attrs(sbp), t._shape, placement_,
+                              dst_c)
+    out = wrap(local, placement_, sbp, t._shape, t.dtype)
+    _record("boxing_move", [t], [out], {"in_ranks": src_pl.flat_ranks,
+                                         "in_hierarchy": src_pl.hierarchy,
+                                         "in_sbp": nd_attrs(h.sbp)})
+    return out
+
+
+def _check_placement(what: str, placement_) -> None:
+    if not isinstance(placement_, placement):
+        raise TypeError(f"{what}: placement must be a flow.placement, got {placement_!r}")
+
+
 def from_local(t: Tensor, placement_: placement, sbp) -> Tensor:
     """A global tensor whose shard on this rank is local ``t`` (differentiable): broadcast
     takes the placement's first rank's values; split concatenates the ranks' tensors (of any
-    sizes) along its dim; partial_sum sums them. Every rank of the program calls it."""
-    if not isinstance(placement_, placement):
-        raise TypeError(f"to_global: placement must be a flow.placement, got {placement_!r}")
-    check_1d("to_global", placement_)
+    sizes, on a 1-D placement) along its dim; partial_sum sums them. On an n-d placement each
+    axis does so along its groups (broadcast: the values of the group's first rank), and the
+    shards must have the sizes the layout gives. Every rank of the program calls it."""
+    _check_placement("to_global", placement_)
     sbp = _sbp_arg("to_global", sbp, placement_)
+    if len(sbp) > 1:
+        return _from_local_nd(t, placement_, sbp)
     s = sbp[0]
     idx = placement_.index(world().rank)
     mine = tuple(t._shape) if idx is not None else None
@@ -376,8 +336,8 @@ def from_local(t: Tensor, placement_: placement, sbp) -> Tensor:
         if idx is not None and not even:
             # rebalance to numpy.array_split's layout: gather, then take this rank's piece
             base = {"shape": logical, "ranks": placement_.flat_ranks, "index": idx}
-            full = _box_op("boxing_s_to_b", t, dict(base, in_dim=d), True)
-            local = _box_op("boxing_b_to_s", full, dict(base, out_dim=d), False)
+            full = box_op("boxing_s_to_b", t, dict(base, in_dim=d), True)
+            local = box_op("boxing_b_to_s", full, dict(base, out_dim=d), False)
             attrs.update(start=sum(sizes[:idx]), stop=sum(sizes[:idx + 1]))
         elif idx is not None:
             local = _alias(t)
@@ -388,10 +348,46 @@ def from_local(t: Tensor, placement_: placement, sbp) -> Tensor:
         logical = first
         local = _alias(t) if idx is not None else None
         if s.is_broadcast and idx is not None and n > 1:
-            local = box_shard(box_shard(t, B, P, logical, placement_, idx), P, B, logical,
-                              placement_, idx)
+            local = box_1d(box_1d(t, B, P, logical, placement_.flat_ranks, idx), P, B, logical,
+                           placement_.flat_ranks, idx)
     out = wrap(local if idx is not None else None, placement_, sbp, logical, t.dtype)
     _record("local_to_global", [t], [out], attrs)
+    return out
+
+
+def _from_local_nd(t: Tensor, pl: placement, sbp: tuple) -> Tensor:
+    sbp_a = nd_attrs(sbp)
+    hier = pl.hierarchy
+    coords = coords_of(pl, world().rank)
+    mine = tuple(t._shape) if coords is not None else None
+    by_rank = groups.allgather_object(mine, "to_global shard shapes")
+    shapes = [by_rank[r] for r in pl.flat_ranks] if world().size > 1 else [mine]
+    first = list(shapes[0])
+    # a split dim's logical size: the sizes along it summed over the ranks that differ from
+    # the first only on the axes splitting it
+    for d in range(len(first)):
+        axes = [k for k, s in enumerate(sbp_a) if s == ("S", d)]
+        if axes:
+            first[d] = sum(shapes[i][d] for i, c in enumerate(np.ndindex(*hier))
+                           if len(shapes[i]) == len(first)
+                           and all(c[k] == 0 for k in range(len(hier)) if k not in axes))
+    logical = tuple(first)
+    want = [nd_shard_shape(logical, sbp_a, hier, c) if all(
+        s[0] != "S" or s[1] < len(logical) for s in sbp_a) else None for c in np.ndindex(*hier)]
+    if any(w != tuple(x) for w, x in zip(want, shapes)):
+        raise ValueError(f"to_global: local tensors of shapes {shapes} (ranks {pl.flat_ranks}) "
+                         f"are not the shards of one tensor laid out as {sbp} on hierarchy "
+                         f"{hier} (splits as numpy.array_split, axis 0 first)")
+    local = None
+    if coords is not None:
+        local, cur = _alias(t), sbp_a
+        for k, s in enumerate(sbp_a):
+            if s == B:  # the values of the group's first rank, as in 1-D
+                mid = cur[:k] + (P,) + cur[k + 1:]
+                local = box_axis(box_axis(local, cur, k, P, logical, pl, coords), mid, k, B,
+                                 logical, pl, coords)
+    out = wrap(local, pl, sbp, logical, t.dtype)
+    _record("local_to_global", [t], [out], {"sbp": sbp_a})
     return out
 
 
@@ -402,17 +398,15 @@ def _alias(t: Tensor) -> Tensor:
 def from_full(t: Tensor, placement_: placement, sbp) -> Tensor:
     """A global tensor of the logical values ``t`` that every rank holds in full (creation
     ops): each rank keeps its shard, nothing moves. Not recorded by autograd."""
-    if not isinstance(placement_, placement):
-        raise TypeError(f"placement must be a flow.placement, got {placement_!r}")
-    check_1d("global tensor creation", placement_)
+    _check_placement("global tensor creation", placement_)
     sbp = _sbp_arg("global tensor creation", sbp, placement_)
-    idx = placement_.index(world().rank)
+    coords = coords_of(placement_, world().rank)
     local = None
-    if idx is not None:
-        local = box_shard(t, B, sbp[0].attr(), t._shape, placement_, idx)
+    if coords is not None:
+        local = box_shard(t, (B,) * len(sbp), nd_attrs(sbp), t._shape, placement_, coords)
     return wrap(local, placement_, sbp, t._shape, t.dtype)
 
 
 __all__ = ["GlobalBlob", "GlobalInterpreter", "GLOBAL", "is_global", "wrap", "box", "to_local",
-           "from_local", "from_full", "box_shard", "agreed_seed", "check_1d", "boxing",
+           "from_local", "from_full", "move", "box_shard", "agreed_seed", "boxing",
            "choose_signature", "record_boxing"]

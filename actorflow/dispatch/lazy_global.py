@@ -7,19 +7,22 @@ an input is global (an eager global tensor - a parameter - or a global lazy one)
 tracing. Per call it
 
 * chooses the SBP signature with the eager-global interpreter's function
-  (``global_tensor.choose_signature``: the op's ``@op.sbp`` rule plus all-broadcast, the one
-  that moves the fewest bytes; a mutated input keeps its sbp), so a ``to_global(sbp=...)`` in
-  build and the parameters' sbp steer it as in eager mode;
-* appends the boxing ops the inputs need (``global_tensor.box_shard`` through the tracer: the
-  registered boxing ops, as explicit OpConfs tagged ``boxing`` with their bytes and reason);
-* appends the op itself on the shards (shapes of this rank's shards, the rule's local attrs and
-  post-processing) and tags it ``global``: placement, sbp of every input and output, logical
-  output shapes (``global_tags``);
+  (``global_tensor.choose_signature``, over ``nd_sbp.select_signature``: the op's ``@op.sbp``
+  rule plus all-broadcast, the one that moves the fewest bytes; a mutated input keeps its
+  sbp), so a ``to_global(sbp=...)`` in build and the parameters' sbp steer it as in eager mode;
+* appends the boxing ops the inputs need (``nd_sbp.box_shard`` given the tracer as its
+  interpreter: the registered boxing ops, as explicit OpConfs tagged ``boxing`` with their
+  bytes and reason);
+* appends the op itself on the shards (shapes of this rank's shards, the signature's local
+  attrs and post-processing, ``nd_sbp.run_levels``) and tags it ``global``: placement, sbp of
+  every input and output, logical output shapes (``global_tags``);
 * returns global lazy tensors. Autograd records on them, so gradient rules run through this
   interpreter too (a boxing's gradient boxes back), and an optimizer update on a broadcast
   parameter forces its partial-sum gradient to be all-reduced: data parallelism needs no DDP.
 
 Local tensors meeting global ones in a graph (learning rates, constants) count as broadcast.
+Graphs support 1-D placements only: a variable, input, op or ``to_global`` on an n-d placement,
+or a move between placements, raises an error naming it and the placement.
 The boxing ops of one traced Job use their own communicator (attr ``group``, made on the
 tracing thread when the Job first needs it), so a graph's collectives never interleave with
 eager collectives or another graph's.
@@ -33,13 +36,14 @@ from actorflow.autograd import grad_mode
 from actorflow.dispatch import global_tensor as gt
 from actorflow.dispatch.common import infer
 from actorflow.dispatch.lazy import LazyBlob
+from actorflow.dispatch.nd_sbp import box_shard, coords_of, nd_attrs, nd_shard_shape, run_levels
 from actorflow.distributed import groups
 from actorflow.distributed.world import world
 from actorflow.framework.placement import SbpParallel, as_sbp_tuple, placement
 from actorflow.job.job import BlobDesc, split_blob
 from actorflow.job.system_ops import is_system_op
 from actorflow.ops import registry
-from actorflow.ops.boxing import B, shard_shape
+from actorflow.ops.boxing import B
 from actorflow.tensor import Tensor
 
 _group_ids = itertools.count()
@@ -74,7 +78,7 @@ def physical(t):
 # ---- the Job's record of placement and sbp ------------------------------------------------------
 
 def sbp_str(attr: tuple) -> str:
-    """``"S(0)"``, ``"B"`` or ``"P"`` for an SBP attr tuple."""
+    """``"S(0)"``, ``"B"``, ``"P"`` or ``"M"`` for a (1-D) SBP attr tuple."""
     return f"S({attr[1]})" if attr[0] == "S" else attr[0]
 
 
@@ -84,9 +88,10 @@ def sbp_attr(s: str) -> tuple:
 
 
 def global_tags(pl: placement, ins: tuple, outs: tuple, logical: list) -> dict:
-    """The ``global`` tag of an OpConf: placement, sbp per input and output, logical shapes."""
+    """The ``global`` tag of an OpConf: placement, sbp per input and output (n-d attr tuples
+    of a 1-D placement), logical shapes."""
     return {"placement": f"{pl.type}:{','.join(str(r) for r in pl.flat_ranks)}",
-            "in": tuple(sbp_str(s) for s in ins), "out": tuple(sbp_str(s) for s in outs),
+            "in": tuple(sbp_str(s[0]) for s in ins), "out": tuple(sbp_str(s[0]) for s in outs),
             "logical": tuple(tuple(int(d) for d in s) for s in logical)}
 
 
@@ -105,11 +110,21 @@ def output_global(conf, i: int = 0):
     return placement_of_tag(g["placement"]), sbp_attr(g["out"][i]), tuple(g["logical"][i])
 
 
-def global_lazy(tracer, blob: str, pl: placement, sbp_attr_: tuple, logical: tuple,
+def global_lazy(tracer, blob: str, pl: placement, sbp: tuple, logical: tuple,
                 dtype) -> Tensor:
-    """A global lazy tensor of ``tracer`` over shard ``blob``."""
-    h = LazyGlobalBlob(tracer, blob, pl, (SbpParallel.from_attr(sbp_attr_),))
+    """A global lazy tensor of ``tracer`` over shard ``blob``, laid out as n-d ``sbp`` (attr
+    tuples)."""
+    h = LazyGlobalBlob(tracer, blob, pl, tuple(SbpParallel.from_attr(a) for a in sbp))
     return Tensor._from_handle(h, tuple(logical), dtype)
+
+
+def check_1d(what: str, pl: placement) -> None:
+    """Graphs support 1-D placements only: raise naming ``what`` (the op or variable) and
+    ``pl`` otherwise."""
+    if len(pl.hierarchy) != 1:
+        raise NotImplementedError(f"nn.Graph: {what} is on placement {pl} of hierarchy "
+                                  f"{pl.hierarchy}: 2-D SBP is not supported yet in a graph "
+                                  f"(use a 1-D list of ranks, or run it eagerly)")
 
 
 # ---- entry points of the tracer (``actorflow.dispatch.lazy``) ------------------------------------
@@ -119,15 +134,15 @@ def trace_variable(tracer, t: Tensor, conf) -> Tensor:
     shape and the ``global`` tag; returns the global lazy tensor standing for ``t``."""
     h = t._h
     what = conf.attrs.get("name") or conf.attrs.get("path")
-    gt.check_1d(f"nn.Graph {conf.op_type} {what}", h.placement)
+    check_1d(f"{conf.op_type} {what}", h.placement)
     if h.local is None:
         raise ValueError(f"nn.Graph: {conf.op_type} {what} is placed on {h.placement}, which "
                          f"leaves out rank {world().rank}; a distributed graph runs on ranks "
                          f"that every global tensor of it is placed on")
     local = h.local
     conf.outputs[0] = BlobDesc(tuple(local._shape), local.dtype)
-    conf.tags["global"] = global_tags(h.placement, (), (h.sbp[0].attr(),), [t._shape])
-    return global_lazy(tracer, conf.out(0), h.placement, h.sbp[0].attr(), t._shape, t.dtype)
+    conf.tags["global"] = global_tags(h.placement, (), (nd_attrs(h.sbp),), [t._shape])
+    return global_lazy(tracer, conf.out(0), h.placement, nd_attrs(h.sbp), t._shape, t.dtype)
 
 
 def tensor_of_blob(tracer, blob: str, producer) -> Tensor | None:
@@ -135,7 +150,7 @@ def tensor_of_blob(tracer, blob: str, producer) -> Tensor | None:
     g = output_global(producer, split_blob(blob)[1])
     if g is None:
         return None
-    return global_lazy(tracer, blob, g[0], g[1], g[2], tracer.builder.desc(blob).dtype)
+    return global_lazy(tracer, blob, g[0], (g[1],), g[2], tracer.builder.desc(blob).dtype)
 
 
 def _shard(tracer, blob: str) -> Tensor:
@@ -157,8 +172,10 @@ def box(t: Tensor, sbp) -> Tensor:
     h = t._h
     sbp = as_sbp_tuple(sbp, "to_global")
     if len(sbp) != 1:
-        raise ValueError("to_global: 2-D SBP is not supported yet (give one sbp)")
-    src, dst = h.sbp[0].attr(), sbp[0].attr()
+        raise NotImplementedError(f"nn.Graph: to_global with {len(sbp)} sbp on placement "
+                                  f"{h.placement}: 2-D SBP is not supported yet in a graph "
+                                  f"(give one sbp)")
+    src, dst = nd_attrs(h.sbp), nd_attrs(sbp)
     if src == dst:
         return t
     interp = interpreter_for(h.tracer)
@@ -198,23 +215,22 @@ class LazyGlobalInterpreter:
                              f"{tuple(t._shape)}) with global tensors placed on {pl} in "
                              f"nn.Graph build(); make it global (a global parameter or input)")
         lazy = self.tracer.lazy_of(t)
-        return global_lazy(self.tracer, lazy._h.name, pl, B, t._shape, t.dtype)
+        return global_lazy(self.tracer, lazy._h.name, pl, (B,), t._shape, t.dtype)
 
     def box_to(self, t: Tensor, dst: tuple, reason: str) -> Tensor:
-        """Append the boxing ops taking global lazy ``t`` to ``dst``; the boxed tensor."""
+        """Append the boxing ops taking global lazy ``t`` to n-d ``dst``; the boxed tensor."""
         h = t._h
-        pl, src = h.placement, h.sbp[0].attr()
+        pl, src = h.placement, nd_attrs(h.sbp)
         tr = self.tracer
         start = len(tr.job.ops)
-        idx = pl.index(world().rank)
         local = _shard(tr, h.name)
-        boxed = gt.box_shard(local, src, dst, t._shape, pl, idx, interp=tr,
-                             extra={"group": self.group(pl)})
+        boxed = box_shard(local, src, dst, t._shape, pl, coords_of(pl, world().rank),
+                          interp=tr, extra={"group": self.group(pl)})
         nbytes = t.numel() * t.dtype.itemsize
         for conf in tr.job.ops[start:]:
             conf.tags["global"] = global_tags(pl, (src,), (dst,), [t._shape])
-            conf.tags["boxing"] = {"from": sbp_str(src), "to": sbp_str(dst), "bytes": nbytes,
-                                   "reason": reason}
+            conf.tags["boxing"] = {"from": sbp_str(src[0]), "to": sbp_str(dst[0]),
+                                   "bytes": nbytes, "reason": reason}
         return global_lazy(tr, boxed._h.name, pl, dst, t._shape, t.dtype)
 
     def _reason(self, op, gins: list, i: int) -> str:
@@ -247,32 +263,29 @@ class LazyGlobalInterpreter:
             if pl is None:
                 pl = p
             elif p != pl:
-                raise ValueError(f"{op.name}: inputs are on different placements: {pl} and "
-                                 f"{p} (moving a tensor between placements is not supported "
-                                 f"yet)")
-        gt.check_1d(op.name, pl)
+                raise NotImplementedError(
+                    f"nn.Graph: {op.name}: inputs are on different placements, {pl} and {p}: "
+                    f"moving a tensor between placements is not supported yet in a graph")
+        check_1d(op.name, pl)
         gins = [self.as_global(op, t, pl) for t in inputs]
         metas = infer(op, gins, attrs)
-        sig = gt.choose_signature(op, gins, attrs, None, metas)
-        idx = pl.index(world().rank)
-        n = len(pl.flat_ranks)
+        sig = gt.choose_signature(op, gins, attrs, None, metas, pl)
+        coords = coords_of(pl, world().rank)
         tr = self.tracer
         shards = []
         for i, (t, s) in enumerate(zip(gins, sig.ins)):
-            if t.sbp[0].attr() != s:
+            if nd_attrs(t.sbp) != s:
                 t = self.box_to(t, s, self._reason(op, gins, i))
             shards.append(_shard(tr, t._h.name))
-        local_attrs = attrs if sig.local is None else sig.local(attrs, idx, n)
+        local_attrs, post = run_levels(sig.levels(coords), attrs, coords, pl.hierarchy)
         start = len(tr.job.ops)
-        locals_ = tr.apply(op, shards, local_attrs, None, False)[0]
-        if sig.post is not None:
-            locals_ = sig.post(locals_, attrs, idx, n)
+        locals_ = post(tr.apply(op, shards, local_attrs, None, False)[0])
         tags = global_tags(pl, sig.ins, sig.outs, [m[0] for m in metas])
         for conf in tr.job.ops[start:]:
             conf.tags["global"] = tags
         results = []
         for k, m in enumerate(metas):
-            want = shard_shape(m[0], sig.outs[k], n, idx)
+            want = nd_shard_shape(m[0], sig.outs[k], pl.hierarchy, coords)
             if tuple(locals_[k]._shape) != want:
                 raise registry.OpError(
                     f"{op.name}: SBP signature {sig.ins} -> {sig.outs} gave a shard of shape "
@@ -313,4 +326,4 @@ def boxing_report(job) -> list:
 
 __all__ = ["LazyGlobalBlob", "LazyGlobalInterpreter", "is_lazy_global", "physical", "box",
            "interpreter_for", "global_tags", "output_global", "boxing_report", "sbp_str",
-           "sbp_attr", "placement_of_tag"]
+           "sbp_attr", "placement_of_tag", "check_1d"]

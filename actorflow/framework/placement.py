@@ -2,10 +2,11 @@
 (OneFlow's ``flow.placement`` and ``flow.sbp``).
 
 A ``placement`` is a device type and a list of ranks (nested lists give a hierarchy, e.g.
-``[[0, 1], [2, 3]]``, kept with its shape; ops support 1-D placements only). An ``SbpParallel``
-says how the logical tensor maps onto the ranks of one placement dim: ``split(dim)`` (rank i
-holds the i-th of the numpy.array_split pieces along ``dim``), ``broadcast`` (every rank holds
-all of it) or ``partial_sum`` (the logical tensor is the sum of the ranks' tensors).
+``[[0, 1], [2, 3]]``, kept with its shape; a global tensor then has one SBP per hierarchy
+axis). An ``SbpParallel`` says how the logical tensor maps onto the ranks of one placement dim:
+``split(dim)`` (rank i holds the i-th of the numpy.array_split pieces along ``dim``),
+``broadcast`` (every rank holds all of it), ``partial_sum`` (the logical tensor is the sum of
+the ranks' tensors) or ``partial_max`` (their elementwise maximum).
 """
 from __future__ import annotations
 
@@ -106,7 +107,8 @@ class placement:  # noqa: N801  (OneFlow's name)
 
 
 class SbpParallel:
-    """One SBP: ``split(dim)``, ``broadcast`` or ``partial_sum`` (see the module docstring)."""
+    """One SBP: ``split(dim)``, ``broadcast``, ``partial_sum`` or ``partial_max`` (see the
+    module docstring)."""
 
     __slots__ = ("kind", "dim")
 
@@ -125,6 +127,10 @@ class SbpParallel:
     def is_partial_sum(self) -> bool:
         return self.kind == "P"
 
+    @property
+    def is_partial_max(self) -> bool:
+        return self.kind == "M"
+
     def __eq__(self, other) -> bool:
         return isinstance(other, SbpParallel) and (self.kind, self.dim) == (other.kind, other.dim)
 
@@ -141,19 +147,21 @@ class SbpParallel:
     def __repr__(self) -> str:
         if self.kind == "S":
             return f"actorflow.sbp.split(dim={self.dim})"
-        return "actorflow.sbp.broadcast" if self.kind == "B" else "actorflow.sbp.partial_sum"
+        return {"B": "actorflow.sbp.broadcast", "P": "actorflow.sbp.partial_sum",
+                "M": "actorflow.sbp.partial_max"}[self.kind]
 
     __str__ = __repr__
 
     def attr(self) -> tuple:
-        """A plain value for op attrs: ``("S", dim)``, ``("B",)`` or ``("P",)``."""
+        """A plain value for op attrs: ``("S", dim)``, ``("B",)``, ``("P",)`` or ``("M",)``."""
         return ("S", self.dim) if self.kind == "S" else (self.kind,)
 
     @staticmethod
     def from_attr(value: tuple) -> "SbpParallel":
         """The SBP an ``attr()`` value stands for."""
-        return split(value[1]) if value[0] == "S" else (
-            broadcast if value[0] == "B" else partial_sum)
+        if value[0] == "S":
+            return split(value[1])
+        return {"B": broadcast, "P": partial_sum, "M": partial_max}[value[0]]
 
 
 def split(dim: int) -> SbpParallel:
@@ -165,12 +173,14 @@ def split(dim: int) -> SbpParallel:
 
 broadcast = SbpParallel("B")
 partial_sum = SbpParallel("P")
+partial_max = SbpParallel("M")
 
 
 def as_sbp_tuple(sbp, what: str = "sbp") -> tuple:
     """``sbp`` (one SbpParallel or a list/tuple of them) as a tuple of SbpParallel."""
     items = sbp if isinstance(sbp, (list, tuple)) else [sbp]
     if not items or not all(isinstance(s, SbpParallel) for s in items):
-        raise TypeError(f"{what}: expected flow.sbp.split(dim), flow.sbp.broadcast or "
-                        f"flow.sbp.partial_sum (or a tuple of them), got {sbp!r}")
+        raise TypeError(f"{what}: expected flow.sbp.split(dim), flow.sbp.broadcast, "
+                        f"flow.sbp.partial_sum or flow.sbp.partial_max (or a tuple of them), "
+                        f"got {sbp!r}")
     return tuple(items)

@@ -13,22 +13,26 @@ def to_global(x: Tensor, placement=None, sbp=None) -> Tensor:
     From a local tensor: ``x`` is this rank's shard (broadcast: the placement's first rank's
     values are used; split: the ranks' tensors, of any sizes, are concatenated; partial_sum:
     they are summed); every rank calls it. From a global tensor: boxing to ``sbp`` on the
-    same placement (None keeps the current one).
+    same placement (None keeps the current one), or a move to another ``placement`` (the
+    ranks may differ; the gradient moves back).
     """
     if not isinstance(x, Tensor):
         raise TypeError(f"to_global: expected a Tensor, got {type(x).__name__}")
     if lazy_global.is_lazy_global(x):  # inside nn.Graph build: boxing ops into the Job
         if placement is not None and placement != x.placement:
-            raise ValueError(f"to_global: moving a global tensor from {x.placement} to "
-                             f"{placement} is not supported yet (same placement only)")
+            raise NotImplementedError(f"nn.Graph: to_global: moving a global tensor from "
+                                      f"{x.placement} to {placement} is not supported yet in "
+                                      f"a graph (same placement only)")
         return lazy_global.box(x, x.sbp if sbp is None else sbp)
     if x.is_lazy:
         raise TypeError("to_global: a local tensor can't be made global inside nn.Graph "
                         "build() yet; make the graph's inputs and parameters global instead")
     if gt.is_global(x):
         if placement is not None and placement != x.placement:
-            raise ValueError(f"to_global: moving a global tensor from {x.placement} to "
-                             f"{placement} is not supported yet (same placement only)")
+            if sbp is None and len(placement.hierarchy) != len(x.sbp):
+                raise ValueError(f"to_global: moving a global tensor from {x.placement} to "
+                                 f"{placement}, of another hierarchy, needs sbp")
+            return gt.move(x, placement, x.sbp if sbp is None else sbp)
         return gt.box(x, x.sbp if sbp is None else sbp)
     if placement is None or sbp is None:
         raise ValueError("to_global: a local tensor needs both placement and sbp")

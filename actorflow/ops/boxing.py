@@ -1,5 +1,6 @@
-"""Boxing: ops that change a global tensor's SBP (1-D placements), and the SBP-rule helpers
-the op families use.
+"""Boxing: ops that change a global tensor's SBP over one axis of ranks, and the SBP-rule
+helpers the op families use (n-d SBP applies them one hierarchy axis at a time, see
+``actorflow.dispatch.nd_sbp``).
 
 Each boxing op takes this rank's shard of a global tensor and writes this rank's shard of the
 same logical tensor under another SBP. Attrs: ``shape`` (the logical shape), ``ranks`` (the
@@ -17,8 +18,9 @@ global tensors of a call (logical ``_shape``, ``dtype``, ``sbp``), a signature i
 outs)``: one SBP attr per input and per output (``S(d)``, ``B``, ``P``: plain tuples), with an
 optional ``post(outs, attrs, index, n)`` run on the local results (mean over a split dim scales
 them). Running the op's kernel on shards laid out as ``ins`` must give shards laid out as
-``outs``; the eager-global interpreter (``actorflow.dispatch.global_tensor``) picks the
-signature that moves the fewest bytes. Every op also runs with all inputs broadcast.
+``outs`` (``inputs[i].placement`` is 1-D, of the size of the axis the rule is asked for); the
+eager-global interpreter (``actorflow.dispatch.global_tensor``) picks the signature that moves
+the fewest bytes. Every op also runs with all inputs broadcast.
 """
 from __future__ import annotations
 
@@ -26,11 +28,11 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from actorflow.framework.placement import SbpParallel
+from actorflow.framework.placement import SbpParallel, placement
 from actorflow.ops._common import F
 from actorflow.ops.registry import Meta, OpError, register
 
-B, P = ("B",), ("P",)
+B, P, M = ("B",), ("P",), ("M",)
 
 
 def S(dim: int) -> tuple:
@@ -151,6 +153,18 @@ def _p_to_b(ins, outs, attrs):
     _sum(_allgather("boxing P->B (all-reduce)", ins[0], attrs), outs[0])
 
 
+def _pm_to_b(ins, outs, attrs):
+    parts = _allgather("boxing partial_max->B (all-reduce max)", ins[0], attrs)
+    if outs[0].dtype == np.bool_:
+        _sum(parts, outs[0])  # "or"
+        return
+    half = outs[0].dtype.kind == "V"  # bfloat16: compare as float32
+    acc = np.array(parts[0], dtype=np.float32 if half else outs[0].dtype)
+    for p in parts[1:]:
+        np.maximum(acc, p.astype(acc.dtype) if half else p, out=acc)
+    outs[0][...] = acc
+
+
 def _p_to_s(ins, outs, attrs):
     n, d = len(attrs["ranks"]), attrs["out_dim"]
     x = ins[0]
@@ -181,12 +195,58 @@ _boxing("boxing_s_to_b", "split(in_dim) -> broadcast: all-gather of the shards (
         "along in_dim.", "B", _s_to_b)
 _boxing("boxing_p_to_b", "partial_sum -> broadcast: all-reduce (sum in rank order).", "B",
         _p_to_b)
+_boxing("boxing_pm_to_b", "partial_max -> broadcast: all-reduce max (NaN wins, as torch.max).",
+        "B", _pm_to_b)
 _boxing("boxing_p_to_s", "partial_sum -> split(out_dim): reduce-scatter.", "S", _p_to_s)
 _boxing("boxing_b_to_s", "broadcast -> split(out_dim): this rank's slice, no transfer.", "S",
         _b_to_s, False)
 _boxing("boxing_b_to_p", "broadcast -> partial_sum: the first rank keeps the values, the others "
         "hold zeros.", "P", _b_to_p, False)
 _boxing("boxing_s_to_s", "split(in_dim) -> split(out_dim): all-to-all.", "S", _s_to_s)
+
+# ---- between placements -------------------------------------------------------------------------
+
+boxing_move = register(
+    "boxing_move",
+    doc="Move a global tensor to another placement: the source placement's first rank "
+        "broadcasts its broadcast (whole) shard over the communicator of the ranks of both "
+        "placements. Input: the whole logical tensor on the source ranks (any placeholder on "
+        "the others); output: the whole logical tensor. Attrs: shape, ranks (the source's "
+        "ranks, then the target's others; the first is the root), index (this rank's "
+        "position), in_ranks/in_hierarchy/in_sbp (the source placement and n-d SBP, for the "
+        "gradient, which moves back).",
+    collective=True)
+
+
+@boxing_move.infer
+def _(inputs, attrs):
+    return [Meta(tuple(attrs["shape"]), inputs[0].dtype)]
+
+
+@boxing_move.kernel("cpu")
+def _(ins, outs, attrs):
+    c = _comm(attrs)
+    root = attrs["index"] == 0
+    if c is None:
+        outs[0][...] = ins[0]
+        return
+    with _guard("boxing move (broadcast to another placement)", outs[0]):
+        got = c.bcast(np.ascontiguousarray(ins[0]) if root else None, root=0)
+    outs[0][...] = got
+
+
+@boxing_move.grad
+def _(ctx, dout):
+    a = ctx.attrs
+    src = placement("cpu", np.array(a["in_ranks"]).reshape(a["in_hierarchy"]).tolist())
+    return (F.to_global(dout, placement=src, sbp=tuple(_sbp_value(s) for s in a["in_sbp"])),)
+
+
+@boxing_move.sbp
+def _(inputs, attrs):
+    raise OpError("boxing_move takes the local shard of a global tensor; move a global tensor "
+                  "with to_global(placement=..., sbp=...)")
+
 
 # ---- between local and global tensors (autograd records these around an alias) -----------------
 
@@ -221,6 +281,12 @@ local_to_global.infer(_not_dispatched("local_to_global", "Tensor.to_global(place
 @local_to_global.grad
 def _(ctx, dout):
     a = ctx.attrs
+    if M in (a["sbp"] if isinstance(a["sbp"][0], tuple) else (a["sbp"],)):
+        raise OpError("local_to_global: the gradient of to_global(sbp=partial_max) of local "
+                      "tensors is not built (make the tensor global first, then box it)")
+    if isinstance(a["sbp"][0], tuple):  # n-d: per axis as below (uneven splits are 1-D only)
+        back = tuple(P if s == B else (B if s == P else s) for s in a["sbp"])
+        return (F.to_local(F.to_global(dout, sbp=tuple(_sbp_value(s) for s in back))),)
     sbp = _sbp_value(a["sbp"])
     if sbp.is_broadcast:
         # the values came from the first rank: it gets the gradient, the others zeros
@@ -231,6 +297,18 @@ def _(ctx, dout):
         return (F.to_local(F.to_global(dout, sbp=sbp)),)
     full = F.to_local(F.to_global(dout, sbp=_sbp_value(B)))
     return (F.narrow(full, sbp.dim, a["start"], a["stop"] - a["start"]),)
+
+
+boxing_nd = register(
+    "boxing_nd", doc="A change of n-d SBP on one placement, one hierarchy axis at a time with "
+                     "the 1-D boxing ops (recorded by Tensor.to_global for autograd, never "
+                     "dispatched). Attrs: in_sbp, the input's n-d SBP.")
+boxing_nd.infer(_not_dispatched("boxing_nd", "Tensor.to_global(sbp=...)"))
+
+
+@boxing_nd.grad
+def _(ctx, dout):
+    return (F.to_global(dout, sbp=tuple(_sbp_value(s) for s in ctx.attrs["in_sbp"])),)
 
 
 # ---- SBP-rule helpers for the op families -----------------------------------------------------

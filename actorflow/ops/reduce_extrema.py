@@ -3,7 +3,8 @@
 Gradients: ``max_dim``/``min_dim`` send the gradient to the selected index (the first one on
 ties, as NumPy and PyTorch pick it); ``amax``/``amin`` (and full ``max()``/``min()``) share it
 evenly among tied elements, as PyTorch does. The masks they need are computed in the backward
-pass by the helper ops ``reduce_index_mask`` and ``reduce_tie_weights``.
+pass by the helper ops ``reduce_index_mask`` and ``reduce_tie_weights``. On global tensors,
+amax over a split dim gives partial maxima (``flow.sbp.partial_max``).
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import numpy as np
 
 from actorflow.framework import dtype as dt
 from actorflow.ops._common import F, norm_axis
+from actorflow.ops.boxing import M, S, Sig
 from actorflow.ops.reduce import (
     broadcast_back, kept, np_axes, reduce_axes, reduced_shape,
 )
@@ -111,6 +113,22 @@ def _extremum(name: str, fn):
         x = ins[0]
         fn(x, axis=np_axes(x, name, attrs.get("dim")), out=outs[0],
            keepdims=attrs.get("keepdim", False))
+
+    @op.sbp
+    def _(inputs, attrs):
+        # other split dims keep the split; amax over a split dim gives partial maxima (when
+        # no shard is empty along it), and partial maxima stay partial
+        x = inputs[0]
+        shape, n = tuple(x._shape), len(x.placement.flat_ranks)
+        axes = reduce_axes(name, attrs.get("dim"), len(shape))
+        keep = attrs.get("keepdim", False)
+        for d in range(len(shape)):
+            if d not in axes:
+                yield Sig((S(d),), (S(d if keep else d - sum(1 for a in axes if a < d)),))
+            elif name == "amax" and shape[d] >= n:
+                yield Sig((S(d),), (M,))
+        if name == "amax":
+            yield Sig((M,), (M,))
 
     @op.grad
     def _(ctx, dout):

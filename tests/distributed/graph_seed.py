@@ -67,6 +67,27 @@ for by_vm in ("1", "0"):
     g = GraphMyLinear()
     np.testing.assert_allclose(g(input).numpy(), want, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(g(input * 2).numpy(), 2 * x @ w + b, rtol=1e-5, atol=1e-5)
+
+
+
+class GraphMax(nn.Graph):
+    """amax over the split dim gives partial_max (as eagerly); to_global(B) all-reduces it."""
+
+    def build(self, x):
+        m = x.amax(dim=0)
+        return m, m.to_global(sbp=flow.sbp.broadcast)
+
+
+xm = flow.randn(7, 3, placement=P0, sbp=flow.sbp.split(0))
+assert xm.amax(dim=0).sbp == (flow.sbp.partial_max,)
+for by_vm in ("1", "0"):
+    os.environ["ACTORFLOW_RUN_GRAPH_BY_VM"] = by_vm
+    gm = GraphMax()
+    pm, bm = gm(xm)
+    assert pm.sbp == (flow.sbp.partial_max,) and bm.sbp == (flow.sbp.broadcast,), (pm, bm)
+    np.testing.assert_array_equal(pm.numpy(), xm.numpy().max(0))
+    np.testing.assert_array_equal(bm.to_local().numpy(), xm.numpy().max(0))
+    assert [o.op_type for o in gm.forward_job.ops if "boxing" in o.tags] == ["boxing_pm_to_b"]
 flow.synchronize()
 values = out.numpy()   # (a collective: every rank reads)
 if r == 0:   # the test compares these with a run on one process

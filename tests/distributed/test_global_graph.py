@@ -238,3 +238,52 @@ def test_errors_name_the_op():
 
     with pytest.raises(NotImplementedError, match="in-place writes into global tensors"):
         InPlace()(flow.randn(5, 4, placement=pl, sbp=flow.sbp.split(0)))
+
+
+@pytest.mark.timeout(60)
+def test_nd_placements_and_moves_are_refused_naming_them():
+    pl, pl2 = flow.placement("cpu", ranks=[0]), flow.placement("cpu", ranks=[[0]])
+    bb = (flow.sbp.broadcast, flow.sbp.broadcast)
+
+    class Fwd(nn.Graph):
+        def __init__(self, model=None, fn=None):
+            super().__init__()
+            self.model, self.fn = model, fn
+
+        def build(self, x):
+            return self.fn(x) if self.fn is not None else self.model(x)
+
+    with pytest.raises(NotImplementedError, match=r"nn.Graph: input x is on placement .*"
+                                                  r"\(1, 1\): 2-D SBP is not supported yet"):
+        Fwd(fn=lambda x: x + 1)(flow.randn(5, 4, placement=pl2, sbp=bb))
+    nd = _Linear(pl).to_global(placement=pl2, sbp=bb)
+    with pytest.raises(NotImplementedError, match=r"nn.Graph: variable model.weight is on "
+                                                  r"placement .*2-D SBP is not supported yet"):
+        Fwd(nd)(flow.randn(5, 4))
+    x = flow.randn(5, 4, placement=pl, sbp=flow.sbp.split(0))
+    with pytest.raises(NotImplementedError, match="to_global: moving a global tensor from"):
+        Fwd(fn=lambda x: x.to_global(placement=pl2, sbp=bb))(x)
+    with pytest.raises(NotImplementedError, match="to_global with 2 sbp on placement"):
+        Fwd(fn=lambda x: x.to_global(sbp=bb))(x)
+
+
+@pytest.mark.timeout(60)
+def test_partial_max_in_a_graph_as_eagerly():
+    pl = flow.placement("cpu", ranks=[0])
+    xv = np.random.default_rng(5).standard_normal((6, 3))
+    x = flow.tensor(xv, placement=pl, sbp=flow.sbp.split(0))
+
+    class Max(nn.Graph):
+        def build(self, x):
+            m = x.amax(dim=0)
+            return m, m.to_global(sbp=flow.sbp.broadcast)
+
+    g = Max()
+    a, b = g(x)
+    assert a.sbp == x.amax(dim=0).sbp == (flow.sbp.partial_max,) and b.sbp == (flow.sbp.broadcast,)
+    np.testing.assert_array_equal(a.numpy(), xv.max(0))
+    np.testing.assert_array_equal(b.numpy(), xv.max(0))
+    box = [o for o in g.forward_job.ops if "boxing" in o.tags]
+    assert [o.op_type for o in box] == ["boxing_pm_to_b"]
+    assert box[0].tags["global"]["in"] == ("M",) and box[0].attrs["group"].startswith("graph")
+    assert [t.op_name for t in g.plan.tasks if t.kind == "collective"] == [box[0].name]

@@ -1,6 +1,6 @@
-"""Eager global tensors (placement, 1-D SBP, boxing, the eager-global interpreter): one-process
-checks here, several-process ones through ``mpiexec`` on the scripts in ``tests/distributed/``
-(each prints ``OK rank R``)."""
+"""Eager global tensors (placement, 1-D and 2-D SBP, boxing, moves between placements,
+partial_max, the eager-global interpreter): one-process checks here, several-process ones
+through ``mpiexec`` on the scripts in ``tests/distributed/`` (each prints ``OK rank R``)."""
 from __future__ import annotations
 
 import numpy as np
@@ -41,9 +41,28 @@ def test_one_process_global_tensor_round_trip():
     y.backward()
     np.testing.assert_array_equal(x.grad.numpy(), np.full((2, 3), 3.0))
     assert "sbp=(actorflow.sbp.split(dim=1),)" in repr(g)
-    with pytest.raises(ValueError, match="2-D SBP is not supported yet"):
-        flow.ones(2, placement=flow.placement("cpu", [[0]]),
-                  sbp=(flow.sbp.broadcast, flow.sbp.broadcast))
+    # a 2-D placement of one rank: every n-d layout holds the whole tensor
+    q = flow.placement("cpu", [[0]])
+    h = x.to_global(q, (flow.sbp.split(0), flow.sbp.partial_sum))
+    assert h.sbp == (flow.sbp.split(0), flow.sbp.partial_sum) and h.shape == (2, 3)
+    m = h.to_global(sbp=(flow.sbp.broadcast, flow.sbp.split(1))).mean(dim=1)
+    assert m.sbp == (flow.sbp.broadcast, flow.sbp.partial_sum)
+    np.testing.assert_allclose(m.numpy(), [1.0, 4.0])
+    np.testing.assert_array_equal(flow.ones(2, placement=q, sbp=(flow.sbp.broadcast,) * 2)
+                                  .numpy(), [1.0, 1.0])
+    with pytest.raises(ValueError, match="one per placement dim"):
+        flow.ones(2, placement=q, sbp=flow.sbp.broadcast)
+    # moving to another placement (here: another hierarchy of the same rank); the gradient
+    # moves back
+    x.grad = None
+    mv = x.to_global(p, flow.sbp.split(0)).to_global(
+        placement=q, sbp=(flow.sbp.split(1), flow.sbp.partial_sum))
+    assert mv.placement == q and mv.sbp == (flow.sbp.split(1), flow.sbp.partial_sum)
+    (mv * flow.tensor(np.arange(6.0).reshape(2, 3), placement=q,
+                      sbp=(flow.sbp.broadcast,) * 2)).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.arange(6.0).reshape(2, 3))
+    with pytest.raises(ValueError, match="needs sbp"):
+        g.to_global(placement=q)
     with pytest.raises(ValueError, match="mixes a local tensor"):
         g + x
     with pytest.raises(ValueError, match="needs both placement and sbp"):
@@ -65,6 +84,36 @@ def test_one_process_global_tensor_round_trip():
 @pytest.mark.parametrize("n", [2, 4])
 def test_boxing_on_several_ranks(n):
     code, secs, out = run_ranks(n, "global_boxing.py")
+    assert code == 0, out
+    for r in range(n):
+        assert f"OK rank {r}" in out, out
+
+
+@needs_mpi
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("n", [2, 4])
+def test_2d_sbp_boxing_and_ops_on_several_ranks(n):
+    code, secs, out = run_ranks(n, "global_nd.py", timeout=230)
+    assert code == 0, out
+    for r in range(n):
+        assert f"OK rank {r}" in out, out
+
+
+@needs_mpi
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("n", [2, 4])
+def test_moving_between_placements(n):
+    code, secs, out = run_ranks(n, "global_move.py")
+    assert code == 0, out
+    for r in range(n):
+        assert f"OK rank {r}" in out, out
+
+
+@needs_mpi
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("n", [2, 4])
+def test_partial_max(n):
+    code, secs, out = run_ranks(n, "global_pmax.py")
     assert code == 0, out
     for r in range(n):
         assert f"OK rank {r}" in out, out
@@ -108,3 +157,40 @@ def test_checkpoints_of_global_state(n, tmp_path):
     assert code == 0, out
     for r in range(n):
         assert f"OK rank {r}" in out, out
+
+
+def test_nd_box_plan_gathers_conflicting_inner_axes_first():
+    from actorflow.dispatch.nd_sbp import box_plan
+    S0, S1, B, P, M = ("S", 0), ("S", 1), ("B",), ("P",), ("M",)
+    # the inner axis splits the dim the outer change touches: gather it, change, re-split
+    assert box_plan((S0, S0), (B, S0)) == [(1, B), (0, B), (1, S0)]
+    assert box_plan((B, S0), (S0, S0)) == [(1, B), (0, S0), (1, S0)]
+    # other dims and broadcast inner axes commute with the change: one step
+    assert box_plan((S0, S1), (B, S1)) == [(0, B)]
+    assert box_plan((P, B), (S0, B)) == [(0, S0)]
+    assert box_plan((P, P), (B, P)) == [(0, B)]  # a sum of sums
+    # a max of sums is not a sum of maxima: the inner partial goes to broadcast first
+    assert box_plan((P, M), (M, P)) == [(1, B), (0, M), (1, P)]
+    assert box_plan((M, P), (B, B)) == [(1, B), (0, B)]
+    # freeing an axis can make an axis inside it conflict in turn
+    assert box_plan((M, P, M), (B, P, M)) == [(2, B), (1, B), (0, B), (1, P), (2, M)]
+    assert box_plan((S0, S1, S0), (S0, S1, S0)) == []
+
+
+def test_select_signature_is_a_function_of_the_call_metadata():
+    # what a graph compiler calls: no tensors, only shapes/dtypes, sbps, attrs and placement
+    from actorflow.dispatch.nd_sbp import select_signature
+    from actorflow.ops import registry
+    S0, S1, B, P = ("S", 0), ("S", 1), ("B",), ("P",)
+    f32 = flow.float32
+    sig = select_signature(registry.get("matmul"), [((4, 3), f32), ((3, 5), f32)],
+                           [(S0, B), (B, S1)], {}, flow.placement("cpu", [[0]]), 1)
+    assert sig.ins == ((S0, B), (B, S1)) and sig.outs == ((S0, S1),)
+    assert [s.outs for s in sig.levels((0, 0))] == [(S0,), (S1,)]
+    sig = select_signature(registry.get("sum"), [((4, 3), f32)], [(S0,)], {"dim": (0,)},
+                           flow.placement("cpu", [0]), 1)
+    assert sig.ins == ((S0,),) and sig.outs == ((P,),)
+    # an in-place call keeps the written tensor's layout
+    sig = select_signature(registry.get("relu"), [((4, 3), f32)], [(S1,)], {},
+                           flow.placement("cpu", [0]), 1, out_sbps=[(B,)])
+    assert sig.outs == ((B,),) and sig.ins == ((B,),)
