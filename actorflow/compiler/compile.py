@@ -13,7 +13,9 @@ System tasks, as in OneFlow's compiled jobs:
   of every task nobody else reads); because it also holds ``compute_start``'s register, the
   next iteration's compute starts only after this one's ended - which is what makes sharing
   memory between registers of one iteration safe;
-* ``callback_notify`` (the sink): tells the caller the iteration is complete.
+* ``callback_notify`` (the sink): tells the caller the iteration is complete;
+* ``collective`` (comm stream): an op calling an MPI collective (boxing), acted in a fixed
+  order (``compiler/collective.py``).
 
 Gradient accumulation's ``micro_unpack``/``micro_repeat``/``micro_acc``/``micro_pack`` ops become
 ``unpack``/``repeat``/``acc``/``pack`` tasks;
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from actorflow.compiler import collective
 from actorflow.compiler.memory import plan_memory
 from actorflow.compiler.plan import Plan, RegstDesc, TaskProto
 from actorflow.compiler.task_id import encode_task_id
@@ -121,6 +124,8 @@ def compile_job(job: Job, options: CompileOptions | None = None) -> Plan:
             time_shape = 1
         row = system_op(conf.op_type)
         kind, stream = (row.task_kind, row.stream) if row is not None else ("normal", "compute")
+        if row is None and collective.is_collective(conf.op_type):
+            kind, stream = collective.KIND, collective.STREAM
         attrs = dict(conf.attrs)
         if kind in ("unpack", "repeat", "acc", "pack"):
             attrs.setdefault("n", n)
@@ -169,6 +174,7 @@ def compile_job(job: Job, options: CompileOptions | None = None) -> Plan:
     b.produce(sink, [], 1)
 
     _check_sources(b.tasks)
+    collective.number_tasks(b.tasks)
     memory = plan_memory(b.tasks, b.regsts, share=opt.share_memory)
     io = {"source": source.task_id, "sink": sink.task_id,
           "inputs": {str(t.attrs["index"]): t.task_id for t in b.tasks if t.kind == "input"},

@@ -18,7 +18,7 @@ DEVICE_TYPES = {"cpu": 1, "cuda": 2}
 _DEVICE_NAMES = {v: k for k, v in DEVICE_TYPES.items()}
 
 # the streams a Plan uses: one thread each per (rank, device)
-STREAMS = {"compute": 0, "source": 1, "io": 2}
+STREAMS = {"compute": 0, "source": 1, "io": 2, "comm": 3}
 _STREAM_NAMES = {v: k for k, v in STREAMS.items()}
 
 

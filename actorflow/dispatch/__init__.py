@@ -12,6 +12,8 @@ the node produces). After whichever interpreter ran, ``apply`` records the autog
   the shards to an SBP signature of the op and run the eager-local path on them;
 * meta (``dispatch/meta.py``, chosen when an input or in-place output is on the meta device):
   inference only, meta tensors out.
+* lazy-global (``dispatch/lazy_global.py``, chosen when an input is global while a Graph
+  traces): append the boxing ops and the op on this rank's shards to the Job.
 
 The interpreter is chosen per call from the thread's scope (``actorflow.scope``), so the same
 functional code (user code, gradient rules, optimizer updates) runs in every mode.
@@ -21,8 +23,10 @@ from __future__ import annotations
 from actorflow.autograd import grad_mode
 from actorflow.dispatch.common import check_inplace, infer, record
 from actorflow.dispatch.eager import EagerInterpreter
+from actorflow.dispatch import lazy_global
 from actorflow.dispatch.global_tensor import GLOBAL, GlobalBlob, GlobalInterpreter
 from actorflow.dispatch.meta import META, MetaInterpreter
+from actorflow.dispatch.lazy_global import LazyGlobalBlob
 from actorflow.ops.registry import Meta, Op
 from actorflow.scope import current_interpreter, interpreter_scope, state as _scope_state
 from actorflow.tensor import DeviceMetaBlob, EagerBlob
@@ -41,11 +45,14 @@ def apply(op: Op, inputs: list, attrs: dict, out: list | None = None) -> list:
     interp = _scope_state.interpreter
     for t in inputs:
         kind = type(t._h)
-        if kind is GlobalBlob:
-            if interp is not None:
-                raise TypeError(f"{op.name}: global tensors can't be used while a Graph "
-                                f"traces (the distributed graph is not built yet)")
-            interp = GLOBAL
+        if kind is GlobalBlob or kind is LazyGlobalBlob:
+            if interp is not None:  # a Graph traces: the lazy-global interpreter
+                interp = lazy_global.interpreter_for(interp)
+            elif kind is LazyGlobalBlob:
+                raise RuntimeError(f"{op.name}: tensor {t._h.name} is a lazy tensor of an "
+                                   f"nn.Graph trace that has ended")
+            else:
+                interp = GLOBAL
             break
         if kind is DeviceMetaBlob and interp is None:
             interp = META

@@ -14,6 +14,8 @@ all-broadcast one (any op runs replicated), keeps those an in-place or mutating 
 picks the one that moves the fewest bytes, boxes the shards with the boxing ops, runs the
 eager-local interpreter on the shards (the same kernels) and wraps the outputs. Autograd records
 once, in ``dispatch.apply``, on the global tensors, so gradients of global tensors are global.
+The lazy-global interpreter (``actorflow.dispatch.lazy_global``, a Graph's trace) chooses with
+the same ``choose_signature`` and records boxing with the same ``record_boxing``.
 
 Boxing of a shard issues the boxing ops on the VM's communication worker; metadata the ranks
 must agree on at call time (shard sizes of ``to_global`` from local tensors, seeds of random
@@ -129,7 +131,13 @@ def _warn_no_rule(op) -> None:
                       f"(replicated: every rank computes the whole result)", stacklevel=2)
 
 
-def _choose(op, inputs: list, attrs: dict, out, metas: list, pl: placement) -> NdSig:
+def choose_signature(op, inputs: list, attrs: dict, out, metas: list,
+                     pl: placement) -> NdSig:
+    """The n-d SBP signature a call on global ``inputs`` on placement ``pl`` runs with (eager
+    or lazy: both global interpreters call it): of the op's rule (per hierarchy axis) and
+    all-broadcast, one that keeps in-place outputs' and mutated inputs' sbp and moves the
+    fewest bytes (``nd_sbp.select_signature``). ``inputs`` need ``_shape``, ``dtype``,
+    ``sbp`` and ``placement``."""
     if op.sbp_fn is None:
         _warn_no_rule(op)
     fixed = {}
@@ -158,7 +166,7 @@ class GlobalInterpreter:
         metas = infer(op, inputs, attrs)
         if op.random and attrs.get("seed") is None:
             attrs = dict(attrs, seed=agreed_seed())
-        sig = _choose(op, inputs, attrs, out, metas, pl)
+        sig = choose_signature(op, inputs, attrs, out, metas, pl)
         coords = coords_of(pl, world().rank)
         hier = pl.hierarchy
         saved = inputs
@@ -254,13 +262,22 @@ def box(t: Tensor, sbp, grad_sbp=None, copy: bool = False) -> Tensor:
     coords = coords_of(h.placement, world().rank)
     local = box_shard(h.local, src, dst, t._shape, h.placement, coords)
     out = wrap(local, h.placement, sbp, t._shape, t.dtype)
-    # (a boxing's gradient depends only on the sbp the gradient goes back to; S->P runs as
-    # S->B then B->P, its node is recorded as the all-gather)
+    record_boxing(t, out, src, dst, back)
+    return out
+
+
+def record_boxing(t: Tensor, out: Tensor, src: tuple, dst: tuple, back: tuple | None = None
+                  ) -> None:
+    """Record global (eager or lazy) ``t`` boxed from n-d ``src`` to ``dst`` (attr tuples) as
+    ``out`` for autograd: the 1-D boxing op's node, else ``boxing_nd`` (n-d, partial_max).
+    ``back``: the sbp the gradient is boxed to (default ``src``). (S->P runs as S->B then
+    B->P; its node is recorded as the all-gather: a boxing's gradient depends only on the sbp
+    the gradient goes back to.)"""
+    back = src if back is None else back
     if len(src) == 1 and (src[0][0], dst[0][0]) in _BOXING_OP:
         _record(_BOXING_OP[(src[0][0], dst[0][0])], [t], [out], {"in_sbp": back[0]})
     else:
         _record("boxing_nd", [t], [out], {"in_sbp": back})
-    return out
 
 
 _BOXING_OP = {("S", "S"): "boxing_s_to_s", ("S", "B"): "boxing_s_to_b",
@@ -389,4 +406,5 @@ def from_full(t: Tensor, placement_: placement, sbp) -> Tensor:
 
 
 __all__ = ["GlobalBlob", "GlobalInterpreter", "GLOBAL", "is_global", "wrap", "box", "to_local",
-           "from_local", "from_full", "move", "box_shard", "agreed_seed", "boxing"]
+           "from_local", "from_full", "move", "box_shard", "agreed_seed", "boxing",
+           "choose_signature", "record_boxing"]

@@ -18,7 +18,7 @@ from actorflow.autograd import grad_mode
 from actorflow.dispatch.common import check_inplace, infer
 from actorflow.dispatch.eager import old_identity as _eager_old_identity
 from actorflow.job.builder import JobBuilder
-from actorflow.job.job import BlobDesc, Job, OpConf
+from actorflow.job.job import BlobDesc, Job, OpConf, split_blob
 from actorflow.tensor import MetaBlob, Tensor
 
 class LazyValueError(RuntimeError):
@@ -70,6 +70,7 @@ class LazyInterpreter:
         self._var_blob: dict = {}        # id(eager tensor) -> blob of its variable op
         self._eager_of_lazy: dict = {}   # id(variable's lazy tensor) -> (lazy, eager tensor)
         self._free = 0
+        self._global = False  # whether a global tensor has been traced
         self.phase = "forward"
         self.registered_modules = None  # ids of modules the graph owns (None: don't check)
         self.namer = None  # optional: eager tensor -> (name, kind) for unregistered state
@@ -104,18 +105,27 @@ class LazyInterpreter:
         t = cls(job.name, graph_name=graph_name)
         t.builder = JobBuilder.over(job)
         t.namer = namer
+        t._global = any("global" in o.tags for o in job.ops)  # a distributed graph's Job
         for o in job.ops_of_type("variable"):
             eager = bindings.get(o.name)
             if eager is not None:
                 t.bindings[o.name] = eager
-                lazy = t.lazy_tensor(o.out(0), o.outputs[0])
+                lazy = t.tensor(o.out(0))
                 t._lazy_of_eager[id(eager)] = (eager, lazy)
                 t._var_blob[id(eager)] = o.out(0)
                 t._eager_of_lazy[id(lazy)] = (lazy, eager)
         return t
 
     def tensor(self, blob: str) -> Tensor:
-        """A lazy tensor reading ``blob`` of the Job."""
+        """A lazy tensor reading ``blob`` of the Job (a global lazy one when its producer is
+        tagged global: see ``actorflow.dispatch.lazy_global``)."""
+        if self._global:
+            # late: lazy_global builds on this module
+            from actorflow.dispatch.lazy_global import tensor_of_blob
+
+            g = tensor_of_blob(self, blob, self.builder.producer(blob))
+            if g is not None:
+                return g
         return self.lazy_tensor(blob, self.builder.desc(blob))
 
     # -- entering / leaving --------------------------------------------------------------------
@@ -152,18 +162,27 @@ class LazyInterpreter:
         """An input op for argument ``path`` (e.g. ``args[0]``), shaped like eager tensor t."""
         name = self.builder.unique_name(f"_input.{path}")
         desc = BlobDesc(tuple(t._shape), t.dtype)
-        self.builder.add_op(OpConf(name, "input", [], {"index": index, "path": path}, [desc],
-                                   tags={"phase": "forward"}))
-        lazy = self.lazy_tensor(f"{name}/0", desc)
+        conf = self.builder.add_op(OpConf(name, "input", [], {"index": index, "path": path},
+                                          [desc], tags={"phase": "forward"}))
+        if t.is_global:
+            lazy = self._trace_global(t, conf)
+        else:
+            lazy = self.lazy_tensor(f"{name}/0", desc)
         lazy.requires_grad = t.requires_grad and t.dtype.is_differentiable
         return lazy
 
     def add_output(self, index: int, path: str, t: Tensor) -> OpConf:
         """An output op returning ``t`` as output ``index`` (``path`` in build's result)."""
-        blob = self.lazy_of(t)._h.name
+        lazy = self.lazy_of(t)
+        blob = lazy._h.name
         name = self.builder.unique_name(f"_output.{path}")
+        tags = {"phase": "output"}
+        g = self.builder.producer(blob).tags.get("global")
+        if lazy.is_global and g is not None:  # returned as a global tensor of this layout
+            tags["global"] = dict(g, **{"in": (), "out": (g["out"][split_blob(blob)[1]],),
+                                        "logical": (tuple(lazy._shape),)})
         return self.builder.add_op(OpConf(name, "output", [blob], {"index": index, "path": path},
-                                          [self.builder.desc(blob)], tags={"phase": "output"}))
+                                          [self.builder.desc(blob)], tags=tags))
 
     def variable(self, t: Tensor) -> Tensor:
         """The lazy tensor standing for eager tensor ``t`` (a variable op, made on first use)."""
@@ -182,15 +201,26 @@ class LazyInterpreter:
             self._free += 1
         name = self.builder.unique_name(name)
         desc = BlobDesc(tuple(t._shape), t.dtype)
-        self.builder.add_op(OpConf(name, "variable", [], {"name": name, "kind": kind}, [desc],
-                                   tags={"phase": "state"}))
+        conf = self.builder.add_op(OpConf(name, "variable", [], {"name": name, "kind": kind},
+                                          [desc], tags={"phase": "state"}))
         self.bindings[name] = t
-        lazy = self.lazy_tensor(f"{name}/0", desc)
+        if t.is_global:
+            lazy = self._trace_global(t, conf)
+        else:
+            lazy = self.lazy_tensor(f"{name}/0", desc)
         lazy.requires_grad = t.requires_grad and t.dtype.is_differentiable
         self._lazy_of_eager[id(t)] = (t, lazy)
         self._var_blob[id(t)] = f"{name}/0"
         self._eager_of_lazy[id(lazy)] = (lazy, t)
         return lazy
+
+    def _trace_global(self, t: Tensor, conf: OpConf) -> Tensor:
+        """Global eager ``t`` read by ``conf`` (a variable or input op): this rank's shard."""
+        # late: lazy_global builds on this module
+        from actorflow.dispatch.lazy_global import trace_variable
+
+        self._global = True
+        return trace_variable(self, t, conf)
 
     def eager_of(self, t: Tensor) -> Tensor | None:
         """The eager state tensor that lazy tensor ``t`` stands for (a variable), or None."""
@@ -202,7 +232,7 @@ class LazyInterpreter:
         if not isinstance(t, Tensor):
             raise TypeError(f"nn.Graph: expected a Tensor, got {type(t).__name__}")
         h = t._h
-        if type(h) is LazyBlob:
+        if isinstance(h, LazyBlob):
             if h.tracer is not self:
                 raise RuntimeError(f"nn.Graph {self.graph_name!r}: tensor {h.name} belongs to "
                                    f"another graph's trace and can't be used in this one")

@@ -20,6 +20,10 @@ rule of axis 0 sees the logical tensors; for each of its signatures, the rule of
 the parts a group holds (shapes and attrs as the axis-0 signature's ``local`` gives them), and
 so on. A signature is kept only when every group admits it, so all ranks agree; each group then
 runs its own ``local``/``post`` functions.
+
+The boxing functions issue the boxing ops eagerly by default; given ``interp`` (a Graph's
+tracer, see ``actorflow.dispatch.lazy_global``) and ``extra`` attrs (the graph's communicator),
+they append the same ops to the Job being traced instead.
 """
 from __future__ import annotations
 
@@ -73,9 +77,12 @@ def nd_shard_shape(shape: tuple, sbp: tuple, hierarchy: tuple, coords: tuple) ->
 
 # ---- boxing -------------------------------------------------------------------------------------
 
-def box_op(name: str, local, attrs: dict, comm: bool):
-    """Run boxing op ``name`` on a shard (on the communication worker when it moves data)."""
+def box_op(name: str, local, attrs: dict, comm: bool, interp=None, extra: dict | None = None):
+    """Run boxing op ``name`` on a shard (on the communication worker when it moves data), or,
+    given ``interp`` (a Graph's tracer), add it with ``attrs`` and ``extra`` to the traced Job."""
     op = registry.get(name)
+    if interp is not None:
+        return interp.apply(op, [local], dict(attrs, **(extra or {})), None, False)[0][0]
     if comm:
         vm.push_worker(vm.pool().comm)
     try:
@@ -85,45 +92,53 @@ def box_op(name: str, local, attrs: dict, comm: bool):
             vm.pop_worker()
 
 
-def box_1d(local, src: tuple, dst: tuple, shape: tuple, ranks: tuple, idx: int):
+def box_1d(local, src: tuple, dst: tuple, shape: tuple, ranks: tuple, idx: int, interp=None,
+           extra: dict | None = None):
     """The shard of rank ``idx`` of ``ranks`` of a tensor of ``shape`` laid out over them as
-    1-D ``src``, re-laid out as ``dst`` through the boxing ops; ``local`` when they are equal."""
+    1-D ``src``, re-laid out as ``dst`` through the boxing ops; ``local`` when they are equal.
+    ``interp``/``extra``: see ``box_op``."""
     if src == dst or local is None:
         return local
     base = {"shape": tuple(shape), "ranks": tuple(ranks), "index": idx}
+
+    def run(name: str, x, attrs: dict, comm: bool):
+        return box_op(name, x, attrs, comm, interp, extra)
+
     if dst == M:  # every rank holding the values is a partial max of them
-        return local if src == B else box_1d(local, src, B, shape, ranks, idx)
+        return local if src == B else box_1d(local, src, B, shape, ranks, idx, interp, extra)
     if src == M:
-        full = box_op("boxing_pm_to_b", local, base, True)
-        return box_1d(full, B, dst, shape, ranks, idx)
+        full = run("boxing_pm_to_b", local, base, True)
+        return box_1d(full, B, dst, shape, ranks, idx, interp, extra)
     s, d = src[0], dst[0]
     if s == "S" and d == "S":
-        return box_op("boxing_s_to_s", local, dict(base, in_dim=src[1], out_dim=dst[1]), True)
+        return run("boxing_s_to_s", local, dict(base, in_dim=src[1], out_dim=dst[1]), True)
     if s == "S" and d == "B":
-        return box_op("boxing_s_to_b", local, dict(base, in_dim=src[1]), True)
+        return run("boxing_s_to_b", local, dict(base, in_dim=src[1]), True)
     if s == "S" and d == "P":
-        full = box_op("boxing_s_to_b", local, dict(base, in_dim=src[1]), True)
-        return box_op("boxing_b_to_p", full, base, False)
+        full = run("boxing_s_to_b", local, dict(base, in_dim=src[1]), True)
+        return run("boxing_b_to_p", full, base, False)
     if s == "P" and d == "B":
-        return box_op("boxing_p_to_b", local, base, True)
+        return run("boxing_p_to_b", local, base, True)
     if s == "P" and d == "S":
-        return box_op("boxing_p_to_s", local, dict(base, out_dim=dst[1]), True)
+        return run("boxing_p_to_s", local, dict(base, out_dim=dst[1]), True)
     if s == "B" and d == "S":
-        return box_op("boxing_b_to_s", local, dict(base, out_dim=dst[1]), False)
-    return box_op("boxing_b_to_p", local, base, False)  # B -> P
+        return run("boxing_b_to_s", local, dict(base, out_dim=dst[1]), False)
+    return run("boxing_b_to_p", local, base, False)  # B -> P
 
 
 def box_axis(local, cur: tuple, axis: int, dst: tuple, shape: tuple, pl: placement,
-             coords: tuple):
+             coords: tuple, interp=None, extra: dict | None = None):
     """Box axis ``axis`` of a shard laid out as n-d ``cur`` to 1-D ``dst`` on the group along
-    that axis (the caller makes sure no inner axis conflicts)."""
+    that axis (the caller makes sure no inner axis conflicts). ``interp``/``extra``: see
+    ``box_op``."""
     if cur[axis] == dst or local is None:
         return local
     hier = pl.hierarchy
     if hier[axis] == 1:
         return local  # a group of one: every 1-D boxing keeps the values
     part = nd_shard_shape(shape, cur[:axis] + (B,) + cur[axis + 1:], hier, coords)
-    return box_1d(local, cur[axis], dst, part, group_ranks(pl, coords, axis), coords[axis])
+    return box_1d(local, cur[axis], dst, part, group_ranks(pl, coords, axis), coords[axis],
+                  interp, extra)
 
 
 def _touched(a: tuple, b: tuple) -> set:
@@ -163,16 +178,18 @@ def box_plan(src: tuple, dst: tuple) -> list:
     return steps
 
 
-def box_shard(local, src: tuple, dst: tuple, shape: tuple, pl: placement, coords: tuple):
+def box_shard(local, src: tuple, dst: tuple, shape: tuple, pl: placement, coords: tuple,
+              interp=None, extra: dict | None = None):
     """This rank's shard (at ``coords``) of a logical tensor of ``shape`` laid out as n-d
-    ``src``, re-laid out as n-d ``dst``; ``local`` itself when they are equal."""
+    ``src``, re-laid out as n-d ``dst``; ``local`` itself when they are equal.
+    ``interp``/``extra``: see ``box_op``."""
     if src == dst or local is None:
         return local
     if len(src) == 1:
-        return box_1d(local, src[0], dst[0], shape, pl.flat_ranks, coords[0])
+        return box_1d(local, src[0], dst[0], shape, pl.flat_ranks, coords[0], interp, extra)
     cur = tuple(src)
     for axis, to in box_plan(src, dst):
-        local = box_axis(local, cur, axis, to, shape, pl, coords)
+        local = box_axis(local, cur, axis, to, shape, pl, coords, interp, extra)
         cur = cur[:axis] + (to,) + cur[axis + 1:]
     return local
 

@@ -10,14 +10,21 @@ from actorflow.distributed.world import world
 _groups: dict = {}
 
 
-def comm_for(ranks: tuple):
+def comm_for(ranks: tuple, key: str | None = None):
     """The communicator of ``ranks`` (in that order), or None in a world of one. Call it on
     the communication worker of a rank in ``ranks`` (making one is collective over them, and
-    the worker runs in the same order on every rank)."""
+    the worker runs in the same order on every rank). ``key``: a communicator that
+    ``make_group(ranks, key)`` made (a graph's own)."""
     w = world()
     if w.comm is None:
         return None
     ranks = tuple(ranks)
+    if key is not None:
+        c = _groups.get((ranks, key))
+        if c is None:
+            raise RuntimeError(f"no communicator {key!r} for ranks {list(ranks)} was made on "
+                               f"this rank")
+        return c
     if ranks == tuple(range(w.size)):
         return w.comm
     c = _groups.get(ranks)
@@ -27,6 +34,19 @@ def comm_for(ranks: tuple):
             c = w.comm.Create_group(group)
         _groups[ranks] = c
     return c
+
+
+def make_group(ranks: tuple, key: str) -> None:
+    """Make communicator ``key`` of ``ranks`` (once) from the control communicator: called on
+    the caller's thread, by every rank of ``ranks`` in the same program order (a graph's
+    trace), so it never interleaves with the communication worker's collectives."""
+    c = control()
+    ranks = tuple(ranks)
+    if c is None or (ranks, key) in _groups:
+        return
+    group = c.Get_group().Incl(list(ranks))
+    with watchdog.guarded("make a communicator", f"{key} ranks {list(ranks)}"):
+        _groups[(ranks, key)] = c.Create_group(group)
 
 
 def control():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from actorflow.dispatch import global_meta as meta
 from actorflow.dispatch import global_tensor as gt
+from actorflow.dispatch import lazy_global
 from actorflow.framework.placement import as_sbp_tuple
 from actorflow.functional.elementwise import clone
 from actorflow.tensor import Tensor, register_tensor_methods
@@ -28,9 +29,18 @@ def to_global(x: Tensor, placement=None, sbp=None, *, grad_sbp=None, check_meta=
     """
     if not isinstance(x, Tensor):
         raise TypeError(f"to_global: expected a Tensor, got {type(x).__name__}")
+    if lazy_global.is_lazy_global(x):  # inside nn.Graph build: boxing ops into the Job
+        if placement is not None and placement != x.placement:
+            raise NotImplementedError(f"nn.Graph: to_global: moving a global tensor from "
+                                      f"{x.placement} to {placement} is not supported yet in "
+                                      f"a graph (same placement only)")
+        if grad_sbp is not None or copy:
+            raise NotImplementedError("nn.Graph: to_global(grad_sbp=..., copy=True) is not "
+                                      "supported yet inside build()")
+        return lazy_global.box(x, x.sbp if sbp is None else sbp)
     if x.is_lazy:
-        raise TypeError("to_global: global tensors can't be made while a Graph traces (the "
-                        "distributed graph is not built yet)")
+        raise TypeError("to_global: a local tensor can't be made global inside nn.Graph "
+                        "build() yet; make the graph's inputs and parameters global instead")
     if gt.is_global(x):
         if placement is not None and placement != x.placement:
             if grad_sbp is not None:
@@ -59,6 +69,8 @@ def to_global(x: Tensor, placement=None, sbp=None, *, grad_sbp=None, check_meta=
 def to_local(x: Tensor, *, copy: bool = False) -> Tensor:
     """This rank's shard of global ``x`` (an alias, differentiable; a copy with ``copy``);
     a local ``x`` itself."""
+    if lazy_global.is_lazy_global(x):
+        raise NotImplementedError("to_local: not supported inside nn.Graph build() yet")
     if not gt.is_global(x):
         return clone(x) if copy else x
     out = gt.to_local(x)
@@ -67,16 +79,16 @@ def to_local(x: Tensor, *, copy: bool = False) -> Tensor:
 
 def _placement(self):
     """The placement of a global tensor (None for a local one)."""
-    return self._h.placement if gt.is_global(self) else None
+    return self._h.placement if self.is_global else None
 
 
 def _sbp(self):
     """The SBP tuple of a global tensor (None for a local one)."""
-    return self._h.sbp if gt.is_global(self) else None
+    return self._h.sbp if self.is_global else None
 
 
 def _is_local(self) -> bool:
-    return not gt.is_global(self)
+    return not self.is_global
 
 
 register_tensor_methods({"to_global": to_global, "to_local": to_local,

@@ -72,6 +72,10 @@ class JobBuilder:
         """Note that op ``op_name`` (already in the Job) now also reads ``blob``."""
         self._readers.setdefault(blob, []).append(op_name)
 
+    def producer(self, blob: str) -> OpConf:
+        """The op that produces ``blob``."""
+        return self._ops[split_blob(blob)[0]]
+
     def desc(self, blob: str) -> BlobDesc:
         """The description of ``blob``."""
         name, idx = split_blob(blob)

@@ -9,8 +9,8 @@ def _q(s: str) -> str:
 
 
 def job_to_dot(job: Job) -> str:
-    """Ops as nodes (clustered by module scope), blobs as edges labelled with shape and dtype,
-    control edges dashed."""
+    """Ops as nodes (clustered by module scope; an op of a distributed graph shows its placement
+    and sbp), blobs as edges labelled with shape and dtype, control edges dashed."""
     lines = [f"digraph {_q(job.name)} {{", "  rankdir=TB;",
              '  node [shape=box, fontsize=10, fontname="Helvetica"];',
              "  edge [fontsize=8];"]
@@ -25,6 +25,10 @@ def job_to_dot(job: Job) -> str:
             indent = "    "
         for o in ops:
             label = f"{o.name}\\n{o.op_type}"
+            g = o.tags.get("global")
+            if g is not None:  # a distributed graph's op: placement and sbp in -> out
+                label += (f"\\n{g['placement']} {','.join(g['in'])}"
+                          f"{' -> ' if g['in'] else ''}{','.join(g['out'])}")
             row = system_op(o.op_type)
             shape = row.dot_shape if row is not None else "box"
             lines.append(f"{indent}{_q(o.name)} [label={_q(label)}, shape={shape}];")

@@ -203,11 +203,14 @@ class Job:
         return f"<Job {self.name!r}: {len(self.ops)} ops>"
 
     def summary(self) -> str:
-        """One line per op: name, type, inputs -> output shapes."""
+        """One line per op: name, type, inputs -> output shapes (and placement and sbp)."""
         lines = [f"Job {self.name} ({len(self.ops)} ops)"]
         for o in self.ops:
             outs = ", ".join(f"{tuple(b.shape)}:{b.dtype.name}" for b in o.outputs)
-            lines.append(f"  {o.name} = {o.op_type}({', '.join(o.inputs)}) -> [{outs}]")
+            g = o.tags.get("global")  # a distributed graph's op: placement, sbp in -> out
+            where = "" if g is None else \
+                f" @ {g['placement']} {','.join(g['in'])}->{','.join(g['out'])}"
+            lines.append(f"  {o.name} = {o.op_type}({', '.join(o.inputs)}) -> [{outs}]{where}")
         return "\n".join(lines)
 
 

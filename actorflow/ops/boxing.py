@@ -7,8 +7,10 @@ same logical tensor under another SBP. Attrs: ``shape`` (the logical shape), ``r
 placement's ranks, flattened), ``index`` (this rank's position among them) and the split dims
 (``in_dim``, ``out_dim``). Splits are uneven as ``numpy.array_split``: along a dim of size
 ``s`` over ``n`` ranks, the first ``s % n`` ranks hold one entry more. The kernels that move
-data call MPI through the placement's communicator (``actorflow.distributed.groups``); they
-run on the VM's communication worker, in issue order on every rank. The gradient of a boxing
+data call MPI through the placement's communicator (``actorflow.distributed.groups``; attr
+``group`` names a graph's own) and have the trait ``collective`` (a compiled graph runs them
+in a fixed order); eagerly they run on the VM's communication worker, in issue order on every
+rank. The gradient of a boxing
 is the gradient boxed back to the input's SBP (``F.to_global``), so it is exact.
 
 An SBP rule (``@op.sbp``) is ``fn(inputs, attrs) -> iterable of signatures``: ``inputs`` are the
@@ -76,7 +78,7 @@ def _piece(x: np.ndarray, dim: int, n: int, i: int) -> np.ndarray:
 def _comm(attrs: dict):
     # late: communicators belong to the distributed layer, above the ops
     from actorflow.distributed import groups
-    return groups.comm_for(attrs["ranks"])
+    return groups.comm_for(attrs["ranks"], attrs.get("group"))
 
 
 def _guard(name: str, x: np.ndarray):
@@ -116,8 +118,8 @@ def _sum(parts: list, out: np.ndarray) -> None:
     out[...] = acc
 
 
-def _boxing(name: str, doc: str, dst: str, kernel) -> None:
-    op = register(name, doc=doc)
+def _boxing(name: str, doc: str, dst: str, kernel, collective: bool = True) -> None:
+    op = register(name, doc=doc, collective=collective)
 
     @op.infer
     def _(inputs, attrs):
@@ -197,9 +199,9 @@ _boxing("boxing_pm_to_b", "partial_max -> broadcast: all-reduce max (NaN wins, a
         "B", _pm_to_b)
 _boxing("boxing_p_to_s", "partial_sum -> split(out_dim): reduce-scatter.", "S", _p_to_s)
 _boxing("boxing_b_to_s", "broadcast -> split(out_dim): this rank's slice, no transfer.", "S",
-        _b_to_s)
+        _b_to_s, False)
 _boxing("boxing_b_to_p", "broadcast -> partial_sum: the first rank keeps the values, the others "
-        "hold zeros.", "P", _b_to_p)
+        "hold zeros.", "P", _b_to_p, False)
 _boxing("boxing_s_to_s", "split(in_dim) -> split(out_dim): all-to-all.", "S", _s_to_s)
 
 # ---- between placements -------------------------------------------------------------------------
@@ -212,7 +214,8 @@ boxing_move = register(
         "the others); output: the whole logical tensor. Attrs: shape, ranks (the source's "
         "ranks, then the target's others; the first is the root), index (this rank's "
         "position), in_ranks/in_hierarchy/in_sbp (the source placement and n-d SBP, for the "
-        "gradient, which moves back).")
+        "gradient, which moves back).",
+    collective=True)
 
 
 @boxing_move.infer

@@ -2,8 +2,9 @@
 ``runtime.py``), and ``RuntimeExecutor``, the graph executor built on them."""
 from actorflow.runtime.actors import ActorError
 from actorflow.runtime.buffer import Buffer, BufferStatus
+from actorflow.runtime.collective import CollectiveActor
 from actorflow.runtime.launcher import RuntimeExecutor
 from actorflow.runtime.runtime import Runtime, RuntimeAborted
 
 __all__ = ["Runtime", "RuntimeExecutor", "RuntimeAborted", "Buffer", "BufferStatus",
-           "ActorError"]
+           "ActorError", "CollectiveActor"]

@@ -156,9 +156,18 @@ def call_structure(structure, names: list, var_args: str | None) -> tuple:
 
 def signature(structure, tensors: list) -> tuple:
     """What must match for a compiled graph to be reused: the structure (with its constants)
-    and every tensor's shape, dtype, device and requires_grad."""
-    return (structure, tuple((t._shape, t.dtype.name, str(t.device), t.requires_grad)
+    and every tensor's shape, dtype, device (a global tensor's placement and sbp: each rank's
+    Job holds its shards) and requires_grad."""
+    return (structure, tuple((t._shape, t.dtype.name, _where(t), t.requires_grad)
                              for t in tensors))
+
+
+def _where(t) -> str:
+    if t.is_global:
+        h = t._h
+        return (f"{h.placement.type}:{','.join(map(str, h.placement.flat_ranks))} "
+                f"{','.join(str(s.attr()) for s in h.sbp)}")
+    return str(t.device)
 
 
 def describe_difference(old: tuple, new: tuple, old_named: list | None = None,

@@ -14,7 +14,12 @@ import numpy as np
 
 from actorflow import vm
 from actorflow.compiler import CompileOptions, compile_job
+from actorflow.dispatch.global_tensor import wrap
+from actorflow.dispatch.lazy_global import output_global, physical
+from actorflow.distributed import groups
+from actorflow.distributed.world import world
 from actorflow.errors import KernelError
+from actorflow.framework.placement import SbpParallel
 from actorflow.job.executor import Executor, ReferenceExecutor
 from actorflow.job.schedule import draw_seeds, seed_draw_order
 from actorflow.job.system_ops import system_op
@@ -34,13 +39,20 @@ class CompiledGraph:
         self.forward_job = forward_job
         self.full_job = full_job
         self.bindings = bindings
+        # what this rank's executor reads: a global tensor's shard (each rank runs its own Job)
+        self.run_bindings = {k: physical(v) for k, v in bindings.items()}
+        self.out_globals = [output_global(o) for o in full_job.outputs]
         self.out_structure = out_structure
         self.pass_log = pass_log
         self.named_args = named_args or []
         self.input_paths = input_paths or []
         self.executor = make_executor(full_job, buffer_size)
-        self.state_access = state_access(full_job, bindings)
+        self.state_access = state_access(full_job, self.run_bindings)
         self._seed_order = seed_draw_order(full_job)
+        # a distributed Job's random ops run on every rank with rank 0's seeds (as eager-global
+        # ops do), so broadcast values agree
+        self._agree_seeds = world().size > 1 and any(self._seed_order.values()) and any(
+            "global" in o.tags for o in full_job.ops)
         self.out_descs = [o.outputs[0] for o in full_job.outputs]
         # The output registers (OneFlow's outputs buffer): each slot holds one call's outputs.
         self.output_buffer = [tuple(Tensor._wrap(np.empty(d.shape, d.dtype.np), d.dtype)
@@ -57,7 +69,7 @@ class CompiledGraph:
         if self.executor.plan is not None:
             return self.executor.plan
         if self._plan is None:
-            self._plan = compile_job(self.full_job)
+            self._plan = compile_job(self.full_job, CompileOptions(rank=world().rank))
         return self._plan
 
     def launch(self, inputs: list, lr: dict, name: str) -> list:
@@ -75,7 +87,10 @@ class CompiledGraph:
         blobs = [EagerBlob(np.empty(d.shape, d.dtype.np)) for d in self.out_descs]
         executor = self.executor
         seeds = draw_seeds(self.full_job, self._seed_order)
-        bindings = self.bindings
+        if self._agree_seeds:  # on the caller's thread, in program order on every rank
+            seeds = groups.bcast_object(seeds, 0, f"{name} seeds")
+        bindings = self.run_bindings
+        inputs = [physical(t) for t in inputs]
 
         def run(finish) -> None:
             arrays = []
@@ -103,6 +118,17 @@ class CompiledGraph:
         self.last_call = vm.launch(run, reads=[*inputs, *read], writes=written, creates=blobs,
                                    name=f"{name}-call", deferred=True, chain=self)
         return blobs
+
+    def outputs(self, blobs: list) -> list:
+        """The call's output tensors over ``blobs``: global ones (this rank's shard) where the
+        traced output was global."""
+        out = []
+        for b, d, g in zip(blobs, self.out_descs, self.out_globals):
+            t = Tensor._from_handle(b, tuple(d.shape), d.dtype)
+            if g is not None:
+                t = wrap(t, g[0], (SbpParallel.from_attr(g[1]),), g[2], d.dtype)
+            out.append(t)
+        return out
 
     def close(self) -> None:
         """Wait for the calls in flight, then shut down the executor (its threads are joined).
@@ -136,7 +162,8 @@ def make_executor(job, buffer_size: int = 2) -> Executor:
     (OneFlow's name for the op-by-op mode) the reference executor."""
     if os.environ.get("ACTORFLOW_RUN_GRAPH_BY_VM", "0") not in ("", "0"):
         return ReferenceExecutor(job)
-    return RuntimeExecutor(job, CompileOptions(source_regst_num=buffer_size))
+    return RuntimeExecutor(job, CompileOptions(source_regst_num=buffer_size,
+                                               rank=world().rank))
 
 
 def state_access(job, bindings: dict) -> tuple:

@@ -20,6 +20,7 @@ from collections import OrderedDict
 import numpy as np
 
 from actorflow.dispatch.lazy import LazyInterpreter
+from actorflow.dispatch.lazy_global import physical
 from actorflow.framework import dtype as dt
 from actorflow.nn.graph import args_tree
 from actorflow.nn.graph.args_tree import GraphArgumentError
@@ -358,6 +359,7 @@ class Graph:
                 if now is not bound:
                     return f"{kind} {name} was replaced by another tensor"
             desc = o.outputs[0]
+            bound = physical(bound)  # a global tensor's shard is what the Job holds
             if bound is not None and (tuple(bound._shape) != tuple(desc.shape)
                                       or bound.dtype is not desc.dtype):
                 return (f"{kind} {name} changed from {tuple(desc.shape)} {desc.dtype} to "
@@ -429,8 +431,7 @@ class Graph:
         for entry in self._optimizers:  # the lr tensors show the latest values (direct
             entry.refresh_lr()          # executor use); a call itself gets a snapshot
         blobs = compiled.launch(inputs, self._lr_snapshot(), self._name)
-        tensors = [Tensor._from_handle(b, tuple(d.shape), d.dtype)
-                   for b, d in zip(blobs, compiled.out_descs)]
+        tensors = compiled.outputs(blobs)
         compiled.output_buffer[compiled.next_buffer] = tuple(
             Tensor._from_handle(b, tuple(d.shape), d.dtype)
             for b, d in zip(blobs, compiled.out_descs))

@@ -3,6 +3,7 @@ module's input/output shapes, parameters, buffers and ops, in the layout OneFlow
 and the ``graph.debug(v)`` compile messages."""
 from __future__ import annotations
 
+from actorflow.dispatch.lazy_global import boxing_report
 from actorflow.nn.graph import args_tree
 from actorflow.nn.module import Module
 
@@ -120,7 +121,9 @@ def _module_lines(proxy, by_scope: dict, indent: str, lines: list, shown: set) -
 def describe_inputs(compiled) -> str:
     """``x: (8, 3) float32, y: (8,) int64`` for a compiled signature."""
     tsig = compiled.signature[0][1]
-    parts = [f"{p}: {tuple(s[0])} {s[1]}" for p, s in zip(compiled.input_paths, tsig)]
+    # (a global input's "device" is its placement and sbp)
+    parts = [f"{p}: {tuple(s[0])} {s[1]}" + (f" on {s[2]}" if " " in s[2] else "")
+             for p, s in zip(compiled.input_paths, tsig)]
     consts = _constants(compiled.named_args)
     if consts:
         parts.append("constants " + ", ".join(consts))
@@ -145,6 +148,8 @@ def debug_compile(graph, compiled, reason: str, trace_s: float, passes_s: float,
           f"{len(graph._cache)}/{graph.config.cache_size}")
     for old in evicted:
         print(f"[{graph.name}] cache full: dropped the graph for inputs {describe_inputs(old)}")
+    for line in boxing_report(fj):  # a distributed graph: each boxing it inserted, and why
+        print(f"[{graph.name}]   boxing {line}")
 
 
 def _names(names: list, ops: dict) -> str:

@@ -1,0 +1,329 @@
+"""The lazy-global interpreter: op calls on global tensors while ``nn.Graph`` traces ``build``.
+
+A *global lazy tensor* has the logical shape and dtype of a global tensor, its placement and
+sbp, and a handle (``LazyGlobalBlob``) naming the blob of the Job that holds this rank's shard:
+each rank traces its own physical Job. ``dispatch.apply`` hands a call to this interpreter when
+an input is global (an eager global tensor - a parameter - or a global lazy one) and a Graph is
+tracing. Per call it
+
+* chooses the SBP signature with the eager-global interpreter's function
+  (``global_tensor.choose_signature``, over ``nd_sbp.select_signature``: the op's ``@op.sbp``
+  rule plus all-broadcast, the one that moves the fewest bytes; a mutated input keeps its
+  sbp), so a ``to_global(sbp=...)`` in build and the parameters' sbp steer it as in eager mode;
+* appends the boxing ops the inputs need (``nd_sbp.box_shard`` given the tracer as its
+  interpreter: the registered boxing ops, as explicit OpConfs tagged ``boxing`` with their
+  bytes and reason);
+* appends the op itself on the shards (shapes of this rank's shards, the signature's local
+  attrs and post-processing, ``nd_sbp.run_levels``) and tags it ``global``: placement, sbp of
+  every input and output, logical output shapes (``global_tags``);
+* returns global lazy tensors. Autograd records on them, so gradient rules run through this
+  interpreter too (a boxing's gradient boxes back), and an optimizer update on a broadcast
+  parameter forces its partial-sum gradient to be all-reduced: data parallelism needs no DDP.
+
+Local tensors meeting global ones in a graph (learning rates, constants) count as broadcast.
+Graphs support 1-D placements only: a variable, input, op or ``to_global`` on an n-d placement,
+or a move between placements, raises an error naming it and the placement.
+The boxing ops of one traced Job use their own communicator (attr ``group``, made on the
+tracing thread when the Job first needs it), so a graph's collectives never interleave with
+eager collectives or another graph's.
+"""
+from __future__ import annotations
+
+import itertools
+
+from actorflow import scope
+from actorflow.autograd import grad_mode
+from actorflow.dispatch import global_tensor as gt
+from actorflow.dispatch.common import infer
+from actorflow.dispatch.lazy import LazyBlob
+from actorflow.dispatch.nd_sbp import box_shard, coords_of, nd_attrs, nd_shard_shape, run_levels
+from actorflow.distributed import groups
+from actorflow.distributed.world import world
+from actorflow.framework.placement import SbpParallel, as_sbp_tuple, placement
+from actorflow.job.job import BlobDesc, split_blob
+from actorflow.job.system_ops import is_system_op
+from actorflow.ops import registry
+from actorflow.ops.boxing import B
+from actorflow.tensor import Tensor
+
+_group_ids = itertools.count()
+
+
+class LazyGlobalBlob(LazyBlob):
+    """Handle of a global lazy tensor: blob ``name`` (this rank's shard) of the Job ``tracer``
+    traces, with the tensor's placement and sbp."""
+
+    __slots__ = ("placement", "sbp")
+    is_global = True
+
+    def __init__(self, tracer, name: str, placement_: placement, sbp: tuple):
+        super().__init__(tracer, name)
+        self.placement, self.sbp = placement_, sbp
+
+    def describe(self) -> str:
+        return f"lazy global blob {self.name!r} on {self.placement}, sbp={self.sbp}"
+
+
+def is_lazy_global(t) -> bool:
+    """Whether ``t`` is a global lazy tensor."""
+    return type(getattr(t, "_h", None)) is LazyGlobalBlob
+
+
+def physical(t):
+    """What runs on this rank for tensor ``t``: a global tensor's shard, else ``t``."""
+    h = getattr(t, "_h", None)
+    return h.local if type(h) is gt.GlobalBlob else t
+
+
+# ---- the Job's record of placement and sbp ------------------------------------------------------
+
+def sbp_str(attr: tuple) -> str:
+    """``"S(0)"``, ``"B"``, ``"P"`` or ``"M"`` for a (1-D) SBP attr tuple."""
+    return f"S({attr[1]})" if attr[0] == "S" else attr[0]
+
+
+def sbp_attr(s: str) -> tuple:
+    """Inverse of ``sbp_str``."""
+    return ("S", int(s[2:-1])) if s.startswith("S(") else (s,)
+
+
+def global_tags(pl: placement, ins: tuple, outs: tuple, logical: list) -> dict:
+    """The ``global`` tag of an OpConf: placement, sbp per input and output (n-d attr tuples
+    of a 1-D placement), logical shapes."""
+    return {"placement": f"{pl.type}:{','.join(str(r) for r in pl.flat_ranks)}",
+            "in": tuple(sbp_str(s[0]) for s in ins), "out": tuple(sbp_str(s[0]) for s in outs),
+            "logical": tuple(tuple(int(d) for d in s) for s in logical)}
+
+
+def placement_of_tag(text: str) -> placement:
+    """The placement a ``global`` tag names (``"cpu:0,1"``)."""
+    kind, ranks = text.split(":")
+    return placement(kind, [int(r) for r in ranks.split(",")])
+
+
+def output_global(conf, i: int = 0):
+    """``(placement, sbp attr, logical shape)`` of output ``i`` of ``conf``, or None for a local
+    op."""
+    g = conf.tags.get("global")
+    if g is None:
+        return None
+    return placement_of_tag(g["placement"]), sbp_attr(g["out"][i]), tuple(g["logical"][i])
+
+
+def global_lazy(tracer, blob: str, pl: placement, sbp: tuple, logical: tuple,
+                dtype) -> Tensor:
+    """A global lazy tensor of ``tracer`` over shard ``blob``, laid out as n-d ``sbp`` (attr
+    tuples)."""
+    h = LazyGlobalBlob(tracer, blob, pl, tuple(SbpParallel.from_attr(a) for a in sbp))
+    return Tensor._from_handle(h, tuple(logical), dtype)
+
+
+def check_1d(what: str, pl: placement) -> None:
+    """Graphs support 1-D placements only: raise naming ``what`` (the op or variable) and
+    ``pl`` otherwise."""
+    if len(pl.hierarchy) != 1:
+        raise NotImplementedError(f"nn.Graph: {what} is on placement {pl} of hierarchy "
+                                  f"{pl.hierarchy}: 2-D SBP is not supported yet in a graph "
+                                  f"(use a 1-D list of ranks, or run it eagerly)")
+
+
+# ---- entry points of the tracer (``actorflow.dispatch.lazy``) ------------------------------------
+
+def trace_variable(tracer, t: Tensor, conf) -> Tensor:
+    """Global eager ``t`` as a variable op: ``conf`` (made by the tracer) gets this rank's shard
+    shape and the ``global`` tag; returns the global lazy tensor standing for ``t``."""
+    h = t._h
+    what = conf.attrs.get("name") or conf.attrs.get("path")
+    check_1d(f"{conf.op_type} {what}", h.placement)
+    if h.local is None:
+        raise ValueError(f"nn.Graph: {conf.op_type} {what} is placed on {h.placement}, which "
+                         f"leaves out rank {world().rank}; a distributed graph runs on ranks "
+                         f"that every global tensor of it is placed on")
+    local = h.local
+    conf.outputs[0] = BlobDesc(tuple(local._shape), local.dtype)
+    conf.tags["global"] = global_tags(h.placement, (), (nd_attrs(h.sbp),), [t._shape])
+    return global_lazy(tracer, conf.out(0), h.placement, nd_attrs(h.sbp), t._shape, t.dtype)
+
+
+def tensor_of_blob(tracer, blob: str, producer) -> Tensor | None:
+    """The global lazy tensor of ``blob`` when its producer is tagged global, else None."""
+    g = output_global(producer, split_blob(blob)[1])
+    if g is None:
+        return None
+    return global_lazy(tracer, blob, g[0], (g[1],), g[2], tracer.builder.desc(blob).dtype)
+
+
+def _shard(tracer, blob: str) -> Tensor:
+    """A local lazy tensor over shard ``blob`` (what the op runs on)."""
+    return tracer.lazy_tensor(blob, tracer.builder.desc(blob))
+
+
+def interpreter_for(tracer) -> "LazyGlobalInterpreter":
+    """The lazy-global interpreter of ``tracer`` (one per tracer)."""
+    interp = tracer.__dict__.get("_global_interp")
+    if interp is None:
+        interp = tracer.__dict__["_global_interp"] = LazyGlobalInterpreter(tracer)
+        tracer._global = True
+    return interp
+
+
+def box(t: Tensor, sbp) -> Tensor:
+    """Global lazy ``t`` re-laid out as ``sbp`` (``to_global`` inside build; differentiable)."""
+    h = t._h
+    sbp = as_sbp_tuple(sbp, "to_global")
+    if len(sbp) != 1:
+        raise NotImplementedError(f"nn.Graph: to_global with {len(sbp)} sbp on placement "
+                                  f"{h.placement}: 2-D SBP is not supported yet in a graph "
+                                  f"(give one sbp)")
+    src, dst = nd_attrs(h.sbp), nd_attrs(sbp)
+    if src == dst:
+        return t
+    interp = interpreter_for(h.tracer)
+    reason = f"to_global in {scope.current_path() or 'build'}"
+    out = interp.box_to(t, dst, reason)
+    gt.record_boxing(t, out, src, dst)
+    return out
+
+
+# ---- the interpreter -----------------------------------------------------------------------------
+
+class LazyGlobalInterpreter:
+    """Traces op calls on global tensors into ``tracer``'s Job (see the module docstring)."""
+
+    def __init__(self, tracer):
+        self.tracer = tracer
+
+    def group(self, pl: placement) -> str:
+        """The communicator key of this Job's boxing ops on ``pl`` (made on first use, on the
+        tracing thread: every rank traces the same graphs in the same order)."""
+        train = self.tracer.job.train
+        key = train.get("comm_group")
+        if key is None:
+            key = train["comm_group"] = f"graph{next(_group_ids)}"
+        groups.make_group(pl.flat_ranks, key)
+        return key
+
+    def as_global(self, op, t: Tensor, pl: placement) -> Tensor:
+        """``t`` as a global lazy tensor of this trace (local tensors count as broadcast)."""
+        h = t._h
+        if type(h) is LazyGlobalBlob:
+            return self.tracer.lazy_of(t)
+        if type(h) is gt.GlobalBlob:
+            return self.tracer.variable(t)
+        if t.requires_grad and grad_mode._state.enabled:
+            raise ValueError(f"{op.name}: mixes a local tensor that requires grad (shape "
+                             f"{tuple(t._shape)}) with global tensors placed on {pl} in "
+                             f"nn.Graph build(); make it global (a global parameter or input)")
+        lazy = self.tracer.lazy_of(t)
+        return global_lazy(self.tracer, lazy._h.name, pl, (B,), t._shape, t.dtype)
+
+    def box_to(self, t: Tensor, dst: tuple, reason: str) -> Tensor:
+        """Append the boxing ops taking global lazy ``t`` to n-d ``dst``; the boxed tensor."""
+        h = t._h
+        pl, src = h.placement, nd_attrs(h.sbp)
+        tr = self.tracer
+        start = len(tr.job.ops)
+        local = _shard(tr, h.name)
+        boxed = box_shard(local, src, dst, t._shape, pl, coords_of(pl, world().rank),
+                          interp=tr, extra={"group": self.group(pl)})
+        nbytes = t.numel() * t.dtype.itemsize
+        for conf in tr.job.ops[start:]:
+            conf.tags["global"] = global_tags(pl, (src,), (dst,), [t._shape])
+            conf.tags["boxing"] = {"from": sbp_str(src[0]), "to": sbp_str(dst[0]),
+                                   "bytes": nbytes, "reason": reason}
+        return global_lazy(tr, boxed._h.name, pl, dst, t._shape, t.dtype)
+
+    def _reason(self, op, gins: list, i: int) -> str:
+        var = self.tracer.eager_of(gins[i])
+        path = scope.current_path()
+        where = f"{path}: " if path else ""
+        if op.optimizer_update and i == 1:
+            param = self.tracer.eager_of(gins[0])
+            name = self._var_name(param) if param is not None else "parameter"
+            return f"{name} grad"
+        if var is not None:
+            return f"{where}{op.name} input {i} ({self._var_name(var)})"
+        return f"{where}{op.name} input {i}"
+
+    def _var_name(self, eager: Tensor) -> str:
+        blob = self.tracer._var_blob.get(id(eager))
+        return split_blob(blob)[0] if blob else "a variable"
+
+    def apply(self, op, inputs: list, attrs: dict, out: list | None, record_: bool):
+        """``(results, node inputs, node outputs)``: see ``actorflow.dispatch.apply``."""
+        if out is not None:
+            raise NotImplementedError(f"{op.name}: in-place writes into global tensors inside "
+                                      f"nn.Graph build() are not supported yet; use the "
+                                      f"out-of-place op")
+        pl = None
+        for t in inputs:
+            p = getattr(t._h, "placement", None) if getattr(t._h, "is_global", False) else None
+            if p is None:
+                continue
+            if pl is None:
+                pl = p
+            elif p != pl:
+                raise NotImplementedError(
+                    f"nn.Graph: {op.name}: inputs are on different placements, {pl} and {p}: "
+                    f"moving a tensor between placements is not supported yet in a graph")
+        check_1d(op.name, pl)
+        gins = [self.as_global(op, t, pl) for t in inputs]
+        metas = infer(op, gins, attrs)
+        sig = gt.choose_signature(op, gins, attrs, None, metas, pl)
+        coords = coords_of(pl, world().rank)
+        tr = self.tracer
+        shards = []
+        for i, (t, s) in enumerate(zip(gins, sig.ins)):
+            if nd_attrs(t.sbp) != s:
+                t = self.box_to(t, s, self._reason(op, gins, i))
+            shards.append(_shard(tr, t._h.name))
+        local_attrs, post = run_levels(sig.levels(coords), attrs, coords, pl.hierarchy)
+        start = len(tr.job.ops)
+        locals_ = post(tr.apply(op, shards, local_attrs, None, False)[0])
+        tags = global_tags(pl, sig.ins, sig.outs, [m[0] for m in metas])
+        for conf in tr.job.ops[start:]:
+            conf.tags["global"] = tags
+        results = []
+        for k, m in enumerate(metas):
+            want = nd_shard_shape(m[0], sig.outs[k], pl.hierarchy, coords)
+            if tuple(locals_[k]._shape) != want:
+                raise registry.OpError(
+                    f"{op.name}: SBP signature {sig.ins} -> {sig.outs} gave a shard of shape "
+                    f"{tuple(locals_[k]._shape)} for a logical output of shape {tuple(m[0])}")
+            results.append(global_lazy(tr, locals_[k]._h.name, pl, sig.outs[k], m[0], m[1]))
+        return results, gins, results
+
+
+# ---- what a Job's boxing costs ------------------------------------------------------------------
+
+def _mib(n: int) -> str:
+    if n >= 1 << 20:
+        return f"{n / (1 << 20):.3g} MiB"
+    if n >= 1 << 10:
+        return f"{n / (1 << 10):.3g} KiB"
+    return f"{n} B"
+
+
+def _verb(op_type: str) -> str:
+    """What a boxing op does, in a few words (the head of its doc: "all-reduce")."""
+    doc = registry.get(op_type).doc
+    text = doc.split(": ", 1)[-1]
+    for stop in (" (", ",", "."):
+        text = text.split(stop, 1)[0]
+    return text
+
+
+def boxing_report(job) -> list:
+    """One line per boxing op of ``job``: op, what it does, logical bytes, why."""
+    lines = []
+    for o in job.ops:
+        b = o.tags.get("boxing")
+        if b is not None and not is_system_op(o.op_type):  # (constant folding makes literals)
+            lines.append(f"{b['reason']}: {b['from']} -> {b['to']} {_verb(o.op_type)}, "
+                         f"{_mib(int(b['bytes']))} ({o.name})")
+    return lines
+
+
+__all__ = ["LazyGlobalBlob", "LazyGlobalInterpreter", "is_lazy_global", "physical", "box",
+           "interpreter_for", "global_tags", "output_global", "boxing_report", "sbp_str",
+           "sbp_attr", "placement_of_tag", "check_1d"]

@@ -1,0 +1,289 @@
+"""The distributed nn.Graph (global parameters and inputs, 1-D SBP): the rank scripts
+``graph_*.py`` beside this file, run through ``mpiexec`` on 2 (and 4) ranks, on both graph
+executors; and what a world of one process shows of it (placement and sbp in the Job, the
+boxing report, the collective schedule of the Plan)."""
+from __future__ import annotations
+
+import ast
+import re
+
+import numpy as np
+import pytest
+
+import actorflow as flow
+import actorflow.nn as nn
+from actorflow.compiler.task_id import describe_thread, thread_id_of
+from actorflow.dispatch.lazy_global import boxing_report
+from tests.distributed.test_distributed import needs_mpi, run_ranks
+
+
+def _ok(code: int, out: str, n: int) -> None:
+    assert code == 0, out
+    for r in range(n):
+        assert f"OK rank {r}" in out, out
+
+
+@needs_mpi
+@pytest.mark.timeout(180)
+def test_seed_program_equals_one_process():
+    code, _, out = run_ranks(2, "graph_seed.py", timeout=170)
+    _ok(code, out, 2)
+    code1, _, out1 = run_ranks(1, "graph_seed.py", timeout=170)
+    _ok(code1, out1, 1)
+
+    def values(text: str) -> np.ndarray:
+        # (the ranks' lines may interleave: find the list, not the line)
+        return np.array(ast.literal_eval(re.search(r"VALUES (\[\[.*?\]\])", text).group(1)))
+
+    # same inputs and parameters (creation ops don't depend on the world size); the split
+    # matmul sums its partial products in another order
+    np.testing.assert_allclose(values(out), values(out1), rtol=1e-6, atol=1e-6)
+
+
+@needs_mpi
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("n, executor", [(2, "actors"), (2, "vm"), (4, "actors")])
+def test_data_parallel_graph_trains_like_one_process(n, executor):
+    code, _, out = run_ranks(n, "graph_dp.py", executor, timeout=290)
+    _ok(code, out, n)
+
+
+@needs_mpi
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("executor", ["actors", "vm"])
+def test_tensor_parallel_graph_equals_unsplit_model(executor):
+    code, _, out = run_ranks(2, "graph_tp.py", executor, timeout=290)
+    _ok(code, out, 2)
+
+
+@needs_mpi
+@pytest.mark.timeout(300)
+def test_tensor_parallel_graph_on_four_ranks():
+    code, _, out = run_ranks(4, "graph_tp.py", timeout=290)
+    _ok(code, out, 4)
+
+
+@needs_mpi
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("mode, failed, executor", [("raise", "rank 1", "actors"),
+                                                   ("caught", "rank 0", "actors"),
+                                                   ("caught", "rank 0", "vm")])
+def test_kernel_error_on_one_rank_ends_every_rank(mode, failed, executor):
+    code, seconds, out = run_ranks(2, "graph_failures.py", mode, executor, timeout=100,
+                                   env={"ACTORFLOW_COMM_TIMEOUT": "4"})
+    assert code != 0, out
+    assert "index 9 is out of range" in out, out
+    assert f"[actorflow {failed}]" in out, out
+    if mode == "caught":  # rank 0 was left in the all-reduce: the watchdog names it
+        assert "boxing P->B (all-reduce)" in out, out
+    assert not re.search(r"rank \d finished", out), out
+    assert seconds < 60, (seconds, out)
+
+
+# ---- a world of one process: the same code paths, no transfer -----------------------------------
+
+class _Linear(nn.Module):
+    def __init__(self, pl):
+        super().__init__()
+        flow.manual_seed(1)
+        self.weight = nn.Parameter(flow.randn(4, 3, placement=pl, sbp=flow.sbp.broadcast))
+
+    def forward(self, x):
+        return flow.matmul(x, self.weight)
+
+
+class _Train(nn.Graph):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+        self.add_optimizer(flow.optim.SGD(model.parameters(), lr=0.5, momentum=0.9))
+
+    def build(self, x):
+        loss = self.model(x).sum()
+        loss.backward()
+        return loss
+
+
+@pytest.mark.timeout(60)
+def test_one_process_global_graph_trains_like_eager():
+    pl = flow.placement("cpu", ranks=[0])
+    x = np.random.default_rng(0).standard_normal((5, 4))
+    eager, graph = _Linear(pl).to(flow.float64), _Linear(pl).to(flow.float64)
+    opt = flow.optim.SGD(eager.parameters(), lr=0.5, momentum=0.9)
+    g = _Train(graph)
+    xg = flow.tensor(x, placement=pl, sbp=flow.sbp.split(0))
+    for _ in range(3):
+        loss = eager(xg).sum()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        out = g(xg)
+        assert out.is_global and out.placement == pl
+        np.testing.assert_allclose(out.numpy(), loss.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(graph.weight.numpy(), eager.weight.numpy(), rtol=1e-12)
+    assert graph.weight.is_global
+    # the Job records placement and sbp; the gradient is all-reduced before the update
+    job = g.full_job
+    mm = [o for o in g.forward_job.ops if o.op_type == "matmul"][0]
+    assert mm.tags["global"]["in"] == ("S(0)", "B") and mm.tags["global"]["placement"] == "cpu:0"
+    report = boxing_report(job)
+    assert any(line.startswith("model.weight grad: P -> B all-reduce") for line in report), report
+    assert "cpu:0" in g.forward_job.to_dot()
+    assert "@ cpu:0 S(0),B->S(0)" in g.forward_job.summary(), g.forward_job.summary()
+    # the collective runs on its own thread, numbered
+    coll = [t for t in g.plan.tasks if t.kind == "collective"]
+    assert coll and [t.attrs["collective_seq"] for t in coll] == list(range(len(coll)))
+    assert {describe_thread(thread_id_of(t.task_id)) for t in coll} == {"rank0/cpu:0/comm"}
+
+
+@pytest.mark.timeout(60)
+def test_debug_1_prints_each_boxing(capsys):
+    pl = flow.placement("cpu", ranks=[0])
+    g = _Train(_Linear(pl))
+    g.debug(1)
+    g(flow.randn(5, 4, placement=pl, sbp=flow.sbp.split(0)))
+    out = capsys.readouterr().out
+    assert "model.weight grad: P -> B all-reduce, 48 B" in out, out
+
+
+class _TwoReductions(nn.Graph):
+    def build(self, x, w, y):
+        slow = flow.matmul(x, w)             # S(1) x S(0) -> P: a long kernel first
+        a = slow.to_global(sbp=flow.sbp.broadcast)   # collective 0, waits for the matmul
+        b = y.to_global(sbp=flow.sbp.broadcast)      # collective 1, ready at once
+        return a, b
+
+
+@pytest.mark.timeout(120)
+def test_collectives_act_in_job_order_every_iteration():
+    pl = flow.placement("cpu", ranks=[0])
+    rng = np.random.default_rng(2)
+    xv, wv, yv = rng.standard_normal((300, 600)), rng.standard_normal((600, 600)), \
+        rng.standard_normal((4,))
+    x = flow.tensor(xv, placement=pl, sbp=flow.sbp.split(1))
+    w = flow.tensor(wv, placement=pl, sbp=flow.sbp.split(0))
+    y = flow.tensor(yv, placement=pl, sbp=flow.sbp.partial_sum)
+    g = _TwoReductions()
+    g(x, w, y)
+    flow.synchronize()
+    coll = sorted((t for t in g.plan.tasks if t.kind == "collective"),
+                  key=lambda t: t.attrs["collective_seq"])
+    assert [t.attrs["collective_seq"] for t in coll] == [0, 1]
+    with flow.profiler.profile() as prof:
+        outs = [g(x, w, y) for _ in range(3)]
+        flow.synchronize()
+    for a, b in outs:
+        np.testing.assert_allclose(a.numpy(), xv @ wv, rtol=1e-10)
+        np.testing.assert_allclose(b.numpy(), yv)
+    acts = [e for e in prof.acts() if e["kind"] == "collective"]
+    assert len(acts) == 6, acts
+    first, second = coll[0].op_name, coll[1].op_name
+    # strictly alternating 0, 1, 0, 1, ...: the ready collective 1 waited for collective 0
+    assert [e["op"] for e in sorted(acts, key=lambda e: e["start"])] == [first, second] * 3
+    assert {e["thread"] for e in acts} == {"actorflow-rank0/cpu:0/comm"}
+
+
+@needs_mpi
+@pytest.mark.timeout(120)
+def test_random_ops_agree_across_ranks():
+    code, _, out = run_ranks(2, "graph_random.py", timeout=110)
+    _ok(code, out, 2)
+
+
+@pytest.mark.timeout(60)
+def test_input_sbp_is_part_of_the_signature():
+    pl = flow.placement("cpu", ranks=[0])
+    m = _Linear(pl)
+
+    class Fwd(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = m
+
+        def build(self, x):
+            return self.model(x)
+
+    g = Fwd()
+    xv = np.random.default_rng(4).standard_normal((5, 4)).astype(np.float32)
+    a = g(flow.tensor(xv, placement=pl, sbp=flow.sbp.split(0)))
+    b = g(flow.tensor(xv, placement=pl, sbp=flow.sbp.broadcast))
+    assert g._compiles == 2 and "device" in g.compile_log[-1], g.compile_log
+    assert a.sbp == (flow.sbp.split(0),) and b.sbp == (flow.sbp.broadcast,)
+    want = xv @ m.weight.numpy()
+    np.testing.assert_allclose(a.numpy(), want, rtol=1e-5)
+    np.testing.assert_allclose(b.numpy(), want, rtol=1e-5)
+    assert "weight" in repr(g)
+
+
+@pytest.mark.timeout(60)
+def test_errors_name_the_op():
+    pl = flow.placement("cpu", ranks=[0])
+    m = _Linear(pl)
+    local_w = nn.Parameter(flow.randn(3, 2))
+
+    class Mixed(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = m
+
+        def build(self, x):
+            return flow.matmul(self.model(x), local_w)
+
+    with pytest.raises(ValueError, match="matmul: mixes a local tensor that requires grad"):
+        Mixed()(flow.randn(5, 4, placement=pl, sbp=flow.sbp.split(0)))
+
+    class InPlace(nn.Graph):
+        def build(self, x):
+            return x.add_(1)
+
+    with pytest.raises(NotImplementedError, match="in-place writes into global tensors"):
+        InPlace()(flow.randn(5, 4, placement=pl, sbp=flow.sbp.split(0)))
+
+
+@pytest.mark.timeout(60)
+def test_nd_placements_and_moves_are_refused_naming_them():
+    pl, pl2 = flow.placement("cpu", ranks=[0]), flow.placement("cpu", ranks=[[0]])
+    bb = (flow.sbp.broadcast, flow.sbp.broadcast)
+
+    class Fwd(nn.Graph):
+        def __init__(self, model=None, fn=None):
+            super().__init__()
+            self.model, self.fn = model, fn
+
+        def build(self, x):
+            return self.fn(x) if self.fn is not None else self.model(x)
+
+    with pytest.raises(NotImplementedError, match=r"nn.Graph: input x is on placement .*"
+                                                  r"\(1, 1\): 2-D SBP is not supported yet"):
+        Fwd(fn=lambda x: x + 1)(flow.randn(5, 4, placement=pl2, sbp=bb))
+    nd = _Linear(pl).to_global(placement=pl2, sbp=bb)
+    with pytest.raises(NotImplementedError, match=r"nn.Graph: variable model.weight is on "
+                                                  r"placement .*2-D SBP is not supported yet"):
+        Fwd(nd)(flow.randn(5, 4))
+    x = flow.randn(5, 4, placement=pl, sbp=flow.sbp.split(0))
+    with pytest.raises(NotImplementedError, match="to_global: moving a global tensor from"):
+        Fwd(fn=lambda x: x.to_global(placement=pl2, sbp=bb))(x)
+    with pytest.raises(NotImplementedError, match="to_global with 2 sbp on placement"):
+        Fwd(fn=lambda x: x.to_global(sbp=bb))(x)
+
+
+@pytest.mark.timeout(60)
+def test_partial_max_in_a_graph_as_eagerly():
+    pl = flow.placement("cpu", ranks=[0])
+    xv = np.random.default_rng(5).standard_normal((6, 3))
+    x = flow.tensor(xv, placement=pl, sbp=flow.sbp.split(0))
+
+    class Max(nn.Graph):
+        def build(self, x):
+            m = x.amax(dim=0)
+            return m, m.to_global(sbp=flow.sbp.broadcast)
+
+    g = Max()
+    a, b = g(x)
+    assert a.sbp == x.amax(dim=0).sbp == (flow.sbp.partial_max,) and b.sbp == (flow.sbp.broadcast,)
+    np.testing.assert_array_equal(a.numpy(), xv.max(0))
+    np.testing.assert_array_equal(b.numpy(), xv.max(0))
+    box = [o for o in g.forward_job.ops if "boxing" in o.tags]
+    assert [o.op_type for o in box] == ["boxing_pm_to_b"]
+    assert box[0].tags["global"]["in"] == ("M",) and box[0].attrs["group"].startswith("graph")
+    assert [t.op_name for t in g.plan.tasks if t.kind == "collective"] == [box[0].name]
