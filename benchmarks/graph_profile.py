@@ -18,8 +18,9 @@ It prints:
   BLAS threads, intra-op threads), or when other load stretches kernel spans.
 
 Kernel times come from the profiler's event spans: an instruction's span is its kernel call on
-the VM worker; an act's span is the act (kernel plus a few attribute reads). Steps are timed
-separately, without the profiler, as the smallest of several rounds.
+the VM worker; an act's span is the act (kernel plus a few attribute reads); "(view)" marks the
+acts of view ops that publish an alias of their input instead of copying (issue #17). Steps are
+timed separately, without the profiler, as the smallest of several rounds.
 """
 from __future__ import annotations
 
@@ -120,8 +121,8 @@ def kernel_times(step, steps: int, graph) -> dict:
         flow.synchronize()
     out: dict = collections.defaultdict(lambda: [0.0, 0.0])
     if graph:
-        spans = [(e["op_type"], e["end"] - e["start"]) for e in prof.acts()
-                 if e["kind"] == "normal"]
+        spans = [(e["op_type"] + (" (view)" if e["kind"] == "view" else ""),
+                  e["end"] - e["start"]) for e in prof.acts() if e["kind"] in ("normal", "view")]
     else:  # kernels, not the graph calls' launches or transfers
         spans = [(e["name"], e["end"] - e["start"]) for e in prof.instructions()
                  if not e["name"].endswith("-call") and e["stream"] != "launch"]

@@ -9,6 +9,8 @@ System tasks, as in OneFlow's compiled jobs:
   with no other inputs (variables, literals, creation ops) and to ``iteration_end``;
 * ``variable``: hands the live memory of a parameter/buffer/optimizer state to its consumers;
 * ``output``: copies a result into the output Buffer of its index;
+* ``view``: a view op the Job proves safe to alias (``compiler/views.py``) publishes a strided
+  view of its input register instead of copying (its regst is ``alias_of`` the input's);
 * ``iteration_end`` tick: acts when every task of the iteration has acted (it reads the register
   of every task nobody else reads); because it also holds ``compute_start``'s register, the
   next iteration's compute starts only after this one's ended - which is what makes sharing
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 from actorflow.compiler.memory import plan_memory
 from actorflow.compiler.plan import Plan, RegstDesc, TaskProto
 from actorflow.compiler.task_id import encode_task_id
+from actorflow.compiler.views import alias_views
 from actorflow.job.schedule import stage_of
 from actorflow.job.job import BlobDesc, Job, split_blob
 from actorflow.job.system_ops import system_op
@@ -43,6 +46,7 @@ class CompileOptions:
     input_regst_num: int = 2      # registers per input: the next call's input overlaps compute
     source_regst_num: int = 2     # job instances the source may hand out ahead
     share_memory: bool = True
+    alias_views: bool = True      # view ops the Job proves safe publish views, not copies
     rank: int = 0
 
 
@@ -91,6 +95,7 @@ def compile_job(job: Job, options: CompileOptions | None = None) -> Plan:
     n = b.n_micro
     order = job.topological_order()
     stages = stage_of(job) if n > 1 else {}
+    aliased, alias_ctrl = alias_views(job, order) if opt.alias_views else (set(), [])
 
     source = b.new_task("wait_and_send_ids", "source", "System-Src-WaitAndSendIds")
     ids = b.produce(source, [("ids", _IDS)], opt.source_regst_num)
@@ -121,6 +126,8 @@ def compile_job(job: Job, options: CompileOptions | None = None) -> Plan:
             time_shape = 1
         row = system_op(conf.op_type)
         kind, stream = (row.task_kind, row.stream) if row is not None else ("normal", "compute")
+        if conf.name in aliased:
+            kind = "view"
         attrs = dict(conf.attrs)
         if kind in ("unpack", "repeat", "acc", "pack"):
             attrs.setdefault("n", n)
@@ -128,8 +135,9 @@ def compile_job(job: Job, options: CompileOptions | None = None) -> Plan:
                        conf.tags)
         b.task_of_op[conf.name] = t
         regst_num = opt.input_regst_num if kind == "input" else opt.regst_num
-        if kind == "variable":
-            regst_num = 1  # the live state: the next iteration reads it after this one's writes
+        if kind in ("variable", "view"):
+            regst_num = 1  # the live state: the next iteration reads it after this one's writes;
+            # a view holds its input register until its own comes back
         b.produce(t, [(conf.out(i), d) for i, d in enumerate(conf.outputs)], regst_num)
         if kind == "input":
             b.consume(t, "ids", ids.regst_desc_id)
@@ -151,8 +159,14 @@ def compile_job(job: Job, options: CompileOptions | None = None) -> Plan:
             b.consume(t, "in_ctrl", rid)
         if not conf.inputs:
             b.consume(t, "tick", tick_for(t))
-        if kind in ("repeat", "unpack"):
+        if kind in ("repeat", "unpack", "view"):
             b.regsts[t.produced_regsts["out"]].alias_of = t.input_blobs[0][0]
+    for reader, writer in alias_ctrl:  # readers through a view act before writes of its base
+        producer, consumer = b.task_of_op[reader], b.task_of_op[writer]
+        rid = b.out_regst[producer.task_id]
+        if rid not in consumer.consumed_regsts.get("in_ctrl", ()) and not any(
+                rid == r for r, _ in consumer.input_blobs):
+            b.consume(consumer, "in_ctrl", _adapt_time(b, producer, consumer, rid, n))
 
     # iteration_end reads every compute task's register that nobody else reads
     end = b.new_task("iteration_end", "compute", "System-IterationEnd-Tick")

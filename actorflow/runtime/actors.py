@@ -236,6 +236,67 @@ class LightKernelActor(KernelActor):
         return False
 
 
+class ViewActor(Actor):
+    """A view op the compiler proved safe to alias (``compiler/views.py``): it publishes NumPy
+    views of its input register instead of running the copying kernel. It holds the input
+    register until its own has come back from every consumer, so the producer cannot write
+    that memory again while a view of it is read."""
+
+    def init(self) -> None:
+        from actorflow.ops import registry
+
+        self.view_fn = registry.get(self.task.op_type).view_fn
+        self.attrs = self.task.attrs
+        self.reshape_to = (tuple(self.out_desc.blobs[0][1].shape)
+                           if self.task.op_type == "reshape" else None)
+        self.held: deque = deque()    # input registers of acts whose views are still read
+
+    def act(self) -> None:
+        inbox, ins = self.inbox, []
+        for rid in self.in_rids:
+            q = inbox[rid]
+            ins.append(q.popleft())
+            if not q:
+                self.n_ready -= 1
+        out = self.free.popleft()
+        out.piece, out.micro = ins[0].piece, ins[0].micro
+        prof = _profiler.ACTIVE
+        t0 = time.perf_counter() if prof is not None else 0.0
+        self.compute(ins, out)
+        if prof is not None:
+            prof.record(self, out.piece, t0, time.perf_counter())
+        self.acts += 1
+        self.held.append(ins)
+        self.emit(out)
+        if not self.consumer_puts:
+            self.release()
+
+    def compute(self, ins: list, out) -> None:
+        k, i = self.input_pos[0]
+        a = ins[k].arrays[i]
+        try:
+            if self.reshape_to is not None:
+                try:
+                    views = [a.reshape(self.reshape_to, copy=False)]
+                except ValueError:  # a root with other strides than planned: copy, as eager
+                    views = [a.reshape(self.reshape_to)]
+            else:
+                views = self.view_fn([a], self.attrs)
+        except Exception as e:
+            raise self.fail(e, [a]) from e
+        out.arrays[:] = views
+
+    def on_ack(self, regst) -> None:
+        super().on_ack(regst)
+        if id(regst) not in self.reading:  # back from every consumer: free the input
+            self.release()
+
+    def release(self) -> None:
+        me, puts = self.id, self.producer_puts
+        for r in self.held.popleft():
+            puts[r.desc_id]((ACK, me, r.producer, r))
+
+
 class VariableActor(Actor):
     """Hands the live memory of a parameter, buffer or optimizer state to its consumers."""
 
@@ -425,7 +486,7 @@ class PackActor(AccActor):
 
 
 ACTOR_KINDS = {
-    "normal": KernelActor, "variable": VariableActor, "literal": LiteralActor,
+    "normal": KernelActor, "view": ViewActor, "variable": VariableActor, "literal": LiteralActor,
     "input": InputActor, "output": OutputActor, "callback_notify": SinkActor,
     "wait_and_send_ids": SourceActor, "compute_start": Actor, "iteration_end": Actor,
     "repeat": RepeatActor, "unpack": UnpackActor, "acc": AccActor, "pack": PackActor,
