@@ -24,16 +24,18 @@ control and tick edges that cross between once-per-iteration and per-micro-batch
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from actorflow.compiler.memory import plan_memory
 from actorflow.compiler.plan import Plan, RegstDesc, TaskProto
 from actorflow.compiler.task_id import encode_task_id
+from actorflow.compiler.lanes import LANE_STREAMS, assign_lanes
 from actorflow.compiler.views import alias_views
 from actorflow.job.schedule import stage_of
 from actorflow.job.job import BlobDesc, Job, split_blob
 from actorflow.job.system_ops import system_op
 from actorflow.framework import dtype as dt
+from actorflow.settings import env_flag, env_int
 
 _IDS = BlobDesc((), dt.int64)
 
@@ -46,7 +48,12 @@ class CompileOptions:
     input_regst_num: int = 2      # registers per input: the next call's input overlaps compute
     source_regst_num: int = 2     # job instances the source may hand out ahead
     share_memory: bool = True
-    alias_views: bool = True      # view ops the Job proves safe publish views, not copies
+    # view ops the Job proves safe publish views, not copies (ACTORFLOW_GRAPH_ALIAS_VIEWS)
+    alias_views: bool = field(
+        default_factory=lambda: env_flag("ACTORFLOW_GRAPH_ALIAS_VIEWS", True))
+    # compute threads kernel tasks are spread over, 1 or 2 (ACTORFLOW_GRAPH_COMPUTE_LANES)
+    compute_lanes: int = field(
+        default_factory=lambda: env_int("ACTORFLOW_GRAPH_COMPUTE_LANES", 1, minimum=1))
     rank: int = 0
 
 
@@ -96,6 +103,7 @@ def compile_job(job: Job, options: CompileOptions | None = None) -> Plan:
     order = job.topological_order()
     stages = stage_of(job) if n > 1 else {}
     aliased, alias_ctrl = alias_views(job, order) if opt.alias_views else (set(), [])
+    lane = assign_lanes(job, order, opt.compute_lanes, aliased)
 
     source = b.new_task("wait_and_send_ids", "source", "System-Src-WaitAndSendIds")
     ids = b.produce(source, [("ids", _IDS)], opt.source_regst_num)
@@ -128,6 +136,8 @@ def compile_job(job: Job, options: CompileOptions | None = None) -> Plan:
         kind, stream = (row.task_kind, row.stream) if row is not None else ("normal", "compute")
         if conf.name in aliased:
             kind = "view"
+        if stream == "compute":
+            stream = LANE_STREAMS[lane[conf.name]]
         attrs = dict(conf.attrs)
         if kind in ("unpack", "repeat", "acc", "pack"):
             attrs.setdefault("n", n)
