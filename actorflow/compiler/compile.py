@@ -30,7 +30,7 @@ from actorflow.compiler.memory import plan_memory
 from actorflow.compiler.plan import Plan, RegstDesc, TaskProto
 from actorflow.compiler.task_id import encode_task_id
 from actorflow.compiler.lanes import LANE_STREAMS, assign_lanes
-from actorflow.compiler.views import alias_views
+from actorflow.compiler.views import alias_views, foldable_views
 from actorflow.job.schedule import stage_of
 from actorflow.job.job import BlobDesc, Job, split_blob
 from actorflow.job.system_ops import system_op
@@ -52,6 +52,9 @@ class CompileOptions:
     alias_views: bool = field(
         default_factory=lambda: env_flag("ACTORFLOW_GRAPH_ALIAS_VIEWS", True))
     # compute threads kernel tasks are spread over, 1 or 2 (ACTORFLOW_GRAPH_COMPUTE_LANES)
+    # aliased views read only by kernels get no task of their own (ACTORFLOW_GRAPH_FOLD_VIEWS)
+    fold_views: bool = field(
+        default_factory=lambda: env_flag("ACTORFLOW_GRAPH_FOLD_VIEWS", True))
     compute_lanes: int = field(
         default_factory=lambda: env_int("ACTORFLOW_GRAPH_COMPUTE_LANES", 1, minimum=1))
     rank: int = 0
@@ -103,6 +106,8 @@ def compile_job(job: Job, options: CompileOptions | None = None) -> Plan:
     order = job.topological_order()
     stages = stage_of(job) if n > 1 else {}
     aliased, alias_ctrl = alias_views(job, order) if opt.alias_views else (set(), [])
+    folded = foldable_views(order, aliased) if opt.fold_views else set()
+    through: dict = {}  # output blob of a folded view -> (base blob, view steps)
     lane = assign_lanes(job, order, opt.compute_lanes, aliased)
 
     source = b.new_task("wait_and_send_ids", "source", "System-Src-WaitAndSendIds")
@@ -126,6 +131,12 @@ def compile_job(job: Job, options: CompileOptions | None = None) -> Plan:
         return micro_tick.regst_desc_id
 
     for conf in order:
+        if conf.name in folded:
+            base, steps = through.get(conf.inputs[0], (conf.inputs[0], ()))
+            for i, d in enumerate(conf.outputs):
+                through[conf.out(i)] = (base, (*steps, (conf.op_type, dict(conf.attrs), i,
+                                                        tuple(d.shape))))
+            continue
         stage = stages.get(conf.name, "micro")
         time_shape = n if (n > 1 and stage == "micro") else 1
         if conf.op_type in ("micro_repeat", "micro_unpack"):
@@ -153,7 +164,10 @@ def compile_job(job: Job, options: CompileOptions | None = None) -> Plan:
             b.consume(t, "ids", ids.regst_desc_id)
             continue
         names: dict = {}
-        for blob in conf.inputs:
+        for pos, blob in enumerate(conf.inputs):
+            if blob in through:
+                blob, steps = through[blob]
+                t.input_views[pos] = list(steps)
             src, idx = split_blob(blob)
             rid = b.out_regst[b.task_of_op[src].task_id]
             if rid not in names:
@@ -172,6 +186,8 @@ def compile_job(job: Job, options: CompileOptions | None = None) -> Plan:
         if kind in ("repeat", "unpack", "view"):
             b.regsts[t.produced_regsts["out"]].alias_of = t.input_blobs[0][0]
     for reader, writer in alias_ctrl:  # readers through a view act before writes of its base
+        if reader in folded:
+            continue  # its readers have edges of their own
         producer, consumer = b.task_of_op[reader], b.task_of_op[writer]
         rid = b.out_regst[producer.task_id]
         if rid not in consumer.consumed_regsts.get("in_ctrl", ()) and not any(

@@ -157,12 +157,31 @@ class Actor:
         return kernel_failure(f"{t.op_type} (op {t.op_name})", t.scope, shapes, e)
 
 
+def view_step(op_type: str, attrs: dict, index: int, shape: tuple):
+    """``array -> array``: output ``index`` of view op ``op_type`` applied to an array (a reshape
+    whose input has other strides than the compiler followed copies, as in eager mode)."""
+    if op_type == "reshape":
+        def step(a):
+            try:
+                return a.reshape(shape, copy=False)
+            except ValueError:
+                return a.reshape(shape)
+        return step
+    from actorflow.ops import registry
+
+    fn = registry.get(op_type).view_fn
+    return lambda a: fn([a], attrs)[index]
+
+
 class KernelActor(Actor):
-    """Runs a registered op's kernel (the same function eager mode calls) on register memory."""
+    """Runs a registered op's kernel (the same function eager mode calls) on register memory;
+    inputs read through folded view ops (``TaskProto.input_views``) are viewed first."""
 
     def init(self) -> None:
         from actorflow.ops import registry
 
+        self.in_views = [(pos, [view_step(*s) for s in steps])
+                         for pos, steps in sorted(self.task.input_views.items())]
         op = registry.get(self.task.op_type)
         self.kernel = op.kernel_cpu
         self.attrs = self.task.attrs
@@ -172,6 +191,11 @@ class KernelActor(Actor):
 
     def compute(self, ins: list, out) -> None:
         arrays = [ins[k].arrays[i] for k, i in self.input_pos]
+        for pos, steps in self.in_views:
+            a = arrays[pos]
+            for step in steps:
+                a = step(a)
+            arrays[pos] = a
         attrs = self.attrs
         if self.random:
             attrs = dict(attrs, seed=self.rt.seed_for(out.piece, self.seed_key, out.micro))

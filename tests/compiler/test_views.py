@@ -65,8 +65,18 @@ def test_reshape_that_needs_a_copy_stays_a_kernel():
         op("y", "relu", ["flat/0"], {}, d(24)), op("z", "relu", ["same/0"], {}, d(6, 2, 2)))
     names, _ = aliased(job)
     assert names == {"t", "same"}
-    plan = compile_job(job)
+    plan = compile_job(job, CompileOptions(fold_views=False))
     assert plan.task_by_op("flat").kind == "normal" and plan.task_by_op("t").kind == "view"
+    # folded: no view tasks; the kernels read w's register through the view steps
+    plan = compile_job(job)
+    assert {t.op_name for t in plan.tasks} >= {"flat", "y", "z"}
+    assert not {"t", "same"} & {t.op_name for t in plan.tasks}
+    w = plan.task_by_op("w").produced_regsts["out"]
+    flat, z = plan.task_by_op("flat"), plan.task_by_op("z")
+    assert flat.input_blobs == [(w, 0)] and z.input_blobs == [(w, 0)]
+    assert flat.input_views == {0: [("transpose", {"perm": (1, 0)}, 0, (6, 4))]}
+    assert z.input_views == {0: [("transpose", {"perm": (1, 0)}, 0, (6, 4)),
+                                 ("reshape", {"shape": (6, 2, 2)}, 0, (6, 2, 2))]}
 
 
 def test_reader_through_a_view_is_ordered_before_the_write_of_its_base():
@@ -131,8 +141,25 @@ def test_dropping_a_chain_head_keeps_the_views_of_its_copy():
     assert aliased(job) == ({"n"}, [])
 
 
+def test_views_waited_for_or_read_by_other_than_kernels_keep_their_task():
+    job = job_of(
+        var("w", 4, 6), var("x", 4, 6),
+        op("t", "transpose", ["w/0"], {"perm": (1, 0)}, d(6, 4)),
+        op("a", "assign", ["w/0", "x/0"], {}, ctrl=["t"]),          # waits for t
+        op("r", "relu", ["t/0"], {}, d(6, 4)),
+        op("n", "narrow", ["r/0"], {"dim": 0, "start": 0, "length": 2}, d(2, 4)),
+        op("out", "output", ["n/0"], {"index": 0, "path": "n"}, d(2, 4)))   # not a kernel
+    plan = compile_job(job)
+    assert plan.task_by_op("t").kind == "view" and plan.task_by_op("n").kind == "view"
+    assert plan.task_by_op("r").input_views == {}
+
+
 @pytest.mark.parametrize("reader_ctrl", [(), ("a",)])
 def test_plans_round_trip_through_json(reader_ctrl):
     from actorflow.compiler import Plan
-    plan = compile_job(write_after_view(reader_ctrl))
+    job = write_after_view(reader_ctrl)
+    job.ops += [op("u", "transpose", ["x/0"], {"perm": (1, 0)}, d(6, 4)),
+                op("s", "relu", ["u/0"], {}, d(6, 4))]       # u folds into s
+    plan = compile_job(job)
+    assert plan.task_by_op("s").input_views
     assert Plan.from_json(plan.to_json()) == plan
