@@ -42,7 +42,8 @@ _IDS = BlobDesc((), dt.int64)
 
 @dataclass
 class CompileOptions:
-    """Knobs of the compiler: register counts and whether to share memory."""
+    """Knobs of the compiler: register counts, memory sharing, views and compute lanes (the
+    last three read their ``ACTORFLOW_GRAPH_*`` variable when the options are made)."""
 
     regst_num: int = 1            # registers per op output (>= 2 lets an op run ahead)
     input_regst_num: int = 2      # registers per input: the next call's input overlaps compute
@@ -51,10 +52,10 @@ class CompileOptions:
     # view ops the Job proves safe publish views, not copies (ACTORFLOW_GRAPH_ALIAS_VIEWS)
     alias_views: bool = field(
         default_factory=lambda: env_flag("ACTORFLOW_GRAPH_ALIAS_VIEWS", True))
-    # compute threads kernel tasks are spread over, 1 or 2 (ACTORFLOW_GRAPH_COMPUTE_LANES)
     # aliased views read only by kernels get no task of their own (ACTORFLOW_GRAPH_FOLD_VIEWS)
     fold_views: bool = field(
         default_factory=lambda: env_flag("ACTORFLOW_GRAPH_FOLD_VIEWS", True))
+    # compute threads kernel tasks are spread over, 1 or 2 (ACTORFLOW_GRAPH_COMPUTE_LANES)
     compute_lanes: int = field(
         default_factory=lambda: env_int("ACTORFLOW_GRAPH_COMPUTE_LANES", 1, minimum=1))
     rank: int = 0
