@@ -1,11 +1,13 @@
 """Where a training step's time goes, eager against nn.Graph, op by op.
 
-    python benchmarks/graph_profile.py [--quick] [--model mlp|gpt|all] [--top K]
+    python benchmarks/graph_profile.py [--quick] [--model mlp|cnn|gpt|all] [--top K]
 
-For each model (issue #17's: an MLP 784-1024-1024-10, batch 256, and a GPT with 4 layers, d128,
-T64, batch 16, both with SGD momentum) it runs the same training step eagerly (asynchronous VM)
-and as an nn.Graph on the actor runtime, each under ``flow.profiler.profile()``, which records
-every VM instruction (eager kernels) and every actor act (graph kernels) with its start and end.
+For each model (issue #17's: an MLP 784-1024-1024-10, batch 256, a small CNN on 3x32x32
+images, batch 32, and a GPT with 4 layers, d128, T64, batch 16, all with SGD momentum) it runs
+the same training step eagerly (asynchronous VM) and as an nn.Graph on the actor runtime, each
+under ``flow.profiler.profile()``, which records every VM instruction (eager kernels) and every
+actor act (graph kernels) with its start and end. ``ACTORFLOW_GRAPH_COMPUTE_LANES=2`` and
+``ACTORFLOW_GRAPH_ALIAS_VIEWS=0`` select the compiler's options.
 It prints:
 
 * per op type: calls per step and kernel milliseconds per step in each mode, and the difference
@@ -18,8 +20,9 @@ It prints:
   BLAS threads, intra-op threads), or when other load stretches kernel spans.
 
 Kernel times come from the profiler's event spans: an instruction's span is its kernel call on
-the VM worker; an act's span is the act (kernel plus a few attribute reads). Steps are timed
-separately, without the profiler, as the smallest of several rounds.
+the VM worker; an act's span is the act (kernel plus a few attribute reads); "(view)" marks the
+acts of view ops that publish an alias of their input instead of copying (issue #17). Steps are
+timed separately, without the profiler, as the smallest of several rounds.
 """
 from __future__ import annotations
 
@@ -66,7 +69,21 @@ def gpt():
     return model, lambda m, a, b: m(a, b)[1], x, y
 
 
+def cnn():
+    """(model, loss function, x, y) of a small CNN: two conv-batchnorm-relu-maxpool stages on
+    3x32x32 images, batch 32, then a linear layer."""
+    flow.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+                          nn.MaxPool2d(2), nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32),
+                          nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(32 * 8 * 8, 10))
+    rng = np.random.default_rng(0)
+    x = flow.tensor(rng.standard_normal((32, 3, 32, 32)).astype(np.float32))
+    y = flow.tensor(rng.integers(0, 10, 32))
+    return model, lambda m, a, b: F.cross_entropy(m(a), b), x, y
+
+
 MODELS = {"mlp": ("MLP 784-1024-1024-10, b256, SGD momentum", mlp),
+          "cnn": ("CNN conv16-conv32-linear, 3x32x32, b32, SGD momentum", cnn),
           "gpt": ("GPT 4 layers, d128, T64, b16, SGD momentum", gpt)}
 
 
@@ -120,8 +137,8 @@ def kernel_times(step, steps: int, graph) -> dict:
         flow.synchronize()
     out: dict = collections.defaultdict(lambda: [0.0, 0.0])
     if graph:
-        spans = [(e["op_type"], e["end"] - e["start"]) for e in prof.acts()
-                 if e["kind"] == "normal"]
+        spans = [(e["op_type"] + (" (view)" if e["kind"] == "view" else ""),
+                  e["end"] - e["start"]) for e in prof.acts() if e["kind"] in ("normal", "view")]
     else:  # kernels, not the graph calls' launches or transfers
         spans = [(e["name"], e["end"] - e["start"]) for e in prof.instructions()
                  if not e["name"].endswith("-call") and e["stream"] != "launch"]
@@ -171,7 +188,7 @@ def report(name: str, build, quick: bool, top: int) -> str:
 
 def main(argv=None) -> None:
     p = quick_parser(__doc__.split("\n\n")[0])
-    p.add_argument("--model", choices=["mlp", "gpt", "all"], default="all")
+    p.add_argument("--model", choices=[*MODELS, "all"], default="all")
     p.add_argument("--top", type=int, default=20)
     args = p.parse_args(argv)
     print(versions())

@@ -9,6 +9,8 @@ System tasks, as in OneFlow's compiled jobs:
   with no other inputs (variables, literals, creation ops) and to ``iteration_end``;
 * ``variable``: hands the live memory of a parameter/buffer/optimizer state to its consumers;
 * ``output``: copies a result into the output Buffer of its index;
+* ``view``: a view op the Job proves safe to alias (``compiler/views.py``) publishes a strided
+  view of its input register instead of copying (its regst is ``alias_of`` the input's);
 * ``iteration_end`` tick: acts when every task of the iteration has acted (it reads the register
   of every task nobody else reads); because it also holds ``compute_start``'s register, the
   next iteration's compute starts only after this one's ended - which is what makes sharing
@@ -24,28 +26,41 @@ control and tick edges that cross between once-per-iteration and per-micro-batch
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from actorflow.compiler import collective
 from actorflow.compiler.memory import plan_memory
 from actorflow.compiler.plan import Plan, RegstDesc, TaskProto
 from actorflow.compiler.task_id import encode_task_id
+from actorflow.compiler.lanes import LANE_STREAMS, assign_lanes
+from actorflow.compiler.views import alias_views, foldable_views
 from actorflow.job.schedule import stage_of
 from actorflow.job.job import BlobDesc, Job, split_blob
 from actorflow.job.system_ops import system_op
 from actorflow.framework import dtype as dt
+from actorflow.settings import env_flag, env_int
 
 _IDS = BlobDesc((), dt.int64)
 
 
 @dataclass
 class CompileOptions:
-    """Knobs of the compiler: register counts and whether to share memory."""
+    """Knobs of the compiler: register counts, memory sharing, views and compute lanes (the
+    last three read their ``ACTORFLOW_GRAPH_*`` variable when the options are made)."""
 
     regst_num: int = 1            # registers per op output (>= 2 lets an op run ahead)
     input_regst_num: int = 2      # registers per input: the next call's input overlaps compute
     source_regst_num: int = 2     # job instances the source may hand out ahead
     share_memory: bool = True
+    # view ops the Job proves safe publish views, not copies (ACTORFLOW_GRAPH_ALIAS_VIEWS)
+    alias_views: bool = field(
+        default_factory=lambda: env_flag("ACTORFLOW_GRAPH_ALIAS_VIEWS", True))
+    # aliased views read only by kernels get no task of their own (ACTORFLOW_GRAPH_FOLD_VIEWS)
+    fold_views: bool = field(
+        default_factory=lambda: env_flag("ACTORFLOW_GRAPH_FOLD_VIEWS", True))
+    # compute threads kernel tasks are spread over, 1 or 2 (ACTORFLOW_GRAPH_COMPUTE_LANES)
+    compute_lanes: int = field(
+        default_factory=lambda: env_int("ACTORFLOW_GRAPH_COMPUTE_LANES", 1, minimum=1))
     rank: int = 0
 
 
@@ -94,6 +109,10 @@ def compile_job(job: Job, options: CompileOptions | None = None) -> Plan:
     n = b.n_micro
     order = job.topological_order()
     stages = stage_of(job) if n > 1 else {}
+    aliased, alias_ctrl = alias_views(job, order) if opt.alias_views else (set(), [])
+    folded = foldable_views(order, aliased) if opt.fold_views else set()
+    through: dict = {}  # output blob of a folded view -> (base blob, view steps)
+    lane = assign_lanes(job, order, opt.compute_lanes, aliased)
 
     source = b.new_task("wait_and_send_ids", "source", "System-Src-WaitAndSendIds")
     ids = b.produce(source, [("ids", _IDS)], opt.source_regst_num)
@@ -116,6 +135,12 @@ def compile_job(job: Job, options: CompileOptions | None = None) -> Plan:
         return micro_tick.regst_desc_id
 
     for conf in order:
+        if conf.name in folded:
+            base, steps = through.get(conf.inputs[0], (conf.inputs[0], ()))
+            for i, d in enumerate(conf.outputs):
+                through[conf.out(i)] = (base, (*steps, (conf.op_type, dict(conf.attrs), i,
+                                                        tuple(d.shape))))
+            continue
         stage = stages.get(conf.name, "micro")
         time_shape = n if (n > 1 and stage == "micro") else 1
         if conf.op_type in ("micro_repeat", "micro_unpack"):
@@ -126,6 +151,10 @@ def compile_job(job: Job, options: CompileOptions | None = None) -> Plan:
         kind, stream = (row.task_kind, row.stream) if row is not None else ("normal", "compute")
         if row is None and collective.is_collective(conf.op_type):
             kind, stream = collective.KIND, collective.STREAM
+        if conf.name in aliased:
+            kind = "view"
+        if stream == "compute":
+            stream = LANE_STREAMS[lane[conf.name]]
         attrs = dict(conf.attrs)
         if kind in ("unpack", "repeat", "acc", "pack"):
             attrs.setdefault("n", n)
@@ -133,14 +162,18 @@ def compile_job(job: Job, options: CompileOptions | None = None) -> Plan:
                        conf.tags)
         b.task_of_op[conf.name] = t
         regst_num = opt.input_regst_num if kind == "input" else opt.regst_num
-        if kind == "variable":
-            regst_num = 1  # the live state: the next iteration reads it after this one's writes
+        if kind in ("variable", "view"):
+            regst_num = 1  # the live state: the next iteration reads it after this one's writes;
+            # a view holds its input register until its own comes back
         b.produce(t, [(conf.out(i), d) for i, d in enumerate(conf.outputs)], regst_num)
         if kind == "input":
             b.consume(t, "ids", ids.regst_desc_id)
             continue
         names: dict = {}
-        for blob in conf.inputs:
+        for pos, blob in enumerate(conf.inputs):
+            if blob in through:
+                blob, steps = through[blob]
+                t.input_views[pos] = list(steps)
             src, idx = split_blob(blob)
             rid = b.out_regst[b.task_of_op[src].task_id]
             if rid not in names:
@@ -156,8 +189,16 @@ def compile_job(job: Job, options: CompileOptions | None = None) -> Plan:
             b.consume(t, "in_ctrl", rid)
         if not conf.inputs:
             b.consume(t, "tick", tick_for(t))
-        if kind in ("repeat", "unpack"):
+        if kind in ("repeat", "unpack", "view"):
             b.regsts[t.produced_regsts["out"]].alias_of = t.input_blobs[0][0]
+    for reader, writer in alias_ctrl:  # readers through a view act before writes of its base
+        if reader in folded:
+            continue  # its readers have edges of their own
+        producer, consumer = b.task_of_op[reader], b.task_of_op[writer]
+        rid = b.out_regst[producer.task_id]
+        if rid not in consumer.consumed_regsts.get("in_ctrl", ()) and not any(
+                rid == r for r, _ in consumer.input_blobs):
+            b.consume(consumer, "in_ctrl", _adapt_time(b, producer, consumer, rid, n))
 
     # iteration_end reads every compute task's register that nobody else reads
     end = b.new_task("iteration_end", "compute", "System-IterationEnd-Tick")

@@ -68,6 +68,9 @@ class TaskProto:
     scope: str = ""
     time_shape: int = 1              # acts per iteration (n for micro-batch tasks)
     tags: dict = field(default_factory=dict)
+    # kernel input position -> view steps [op type, attrs, output index, shape] applied to the
+    # consumed array (view ops folded into their reader, compiler/views.py)
+    input_views: dict = field(default_factory=dict)
 
     @property
     def thread_id(self) -> int:
@@ -86,7 +89,10 @@ class TaskProto:
                 "consumed_regsts": {k: list(v) for k, v in self.consumed_regsts.items()},
                 "input_blobs": [list(x) for x in self.input_blobs], "scope": self.scope,
                 "time_shape": self.time_shape,
-                "tags": {k: attr_codec.encode(v) for k, v in self.tags.items()}}
+                "tags": {k: attr_codec.encode(v) for k, v in self.tags.items()},
+                "input_views": {str(k): [[op, {a: attr_codec.encode(v) for a, v in at.items()},
+                                          i, list(shape)] for op, at, i, shape in steps]
+                                for k, steps in self.input_views.items()}}
 
     @staticmethod
     def from_dict(d: dict) -> "TaskProto":
@@ -96,7 +102,10 @@ class TaskProto:
                          {k: list(v) for k, v in d["consumed_regsts"].items()},
                          [tuple(x) for x in d["input_blobs"]], d.get("scope", ""),
                          d.get("time_shape", 1),
-                         {k: attr_codec.decode(v) for k, v in d.get("tags", {}).items()})
+                         {k: attr_codec.decode(v) for k, v in d.get("tags", {}).items()},
+                         {int(k): [(op, {a: attr_codec.decode(v) for a, v in at.items()}, i,
+                                    tuple(shape)) for op, at, i, shape in steps]
+                          for k, steps in d.get("input_views", {}).items()})
 
 
 class Plan:

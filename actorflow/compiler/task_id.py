@@ -17,8 +17,9 @@ _RANK_BITS = 16
 DEVICE_TYPES = {"cpu": 1, "cuda": 2}
 _DEVICE_NAMES = {v: k for k, v in DEVICE_TYPES.items()}
 
-# the streams a Plan uses: one thread each per (rank, device)
-STREAMS = {"compute": 0, "source": 1, "io": 2, "comm": 3}
+# the streams a Plan uses: one thread each per (rank, device); "compute_1" is the second compute
+# lane (compiler/lanes.py), "comm" runs a distributed graph's collectives in their fixed order
+STREAMS = {"compute": 0, "source": 1, "io": 2, "comm": 3, "compute_1": 16}
 _STREAM_NAMES = {v: k for k, v in STREAMS.items()}
 
 

@@ -157,12 +157,31 @@ class Actor:
         return kernel_failure(f"{t.op_type} (op {t.op_name})", t.scope, shapes, e)
 
 
+def view_step(op_type: str, attrs: dict, index: int, shape: tuple):
+    """``array -> array``: output ``index`` of view op ``op_type`` applied to an array (a reshape
+    whose input has other strides than the compiler followed copies, as in eager mode)."""
+    if op_type == "reshape":
+        def step(a):
+            try:
+                return a.reshape(shape, copy=False)
+            except ValueError:
+                return a.reshape(shape)
+        return step
+    from actorflow.ops import registry
+
+    fn = registry.get(op_type).view_fn
+    return lambda a: fn([a], attrs)[index]
+
+
 class KernelActor(Actor):
-    """Runs a registered op's kernel (the same function eager mode calls) on register memory."""
+    """Runs a registered op's kernel (the same function eager mode calls) on register memory;
+    inputs read through folded view ops (``TaskProto.input_views``) are viewed first."""
 
     def init(self) -> None:
         from actorflow.ops import registry
 
+        self.in_views = [(pos, [view_step(*s) for s in steps])
+                         for pos, steps in sorted(self.task.input_views.items())]
         op = registry.get(self.task.op_type)
         self.kernel = op.kernel_cpu
         self.attrs = self.task.attrs
@@ -172,6 +191,11 @@ class KernelActor(Actor):
 
     def compute(self, ins: list, out) -> None:
         arrays = [ins[k].arrays[i] for k, i in self.input_pos]
+        for pos, steps in self.in_views:
+            a = arrays[pos]
+            for step in steps:
+                a = step(a)
+            arrays[pos] = a
         attrs = self.attrs
         if self.random:
             attrs = dict(attrs, seed=self.rt.seed_for(out.piece, self.seed_key, out.micro))
@@ -234,6 +258,67 @@ class LightKernelActor(KernelActor):
         if self.eord_left == 0 or self.eord_sent:
             return self.try_leave()
         return False
+
+
+class ViewActor(Actor):
+    """A view op the compiler proved safe to alias (``compiler/views.py``): it publishes NumPy
+    views of its input register instead of running the copying kernel. It holds the input
+    register until its own has come back from every consumer, so the producer cannot write
+    that memory again while a view of it is read."""
+
+    def init(self) -> None:
+        from actorflow.ops import registry
+
+        self.view_fn = registry.get(self.task.op_type).view_fn
+        self.attrs = self.task.attrs
+        self.reshape_to = (tuple(self.out_desc.blobs[0][1].shape)
+                           if self.task.op_type == "reshape" else None)
+        self.held: deque = deque()    # input registers of acts whose views are still read
+
+    def act(self) -> None:
+        inbox, ins = self.inbox, []
+        for rid in self.in_rids:
+            q = inbox[rid]
+            ins.append(q.popleft())
+            if not q:
+                self.n_ready -= 1
+        out = self.free.popleft()
+        out.piece, out.micro = ins[0].piece, ins[0].micro
+        prof = _profiler.ACTIVE
+        t0 = time.perf_counter() if prof is not None else 0.0
+        self.compute(ins, out)
+        if prof is not None:
+            prof.record(self, out.piece, t0, time.perf_counter())
+        self.acts += 1
+        self.held.append(ins)
+        self.emit(out)
+        if not self.consumer_puts:
+            self.release()
+
+    def compute(self, ins: list, out) -> None:
+        k, i = self.input_pos[0]
+        a = ins[k].arrays[i]
+        try:
+            if self.reshape_to is not None:
+                try:
+                    views = [a.reshape(self.reshape_to, copy=False)]
+                except ValueError:  # a root with other strides than planned: copy, as eager
+                    views = [a.reshape(self.reshape_to)]
+            else:
+                views = self.view_fn([a], self.attrs)
+        except Exception as e:
+            raise self.fail(e, [a]) from e
+        out.arrays[:] = views
+
+    def on_ack(self, regst) -> None:
+        super().on_ack(regst)
+        if id(regst) not in self.reading:  # back from every consumer: free the input
+            self.release()
+
+    def release(self) -> None:
+        me, puts = self.id, self.producer_puts
+        for r in self.held.popleft():
+            puts[r.desc_id]((ACK, me, r.producer, r))
 
 
 class VariableActor(Actor):
@@ -425,7 +510,7 @@ class PackActor(AccActor):
 
 
 ACTOR_KINDS = {
-    "normal": KernelActor, "variable": VariableActor, "literal": LiteralActor,
+    "normal": KernelActor, "view": ViewActor, "variable": VariableActor, "literal": LiteralActor,
     "input": InputActor, "output": OutputActor, "callback_notify": SinkActor,
     "wait_and_send_ids": SourceActor, "compute_start": Actor, "iteration_end": Actor,
     "repeat": RepeatActor, "unpack": UnpackActor, "acc": AccActor, "pack": PackActor,
