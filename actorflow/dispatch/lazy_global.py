@@ -21,14 +21,16 @@ tracing. Per call it
   parameter forces its partial-sum gradient to be all-reduced: data parallelism needs no DDP.
 
 Local tensors meeting global ones in a graph (learning rates, constants) count as broadcast.
-Graphs support 1-D placements only: a variable, input, op or ``to_global`` on an n-d placement,
-or a move between placements, raises an error naming it and the placement.
-The boxing ops of one traced Job use their own communicator (attr ``group``, made on the
-tracing thread when the Job first needs it), so a graph's collectives never interleave with
-eager collectives or another graph's.
+Placements may be n-d (``[[0, 1], [2, 3]]``: one sbp per hierarchy axis, tags such as
+``"(S(0), B)"``); a move between placements raises an error naming the op and both placements.
+The boxing ops of one traced Job use their own communicators (attr ``group``, made on the
+tracing thread when the Job first needs them; on an n-d placement one per hierarchy axis, of
+the ranks along it), so a graph's collectives never interleave with eager collectives or
+another graph's.
 """
 from __future__ import annotations
 
+import ast
 import itertools
 
 from actorflow import scope
@@ -36,7 +38,14 @@ from actorflow.autograd import grad_mode
 from actorflow.dispatch import global_tensor as gt
 from actorflow.dispatch.common import infer
 from actorflow.dispatch.lazy import LazyBlob
-from actorflow.dispatch.nd_sbp import box_shard, coords_of, nd_attrs, nd_shard_shape, run_levels
+from actorflow.dispatch.nd_sbp import (
+    box_shard,
+    coords_of,
+    group_ranks,
+    nd_attrs,
+    nd_shard_shape,
+    run_levels,
+)
 from actorflow.distributed import groups
 from actorflow.distributed.world import world
 from actorflow.framework.placement import SbpParallel, as_sbp_tuple, placement
@@ -87,27 +96,51 @@ def sbp_attr(s: str) -> tuple:
     return ("S", int(s[2:-1])) if s.startswith("S(") else (s,)
 
 
+def nd_sbp_str(nd: tuple) -> str:
+    """An n-d SBP (attr tuples) as a tag: ``"S(0)"`` on a 1-D placement, ``"(S(0), B)"`` on a
+    2-D one."""
+    if len(nd) == 1:
+        return sbp_str(nd[0])
+    return "(" + ", ".join(sbp_str(a) for a in nd) + ")"
+
+
+def nd_sbp_attr(s: str) -> tuple:
+    """Inverse of ``nd_sbp_str``: a tuple of attr tuples, one per hierarchy axis."""
+    if s.startswith("("):
+        return tuple(sbp_attr(x.strip()) for x in s[1:-1].split(","))
+    return (sbp_attr(s),)
+
+
+def placement_str(pl: placement) -> str:
+    """``"cpu:0,1"`` for a 1-D placement, ``"cpu:[[0, 1], [2, 3]]"`` for an n-d one."""
+    if len(pl.hierarchy) == 1:
+        return f"{pl.type}:{','.join(str(r) for r in pl.flat_ranks)}"
+    return f"{pl.type}:{pl.ranks}"
+
+
 def global_tags(pl: placement, ins: tuple, outs: tuple, logical: list) -> dict:
-    """The ``global`` tag of an OpConf: placement, sbp per input and output (n-d attr tuples
-    of a 1-D placement), logical shapes."""
-    return {"placement": f"{pl.type}:{','.join(str(r) for r in pl.flat_ranks)}",
-            "in": tuple(sbp_str(s[0]) for s in ins), "out": tuple(sbp_str(s[0]) for s in outs),
+    """The ``global`` tag of an OpConf: placement, n-d sbp per input and output (given as
+    tuples of attr tuples, shown as ``nd_sbp_str``), logical shapes."""
+    return {"placement": placement_str(pl),
+            "in": tuple(nd_sbp_str(s) for s in ins), "out": tuple(nd_sbp_str(s) for s in outs),
             "logical": tuple(tuple(int(d) for d in s) for s in logical)}
 
 
 def placement_of_tag(text: str) -> placement:
-    """The placement a ``global`` tag names (``"cpu:0,1"``)."""
-    kind, ranks = text.split(":")
+    """The placement a ``global`` tag names (``"cpu:0,1"``, ``"cpu:[[0, 1], [2, 3]]"``)."""
+    kind, ranks = text.split(":", 1)
+    if ranks.startswith("["):
+        return placement(kind, ast.literal_eval(ranks))
     return placement(kind, [int(r) for r in ranks.split(",")])
 
 
 def output_global(conf, i: int = 0):
-    """``(placement, sbp attr, logical shape)`` of output ``i`` of ``conf``, or None for a local
-    op."""
+    """``(placement, n-d sbp attrs, logical shape)`` of output ``i`` of ``conf``, or None for a
+    local op."""
     g = conf.tags.get("global")
     if g is None:
         return None
-    return placement_of_tag(g["placement"]), sbp_attr(g["out"][i]), tuple(g["logical"][i])
+    return placement_of_tag(g["placement"]), nd_sbp_attr(g["out"][i]), tuple(g["logical"][i])
 
 
 def global_lazy(tracer, blob: str, pl: placement, sbp: tuple, logical: tuple,
@@ -118,15 +151,6 @@ def global_lazy(tracer, blob: str, pl: placement, sbp: tuple, logical: tuple,
     return Tensor._from_handle(h, tuple(logical), dtype)
 
 
-def check_1d(what: str, pl: placement) -> None:
-    """Graphs support 1-D placements only: raise naming ``what`` (the op or variable) and
-    ``pl`` otherwise."""
-    if len(pl.hierarchy) != 1:
-        raise NotImplementedError(f"nn.Graph: {what} is on placement {pl} of hierarchy "
-                                  f"{pl.hierarchy}: 2-D SBP is not supported yet in a graph "
-                                  f"(use a 1-D list of ranks, or run it eagerly)")
-
-
 # ---- entry points of the tracer (``actorflow.dispatch.lazy``) ------------------------------------
 
 def trace_variable(tracer, t: Tensor, conf) -> Tensor:
@@ -134,7 +158,6 @@ def trace_variable(tracer, t: Tensor, conf) -> Tensor:
     shape and the ``global`` tag; returns the global lazy tensor standing for ``t``."""
     h = t._h
     what = conf.attrs.get("name") or conf.attrs.get("path")
-    check_1d(f"{conf.op_type} {what}", h.placement)
     if h.local is None:
         raise ValueError(f"nn.Graph: {conf.op_type} {what} is placed on {h.placement}, which "
                          f"leaves out rank {world().rank}; a distributed graph runs on ranks "
@@ -150,7 +173,7 @@ def tensor_of_blob(tracer, blob: str, producer) -> Tensor | None:
     g = output_global(producer, split_blob(blob)[1])
     if g is None:
         return None
-    return global_lazy(tracer, blob, g[0], (g[1],), g[2], tracer.builder.desc(blob).dtype)
+    return global_lazy(tracer, blob, g[0], g[1], g[2], tracer.builder.desc(blob).dtype)
 
 
 def _shard(tracer, blob: str) -> Tensor:
@@ -171,10 +194,10 @@ def box(t: Tensor, sbp) -> Tensor:
     """Global lazy ``t`` re-laid out as ``sbp`` (``to_global`` inside build; differentiable)."""
     h = t._h
     sbp = as_sbp_tuple(sbp, "to_global")
-    if len(sbp) != 1:
-        raise NotImplementedError(f"nn.Graph: to_global with {len(sbp)} sbp on placement "
-                                  f"{h.placement}: 2-D SBP is not supported yet in a graph "
-                                  f"(give one sbp)")
+    hier = h.placement.hierarchy
+    if len(sbp) != len(hier):
+        raise ValueError(f"nn.Graph: to_global with {len(sbp)} sbp on placement "
+                         f"{h.placement} of hierarchy {hier}: give one sbp per hierarchy axis")
     src, dst = nd_attrs(h.sbp), nd_attrs(sbp)
     if src == dst:
         return t
@@ -195,12 +218,21 @@ class LazyGlobalInterpreter:
 
     def group(self, pl: placement) -> str:
         """The communicator key of this Job's boxing ops on ``pl`` (made on first use, on the
-        tracing thread: every rank traces the same graphs in the same order)."""
+        tracing thread: every rank traces the same graphs in the same order). On an n-d
+        placement the boxing ops of axis k run on the group along k (the ranks sharing every
+        other coordinate): this rank makes its group of each axis, axis 0 first, so every rank
+        creates its groups in the same order and each creation involves only that group."""
         train = self.tracer.job.train
         key = train.get("comm_group")
         if key is None:
             key = train["comm_group"] = f"graph{next(_group_ids)}"
-        groups.make_group(pl.flat_ranks, key)
+        if len(pl.hierarchy) == 1:
+            groups.make_group(pl.flat_ranks, key)
+            return key
+        coords = coords_of(pl, world().rank)
+        for axis, n in enumerate(pl.hierarchy):
+            if n > 1:  # (box_axis never boxes over a group of one)
+                groups.make_group(group_ranks(pl, coords, axis), key)
         return key
 
     def as_global(self, op, t: Tensor, pl: placement) -> Tensor:
@@ -215,7 +247,8 @@ class LazyGlobalInterpreter:
                              f"{tuple(t._shape)}) with global tensors placed on {pl} in "
                              f"nn.Graph build(); make it global (a global parameter or input)")
         lazy = self.tracer.lazy_of(t)
-        return global_lazy(self.tracer, lazy._h.name, pl, (B,), t._shape, t.dtype)
+        return global_lazy(self.tracer, lazy._h.name, pl, (B,) * len(pl.hierarchy), t._shape,
+                           t.dtype)
 
     def box_to(self, t: Tensor, dst: tuple, reason: str) -> Tensor:
         """Append the boxing ops taking global lazy ``t`` to n-d ``dst``; the boxed tensor."""
@@ -226,11 +259,17 @@ class LazyGlobalInterpreter:
         local = _shard(tr, h.name)
         boxed = box_shard(local, src, dst, t._shape, pl, coords_of(pl, world().rank),
                           interp=tr, extra={"group": self.group(pl)})
+        if boxed._h.name == h.name:
+            # only axes of one rank changed (n-d): same values, but the blob's producer must
+            # record the new sbp (outputs and later reads of the blob take it from there)
+            boxed = tr.apply(registry.get("reshape"), [local], {"shape": tuple(local._shape)},
+                             None, False)[0][0]
         nbytes = t.numel() * t.dtype.itemsize
         for conf in tr.job.ops[start:]:
             conf.tags["global"] = global_tags(pl, (src,), (dst,), [t._shape])
-            conf.tags["boxing"] = {"from": sbp_str(src[0]), "to": sbp_str(dst[0]),
-                                   "bytes": nbytes, "reason": reason}
+            if conf.op_type.startswith("boxing_"):
+                conf.tags["boxing"] = {"from": nd_sbp_str(src), "to": nd_sbp_str(dst),
+                                       "bytes": nbytes, "reason": reason}
         return global_lazy(tr, boxed._h.name, pl, dst, t._shape, t.dtype)
 
     def _reason(self, op, gins: list, i: int) -> str:
@@ -266,7 +305,6 @@ class LazyGlobalInterpreter:
                 raise NotImplementedError(
                     f"nn.Graph: {op.name}: inputs are on different placements, {pl} and {p}: "
                     f"moving a tensor between placements is not supported yet in a graph")
-        check_1d(op.name, pl)
         gins = [self.as_global(op, t, pl) for t in inputs]
         metas = infer(op, gins, attrs)
         sig = gt.choose_signature(op, gins, attrs, None, metas, pl)
@@ -326,4 +364,4 @@ def boxing_report(job) -> list:
 
 __all__ = ["LazyGlobalBlob", "LazyGlobalInterpreter", "is_lazy_global", "physical", "box",
            "interpreter_for", "global_tags", "output_global", "boxing_report", "sbp_str",
-           "sbp_attr", "placement_of_tag", "check_1d"]
+           "sbp_attr", "nd_sbp_str", "nd_sbp_attr", "placement_of_tag", "placement_str"]

@@ -1,4 +1,4 @@
-"""The distributed nn.Graph (global parameters and inputs, 1-D SBP): the rank scripts
+"""The distributed nn.Graph (global parameters and inputs, 1-D and 2-D SBP): the rank scripts
 ``graph_*.py`` beside this file, run through ``mpiexec`` on 2 (and 4) ranks, on both graph
 executors; and what a world of one process shows of it (placement and sbp in the Job, the
 boxing report, the collective schedule of the Plan)."""
@@ -240,31 +240,77 @@ def test_errors_name_the_op():
         InPlace()(flow.randn(5, 4, placement=pl, sbp=flow.sbp.split(0)))
 
 
+@needs_mpi
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("n, executor", [(2, "actors"), (2, "vm"), (4, "actors"), (4, "vm")])
+def test_2d_data_x_tensor_parallel_graph_trains_like_one_process(n, executor):
+    # 4 ranks: a 2x2 placement (oversubscribed here: few steps, tiny sizes); 2: hierarchy (1, 2)
+    code, _, out = run_ranks(n, "graph_nd.py", executor, timeout=290)
+    _ok(code, out, n)
+
+
 @pytest.mark.timeout(60)
-def test_nd_placements_and_moves_are_refused_naming_them():
+def test_nd_placement_in_one_process_graph_trains_like_eager():
+    pl = flow.placement("cpu", ranks=[[0]])
+    sbp = (flow.sbp.split(0), flow.sbp.broadcast)
+    x = np.random.default_rng(6).standard_normal((5, 4))
+    pl1 = flow.placement("cpu", ranks=[0])
+    eager = _Linear(pl1).to(flow.float64).to_global(placement=pl, sbp=(flow.sbp.broadcast,) * 2)
+    graph = _Linear(pl1).to(flow.float64).to_global(placement=pl, sbp=(flow.sbp.broadcast,) * 2)
+    opt = flow.optim.SGD(eager.parameters(), lr=0.5, momentum=0.9)
+    g = _Train(graph)
+    xg = flow.tensor(x, placement=pl, sbp=sbp)
+    for _ in range(3):
+        loss = eager(xg).sum()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        out = g(xg)
+        assert out.is_global and out.placement == pl and len(out.sbp) == 2, out
+        np.testing.assert_allclose(out.numpy(), loss.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(graph.weight.numpy(), eager.weight.numpy(), rtol=1e-12)
+    assert graph.weight.sbp == (flow.sbp.broadcast,) * 2
+    # the Job shows the 2-D placement and sbp, also after a JSON round trip
+    mm = [o for o in g.forward_job.ops if o.op_type == "matmul"][0]
+    assert mm.tags["global"]["in"] == ("(S(0), B)", "(B, B)"), mm.tags["global"]
+    assert mm.tags["global"]["placement"] == "cpu:[[0]]"
+    assert "@ cpu:[[0]] (S(0), B),(B, B)->(S(0), B)" in g.forward_job.summary()
+    back = type(g.full_job).from_json(g.full_job.to_json())
+    tags = [o.tags.get("global") for o in g.full_job.ops]
+    assert [o.tags.get("global") for o in back.ops] == tags
+    # the weight gradient is (P, B): partial over groups of one, which hold its value already
+    assert not boxing_report(g.full_job)
+    # to_global inside build takes one sbp per hierarchy axis
+    y = flow.tensor(x, placement=pl, sbp=(flow.sbp.broadcast,) * 2)
+
+    class ToSplit(nn.Graph):
+        def build(self, y):
+            return y.to_global(sbp=(flow.sbp.broadcast, flow.sbp.split(1)))
+
+    z = ToSplit()(y)
+    assert z.sbp == (flow.sbp.broadcast, flow.sbp.split(1))
+    np.testing.assert_array_equal(z.numpy(), x)
+
+
+@pytest.mark.timeout(60)
+def test_moves_and_wrong_sbp_counts_are_refused_naming_them():
     pl, pl2 = flow.placement("cpu", ranks=[0]), flow.placement("cpu", ranks=[[0]])
     bb = (flow.sbp.broadcast, flow.sbp.broadcast)
 
     class Fwd(nn.Graph):
-        def __init__(self, model=None, fn=None):
+        def __init__(self, fn):
             super().__init__()
-            self.model, self.fn = model, fn
+            self.fn = fn
 
         def build(self, x):
-            return self.fn(x) if self.fn is not None else self.model(x)
+            return self.fn(x)
 
-    with pytest.raises(NotImplementedError, match=r"nn.Graph: input x is on placement .*"
-                                                  r"\(1, 1\): 2-D SBP is not supported yet"):
-        Fwd(fn=lambda x: x + 1)(flow.randn(5, 4, placement=pl2, sbp=bb))
-    nd = _Linear(pl).to_global(placement=pl2, sbp=bb)
-    with pytest.raises(NotImplementedError, match=r"nn.Graph: variable model.weight is on "
-                                                  r"placement .*2-D SBP is not supported yet"):
-        Fwd(nd)(flow.randn(5, 4))
     x = flow.randn(5, 4, placement=pl, sbp=flow.sbp.split(0))
     with pytest.raises(NotImplementedError, match="to_global: moving a global tensor from"):
-        Fwd(fn=lambda x: x.to_global(placement=pl2, sbp=bb))(x)
-    with pytest.raises(NotImplementedError, match="to_global with 2 sbp on placement"):
-        Fwd(fn=lambda x: x.to_global(sbp=bb))(x)
+        Fwd(lambda x: x.to_global(placement=pl2, sbp=bb))(x)
+    with pytest.raises(ValueError, match=r"to_global with 2 sbp on placement .* hierarchy "
+                                         r"\(1,\): give one sbp per hierarchy axis"):
+        Fwd(lambda x: x.to_global(sbp=bb))(x)
 
 
 @pytest.mark.timeout(60)

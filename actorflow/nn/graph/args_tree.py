@@ -165,8 +165,9 @@ def signature(structure, tensors: list) -> tuple:
 def _where(t) -> str:
     if t.is_global:
         h = t._h
-        return (f"{h.placement.type}:{','.join(map(str, h.placement.flat_ranks))} "
-                f"{','.join(str(s.attr()) for s in h.sbp)}")
+        pl = h.placement  # (an n-d placement shows its nested ranks: its hierarchy counts)
+        ranks = ','.join(map(str, pl.flat_ranks)) if len(pl.hierarchy) == 1 else pl.ranks
+        return f"{pl.type}:{ranks} {','.join(str(s.attr()) for s in h.sbp)}"
     return str(t.device)
 
 

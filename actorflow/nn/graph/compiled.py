@@ -126,7 +126,7 @@ class CompiledGraph:
         for b, d, g in zip(blobs, self.out_descs, self.out_globals):
             t = Tensor._from_handle(b, tuple(d.shape), d.dtype)
             if g is not None:
-                t = wrap(t, g[0], (SbpParallel.from_attr(g[1]),), g[2], d.dtype)
+                t = wrap(t, g[0], tuple(SbpParallel.from_attr(a) for a in g[1]), g[2], d.dtype)
             out.append(t)
         return out
 
