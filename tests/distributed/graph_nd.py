@@ -1,7 +1,8 @@
 """Run under ``mpiexec -n N`` (N = 4: a 2x2 placement ``[[0, 1], [2, 3]]``; N = 2: hierarchy
 (1, 2)): data x tensor parallel MLP trained in an nn.Graph - the batch ``(split(0),
 broadcast)``, fc1's weight and bias ``(broadcast, split(0))`` (split by output features over
-axis 1), fc2's weight ``(broadcast, split(1))`` and bias broadcast, SGD with momentum - gives
+axis 1), fc2's weight ``(broadcast, split(1))`` and bias broadcast, its partial-sum output
+made ``(split(0), broadcast)`` by ``to_global`` in build, SGD with momentum - gives
 the losses and parameters of one process on the full batch, on both graph executors (argv[1]:
 "vm" for the reference executor). The Job shows the 2-D sbp, every collective runs on a
 communicator of the ranks along one hierarchy axis, in one numbered schedule. Prints
@@ -46,7 +47,10 @@ class TrainGraph(nn.Graph):
         self.add_optimizer(opt)
 
     def build(self, x, y):
-        loss = nn.functional.cross_entropy(self.model(x), y, reduction="sum") / N
+        out = self.model(x)
+        assert out.sbp == (S0, flow.sbp.partial_sum), out.sbp
+        out = out.to_global(sbp=(S0, B))   # the tensor-parallel all-reduce, over axis 1
+        loss = nn.functional.cross_entropy(out, y, reduction="sum") / N
         loss.backward()
         return loss
 
@@ -100,18 +104,25 @@ assert all(tuple(o.attrs["ranks"]) in along and len(o.attrs["ranks"]) == 2 for o
 assert len({o.attrs["group"] for o in coll}) == 1 and coll[0].attrs["group"].startswith("graph")
 # data parallel: each weight gradient is all-reduced over axis 0 (its column of ranks), the
 # split (axis 1) kept; tensor parallel: fc2's partial sums are reduced over axis 1 (the row)
-grads = {o.tags["boxing"]["reason"]: o for o in coll if o.tags["boxing"]["reason"].endswith("grad")}
-out2 = [o for o in coll if o.tags["boxing"]["from"] == "(S(0), P)"]
-assert out2 and out2[0].op_type in ("boxing_p_to_s", "boxing_p_to_b"), out2
-assert tuple(out2[0].attrs["ranks"]) == row, out2[0].attrs["ranks"]
-if n == 4:
-    w = grads["model.0.weight grad"]
-    assert (w.op_type, w.tags["boxing"]["from"], w.tags["boxing"]["to"]) == \
-        ("boxing_p_to_b", "(P, S(0))", "(B, S(0))"), (w.op_type, w.tags["boxing"])
-    assert tuple(w.attrs["ranks"]) == col, w.attrs["ranks"]
-    assert grads["model.2.weight grad"].tags["boxing"]["from"] == "(P, S(1))"
-else:  # hierarchy (1, 2): a partial sum over a group of one is its value, nothing moves
-    assert not grads, list(grads)
+def steps(reason: str) -> list:
+    """(op, ranks) of each boxing op for ``reason`` (one per hierarchy axis it changes)."""
+    return [(o.op_type, tuple(o.attrs["ranks"])) for o in coll
+            if o.tags["boxing"]["reason"] == reason]
+
+
+out2 = [o for o in coll if o.tags["boxing"]["reason"].startswith("to_global")]
+assert [(o.op_type, tuple(o.attrs["ranks"])) for o in out2] == [("boxing_p_to_b", row)], out2
+assert (out2[0].tags["boxing"]["from"], out2[0].tags["boxing"]["to"]) == ("(S(0), P)", "(S(0), B)")
+# fc2's weight gradient (P, P) -> (B, S(1)): all-reduced over the column, reduce-scattered
+# over the row (on hierarchy (1, 2) the column is one rank: nothing to reduce)
+w2 = [o for o in coll if o.tags["boxing"]["reason"] == "model.2.weight grad"]
+assert {(o.tags["boxing"]["from"], o.tags["boxing"]["to"]) for o in w2} == {("(P, P)", "(B, S(1))")}
+want = [("boxing_p_to_b", col)] if n == 4 else []
+assert steps("model.2.weight grad") == want + [("boxing_p_to_s", row)], steps("model.2.weight grad")
+if n == 4:  # fc1's weight gradient (P, S(0)) -> (B, S(0)): the data-parallel all-reduce
+    w = [o for o in coll if o.tags["boxing"]["reason"] == "model.0.weight grad"]
+    assert (w[0].tags["boxing"]["from"], w[0].tags["boxing"]["to"]) == ("(P, S(0))", "(B, S(0))")
+    assert steps("model.0.weight grad") == [("boxing_p_to_b", col)], steps("model.0.weight grad")
 if os.environ.get("ACTORFLOW_RUN_GRAPH_BY_VM") != "1":
     tasks = [t for t in g.plan.tasks if t.kind == "collective"]
     assert len(tasks) == len(coll), (len(tasks), len(coll))
