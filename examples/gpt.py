@@ -198,14 +198,13 @@ class GPT(nn.Module):
         return idx
 
 
-def parallelize(model: GPT, how: str) -> flow.placement:
+def parallelize(model: GPT, how: str, world: int | None = None) -> flow.placement:
     """Lay ``model`` out over every process for a global ``nn.Graph``: ``"data"``: each
     parameter broadcast (the caller splits the batch); ``"tensor"``: Megatron - the q, k, v
     and first MLP weights split by output features (heads, hidden units), the attention
     projection and second MLP weights by input features, the rest broadcast. Returns the
-    placement."""
-    pl = flow.placement.all("cpu")
-    world = flow.env.get_world_size()
+    placement. ``world`` (default: the running world's size) is checked against the heads."""
+    world = world or flow.env.get_world_size()
     if how == "tensor":
         for blk in model.blocks:
             if blk.attn.n_head % world or blk.mlp[0].out_features % world:
@@ -213,6 +212,7 @@ def parallelize(model: GPT, how: str) -> flow.placement:
                                  f"width ({blk.mlp[0].out_features}) must be divisible by the "
                                  f"{world} processes")
             blk.attn.split_qkv()
+    pl = flow.placement.all("cpu")
     model.to_global(placement=pl, sbp=flow.sbp.broadcast)
     if how == "tensor":
         s0, s1 = flow.sbp.split(0), flow.sbp.split(1)

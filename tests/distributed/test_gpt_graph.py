@@ -40,3 +40,19 @@ def test_gpt_global_graph_gives_the_one_process_losses(mode, tmp_path, one_proce
         assert "to_global in model.blocks.0.attn: P -> B all-reduce" in boxing, boxing
         assert "to_global in model.blocks.0: P -> B all-reduce" in boxing, boxing
         assert "qkv" not in boxing and "attn.q.weight grad" not in boxing, boxing
+
+
+def test_parallel_refuses_eager_mode_resume_and_indivisible_heads(tmp_path):
+    from examples import gpt
+
+    def args(*extra):
+        return gpt.build_parser().parse_args(ARGS + ["--out", str(tmp_path), *extra])
+
+    with pytest.raises(ValueError, match="--parallel trains a global nn.Graph"):
+        gpt.train(args("--parallel", "data", "--mode", "eager"))
+    with pytest.raises(ValueError, match="--resume is not supported with --parallel"):
+        gpt.train(args("--parallel", "tensor", "--resume"))
+    model = gpt.GPT(10, block_size=8, n_layer=1, n_head=3, n_embd=6)
+    with pytest.raises(ValueError, match=r"n_head \(3\) and the MLP width \(24\) must be "
+                                         r"divisible by the 2 processes"):
+        gpt.parallelize(model, "tensor", world=2)
