@@ -8,6 +8,8 @@ sample and saves a checkpoint that ``--resume`` continues from.
     python examples/gpt.py --mode eager         # the same training step run eagerly
     python examples/gpt.py --steps 2000 --data my.txt --out runs/gpt
     mpiexec -n 2 python examples/gpt.py --mode eager   # data parallel (DDP), same global batch
+    mpiexec -n 2 python examples/gpt.py --parallel data    # a global graph: batch split(0)
+    mpiexec -n 2 python examples/gpt.py --parallel tensor  # a global graph: heads, MLP split
 
 In graph mode the run also writes the compiled Plan (``plan.dot``, and ``plan.svg`` where
 Graphviz is installed) and a Chrome trace of a few training steps on the actor runtime
@@ -81,6 +83,7 @@ class CausalSelfAttention(nn.Module):
             raise ValueError(f"n_embd ({n_embd}) must be divisible by n_head ({n_head})")
         self.n_head = n_head
         self.qkv = nn.Linear(n_embd, 3 * n_embd)
+        self.q = self.k = self.v = None   # set (and qkv dropped) by ``split_qkv``
         self.proj = nn.Linear(n_embd, n_embd)
         self.dropout = dropout
         self.resid_drop = nn.Dropout(dropout)
@@ -88,14 +91,39 @@ class CausalSelfAttention(nn.Module):
     def forward(self, x):
         B, T, C = x.shape
         hs = C // self.n_head
-        q, k, v = self.qkv(x).split(C, dim=2)
+        if self.qkv is not None:
+            q, k, v = self.qkv(x).split(C, dim=2)
+        else:
+            q, k, v = self.q(x), self.k(x), self.v(x)
         q = q.reshape(B, T, self.n_head, hs).transpose(1, 2)
         k = k.reshape(B, T, self.n_head, hs).transpose(1, 2)
         v = v.reshape(B, T, self.n_head, hs).transpose(1, 2)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
                                            dropout_p=self.dropout if self.training else 0.0)
         y = y.transpose(1, 2).reshape(B, T, C)
-        return self.resid_drop(self.proj(y))
+        return self.resid_drop(all_reduce_partial(self.proj(y)))
+
+    def split_qkv(self) -> None:
+        """Replace the fused ``qkv`` projection by three (``q``, ``k``, ``v``) holding its
+        rows, so each can be split by output features (heads) for tensor parallelism."""
+        C = self.proj.in_features
+        w, b = self.qkv.weight.detach(), self.qkv.bias.detach()
+        rng = flow.get_rng_state()   # (the new layers' own init draws nothing for later)
+        for i, name in enumerate("qkv"):
+            lin = nn.Linear(C, C).to(w.dtype)
+            lin.weight = nn.Parameter(w[i * C:(i + 1) * C].clone())
+            lin.bias = nn.Parameter(b[i * C:(i + 1) * C].clone())
+            setattr(self, name, lin)
+        flow.set_rng_state(rng)
+        self.qkv = None
+
+
+def all_reduce_partial(t):
+    """A tensor-parallel layer's partial sums made whole on every rank (Megatron's
+    all-reduce after the row-split projection); anything else passes through."""
+    if t.is_global and t.sbp == (flow.sbp.partial_sum,):
+        return t.to_global(sbp=flow.sbp.broadcast)
+    return t
 
 
 class Block(nn.Module):
@@ -111,7 +139,7 @@ class Block(nn.Module):
 
     def forward(self, x):
         x = x + self.attn(self.ln1(x))
-        return x + self.mlp(self.ln2(x))
+        return x + all_reduce_partial(self.mlp(self.ln2(x)))
 
 
 class GPT(nn.Module):
@@ -170,6 +198,38 @@ class GPT(nn.Module):
         return idx
 
 
+def parallelize(model: GPT, how: str, world: int | None = None) -> flow.placement:
+    """Lay ``model`` out over every process for a global ``nn.Graph``: ``"data"``: each
+    parameter broadcast (the caller splits the batch); ``"tensor"``: Megatron - the q, k, v
+    and first MLP weights split by output features (heads, hidden units), the attention
+    projection and second MLP weights by input features, the rest broadcast. Returns the
+    placement. ``world`` (default: the running world's size) is checked against the heads."""
+    world = world or flow.env.get_world_size()
+    if how == "tensor":
+        for blk in model.blocks:
+            if blk.attn.n_head % world or blk.mlp[0].out_features % world:
+                raise ValueError(f"--parallel tensor: n_head ({blk.attn.n_head}) and the MLP "
+                                 f"width ({blk.mlp[0].out_features}) must be divisible by the "
+                                 f"{world} processes")
+            blk.attn.split_qkv()
+    pl = flow.placement.all("cpu")
+    model.to_global(placement=pl, sbp=flow.sbp.broadcast)
+    if how == "tensor":
+        s0, s1 = flow.sbp.split(0), flow.sbp.split(1)
+        for blk in model.blocks:
+            a, fc1, fc2 = blk.attn, blk.mlp[0], blk.mlp[2]
+            for mod, name, sbp in ((a.q, "weight", s0), (a.q, "bias", s0),
+                                   (a.k, "weight", s0), (a.k, "bias", s0),
+                                   (a.v, "weight", s0), (a.v, "bias", s0),
+                                   (a.proj, "weight", s1), (fc1, "weight", s0),
+                                   (fc1, "bias", s0), (fc2, "weight", s1)):
+                p = getattr(mod, name)
+                setattr(mod, name, nn.Parameter(p.detach().to_global(sbp=sbp)))
+    elif how != "data":
+        raise ValueError(f"--parallel must be 'data' or 'tensor', got {how!r}")
+    return pl
+
+
 # ---- training ----------------------------------------------------------------------------------
 
 class TrainGraph(nn.Graph):
@@ -205,6 +265,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=("eager", "graph"), default="graph",
                    help="run each training step as an nn.Graph on the actor runtime (traced "
                         "once; the default) or eagerly; both give the same numbers")
+    p.add_argument("--parallel", choices=("data", "tensor"), default=None,
+                   help="graph mode on several processes (mpiexec): global parameters, the "
+                        "batch split over the ranks (data) or the heads and MLP hidden units "
+                        "(tensor); the same losses as one process")
     p.add_argument("--trace-steps", type=int, default=3,
                    help="graph mode: record this many steps (after the first) as a Chrome "
                         "trace in --out (0: none)")
@@ -220,8 +284,14 @@ def train(args) -> dict:
     from tqdm import tqdm
 
     rank, world = flow.env.get_rank(), flow.env.get_world_size()
-    if world > 1 and args.mode != "eager":
-        raise ValueError("several processes train data parallel in eager mode: pass --mode eager")
+    parallel = args.parallel
+    if parallel and args.mode != "graph":
+        raise ValueError("--parallel trains a global nn.Graph: use it with --mode graph")
+    if world > 1 and args.mode != "eager" and not parallel:
+        raise ValueError("several processes train data parallel in eager mode (--mode eager) "
+                         "or as a global graph (--parallel data|tensor)")
+    if parallel and args.resume:
+        raise ValueError("--resume is not supported with --parallel yet")
     if args.batch_size % world:
         raise ValueError(f"--batch-size {args.batch_size} is not divisible by the {world} "
                          f"processes (each takes an equal share of the global batch)")
@@ -232,6 +302,7 @@ def train(args) -> dict:
     entropy = unigram_entropy(data, codec.vocab_size)
     model = GPT(codec.vocab_size, args.block_size, args.n_layer, args.n_head, args.n_embd,
                 args.dropout, tie_weights=not args.untied)
+    pl = parallelize(model, parallel) if parallel else None
     # gradient clipping lives in the param group (OneFlow's way), so eager (``clip_grad()``)
     # and graph (the optimizer pass) clip the same way
     opt = flow.optim.AdamW([{"params": list(model.parameters()), "clip_grad_max_norm": 1.0,
@@ -249,7 +320,8 @@ def train(args) -> dict:
         flow.set_rng_state(state["rng"])
     graph = TrainGraph(model, opt, sched) if args.mode == "graph" else None
     # several processes: rank 0's weights everywhere, gradients averaged across the ranks
-    step_model = nn.parallel.DistributedDataParallel(model) if world > 1 else model
+    step_model = (nn.parallel.DistributedDataParallel(model) if world > 1 and not parallel
+                  else model)
     share = args.batch_size // world
     losses = []
     bar = tqdm(range(start, start + args.steps), disable=args.no_progress or rank > 0,
@@ -263,7 +335,11 @@ def train(args) -> dict:
         if graph is not None and i == 1 and args.trace_steps > 0:
             prof = flow.profiler.profile().__enter__()
         x, y = get_batch(data, args.batch_size, args.block_size)
-        if graph is not None:
+        if parallel:  # the logical batch: split over the ranks, or whole on each
+            sbp = flow.sbp.split(0) if parallel == "data" else flow.sbp.broadcast
+            loss = graph(flow.tensor(x.numpy(), placement=pl, sbp=sbp),
+                         flow.tensor(y.numpy(), placement=pl, sbp=sbp)).to_local()
+        elif graph is not None:
             loss = graph(x, y)  # updates model, optimizer state and schedule in place
         else:
             # every rank draws the same global batch and trains on its share of the rows
@@ -274,7 +350,7 @@ def train(args) -> dict:
             opt.clip_grad()
             opt.step()
             sched.step()
-        if world > 1:  # the global batch's loss: the mean of the ranks' (equal shares)
+        if world > 1 and not parallel:  # the global batch's loss: the ranks' mean
             loss = loss.detach().clone()
             flow.comm.all_reduce(loss)
             loss = loss / world
@@ -291,10 +367,18 @@ def train(args) -> dict:
         artifacts.update(write_graph_artifacts(graph, prof, args.out))
     if graph is not None and not artifacts:
         artifacts.update(write_graph_artifacts(graph, None, args.out))
+    boxing = []
+    if parallel:  # the collectives the trace inserted (a boxing report line each)
+        from actorflow.dispatch.lazy_global import boxing_report
+        boxing = boxing_report(graph.full_job)
     if graph is not None:
         graph.close()
     os.makedirs(args.out, exist_ok=True)
-    if rank == 0:  # the ranks hold the same model and optimizer state
+    if parallel:  # a local copy of the whole model on every rank, for the sample and file
+        model = local_copy(model, args)
+        if rank == 0:
+            flow.save({"model": model.state_dict(), "step": start + args.steps}, ckpt)
+    elif rank == 0:  # the ranks hold the same model and optimizer state
         flow.save({"model": model.state_dict(), "optimizer": opt.state_dict(),
                    "scheduler": sched.state_dict(), "step": start + args.steps,
                    "rng": flow.get_rng_state()}, ckpt)
@@ -305,7 +389,22 @@ def train(args) -> dict:
     sample = codec.decode(model.generate(prompt, args.sample_len)[0].numpy())
     return {"losses": losses, "entropy": entropy, "sample": sample, "checkpoint": ckpt,
             "tokens_per_s": tokens / max(time.perf_counter() - t0, 1e-9),
-            "artifacts": artifacts}
+            "artifacts": artifacts, "boxing": boxing}
+
+
+def local_copy(model: GPT, args) -> GPT:
+    """A local model holding a global ``model``'s whole parameters (every rank calls it)."""
+    full = {k: v.to_global(sbp=flow.sbp.broadcast).to_local()
+            for k, v in model.state_dict().items()}
+    rng = flow.get_rng_state()   # (the copy's init draws nothing for the sample)
+    local = GPT(model.tok_emb.weight.shape[0], args.block_size, args.n_layer, args.n_head,
+                args.n_embd, args.dropout, tie_weights=not args.untied)
+    flow.set_rng_state(rng)
+    for blk, mine in zip(local.blocks, model.blocks):
+        if mine.attn.qkv is None:
+            blk.attn.split_qkv()
+    local.load_state_dict(full)
+    return local
 
 
 def write_graph_artifacts(graph, prof, out: str) -> dict:
@@ -316,6 +415,8 @@ def write_graph_artifacts(graph, prof, out: str) -> dict:
 
     os.makedirs(out, exist_ok=True)
     paths = {}
+    if flow.env.get_rank() > 0:  # a global graph: rank 0's Plan and trace stand for all
+        return paths
     dot = os.path.join(out, "plan.dot")
     with open(dot, "w") as f:
         f.write(graph.plan.to_dot())

@@ -9,3 +9,6 @@ bounds every wait between ranks. The user-facing APIs built on it are ``flow.env
 from actorflow.distributed.world import (  # noqa: F401,E402  (flow.distributed's API)
     get_local_rank, get_node_size, get_rank, get_world_size,
 )
+from actorflow.distributed.plan_check import (  # noqa: F401,E402
+    check_plans, compare_plans, plan_summary,
+)

@@ -83,16 +83,43 @@ def _(inputs, attrs):
     return [Meta(infer_reshape("reshape", x._shape, attrs["shape"]), x.dtype)]
 
 
+def _groups_into(dims: tuple, start: int, size: int) -> bool:
+    """Whether ``dims[start:e]`` multiply to ``size`` for some ``e``."""
+    prod = 1
+    for k in range(start, len(dims)):
+        prod *= dims[k]
+        if prod == size:
+            return True
+        if prod > size:
+            return False
+    return False
+
+
+def _split_follows(shape: tuple, d: int, new: tuple, d2: int, n: int) -> bool:
+    """Whether split(d) of ``shape`` over ``n`` ranks is split(d2) of ``new``: the same size,
+    or dim ``d`` cut into ``new[d2:e]`` (heads from features) with ``new[d2]`` a multiple of
+    ``n``, or ``shape[d:e]`` merged into ``new[d2]`` with ``shape[d]`` a multiple of ``n``."""
+    if new[d2] == shape[d]:
+        return True
+    if new[d2] < shape[d]:
+        return new[d2] % n == 0 and _groups_into(new, d2, shape[d])
+    return shape[d] % n == 0 and _groups_into(shape, d, new[d2])
+
+
 @reshape.sbp
 def _(inputs, attrs):
     """A split dim that the new shape keeps (same size, same number of elements before it)
-    stays split; the shards are reshaped to their part of the new shape."""
+    stays split, as does one cut into several dims or merged with the dims after it when each
+    rank's shard is whole rows of the split dim (even splits); the shards are reshaped to
+    their part of the new shape."""
     shape = tuple(inputs[0]._shape)
     new = infer_reshape("reshape", shape, attrs["shape"])
+    n = len(inputs[0].placement.flat_ranks)
     for d in range(len(shape)):
         lead = int(np.prod(shape[:d], dtype=np.int64))
         for d2 in range(len(new)):
-            if new[d2] == shape[d] and int(np.prod(new[:d2], dtype=np.int64)) == lead:
+            if (int(np.prod(new[:d2], dtype=np.int64)) == lead
+                    and _split_follows(shape, d, new, d2, n)):
                 def local(attrs, index, n, d2=d2):
                     return dict(attrs, shape=shard_shape(new, S(d2), n, index))
                 yield Sig((S(d),), (S(d2),), None, local)
