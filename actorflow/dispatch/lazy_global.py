@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
+
 from actorflow import scope
 from actorflow.autograd import grad_mode
 from actorflow.dispatch import global_tensor as gt
@@ -40,7 +42,7 @@ from actorflow.dispatch.nd_sbp import box_shard, coords_of, nd_attrs, nd_shard_s
 from actorflow.distributed import groups
 from actorflow.distributed.world import world
 from actorflow.framework.placement import SbpParallel, as_sbp_tuple, placement
-from actorflow.job.job import BlobDesc, split_blob
+from actorflow.job.job import BlobDesc, OpConf, split_blob
 from actorflow.job.system_ops import is_system_op
 from actorflow.ops import registry
 from actorflow.ops.boxing import B
@@ -72,7 +74,11 @@ def is_lazy_global(t) -> bool:
 def physical(t):
     """What runs on this rank for tensor ``t``: a global tensor's shard, else ``t``."""
     h = getattr(t, "_h", None)
-    return h.local if type(h) is gt.GlobalBlob else t
+    if type(h) is not gt.GlobalBlob:
+        return t
+    if h.local is None:  # an input of a stage on other ranks: its input op reads nothing
+        return Tensor._wrap(np.empty((0,), t.dtype.np), t.dtype)
+    return h.local
 
 
 # ---- the Job's record of placement and sbp ------------------------------------------------------
@@ -136,9 +142,15 @@ def trace_variable(tracer, t: Tensor, conf) -> Tensor:
     what = conf.attrs.get("name") or conf.attrs.get("path")
     check_1d(f"{conf.op_type} {what}", h.placement)
     if h.local is None:
-        raise ValueError(f"nn.Graph: {conf.op_type} {what} is placed on {h.placement}, which "
-                         f"leaves out rank {world().rank}; a distributed graph runs on ranks "
-                         f"that every global tensor of it is placed on")
+        if conf.op_type != "input":
+            raise ValueError(f"nn.Graph: {conf.op_type} {what} is placed on {h.placement}, "
+                             f"which leaves out rank {world().rank}")
+        # an input of another rank's stage: the op reads an empty placeholder, the tensor
+        # has no shard here
+        conf.outputs[0] = BlobDesc((0,), t.dtype)
+        conf.tags["global"] = global_tags(h.placement, (), (nd_attrs(h.sbp),), [t._shape])
+        return Tensor._from_handle(LazyGlobalBlob(tracer, None, h.placement, h.sbp),
+                                   tuple(t._shape), t.dtype)
     local = h.local
     conf.outputs[0] = BlobDesc(tuple(local._shape), local.dtype)
     conf.tags["global"] = global_tags(h.placement, (), (nd_attrs(h.sbp),), [t._shape])
@@ -151,6 +163,17 @@ def tensor_of_blob(tracer, blob: str, producer) -> Tensor | None:
     if g is None:
         return None
     return global_lazy(tracer, blob, g[0], (g[1],), g[2], tracer.builder.desc(blob).dtype)
+
+
+def absent_output(tracer, index: int, path: str, name: str, t: Tensor):
+    """The output op of global lazy ``t`` that has no shard on this rank: it returns an empty
+    placeholder, and the call's output is a global tensor with no shard here."""
+    holder = tracer.variable(Tensor._wrap(np.empty((0,), t.dtype.np), t.dtype))
+    blob = holder._h.name
+    tags = {"phase": "output", "global": global_tags(t._h.placement, (), (nd_attrs(t._h.sbp),),
+                                                     [t._shape])}
+    return tracer.builder.add_op(OpConf(name, "output", [blob], {"index": index, "path": path},
+                                        [tracer.builder.desc(blob)], tags=tags))
 
 
 def _shard(tracer, blob: str) -> Tensor:
@@ -193,13 +216,19 @@ class LazyGlobalInterpreter:
     def __init__(self, tracer):
         self.tracer = tracer
 
-    def group(self, pl: placement) -> str:
-        """The communicator key of this Job's boxing ops on ``pl`` (made on first use, on the
-        tracing thread: every rank traces the same graphs in the same order)."""
+    def group_key(self) -> str:
+        """The key of this Job's communicators (chosen on first use; every rank traces the
+        same graphs in the same order)."""
         train = self.tracer.job.train
         key = train.get("comm_group")
         if key is None:
             key = train["comm_group"] = f"graph{next(_group_ids)}"
+        return key
+
+    def group(self, pl: placement) -> str:
+        """The communicator key of this Job's boxing ops on ``pl`` (made on first use, on the
+        tracing thread)."""
+        key = self.group_key()
         groups.make_group(pl.flat_ranks, key)
         return key
 
@@ -209,6 +238,8 @@ class LazyGlobalInterpreter:
         if type(h) is LazyGlobalBlob:
             return self.tracer.lazy_of(t)
         if type(h) is gt.GlobalBlob:
+            if h.local is None:  # a parameter of a stage on other ranks: no variable here
+                return self.absent(t)
             return self.tracer.variable(t)
         if t.requires_grad and grad_mode._state.enabled:
             raise ValueError(f"{op.name}: mixes a local tensor that requires grad (shape "
@@ -216,6 +247,21 @@ class LazyGlobalInterpreter:
                              f"nn.Graph build(); make it global (a global parameter or input)")
         lazy = self.tracer.lazy_of(t)
         return global_lazy(self.tracer, lazy._h.name, pl, (B,), t._shape, t.dtype)
+
+    def absent(self, t: Tensor) -> Tensor:
+        """Eager global ``t`` that has no shard on this rank as a global lazy tensor with no
+        blob (one per tensor, requiring grad as ``t`` does: the other ranks' stages still
+        differentiate through it, and so must this rank's trace, to send gradients back)."""
+        cache = self.tracer.__dict__.setdefault("_absent", {})
+        hit = cache.get(id(t))
+        if hit is not None and hit[0] is t:
+            return hit[1]
+        h = t._h
+        lazy = Tensor._from_handle(LazyGlobalBlob(self.tracer, None, h.placement, h.sbp),
+                                   tuple(t._shape), t.dtype)
+        lazy.requires_grad = t.requires_grad and t.dtype.is_differentiable
+        cache[id(t)] = (t, lazy)
+        return lazy
 
     def box_to(self, t: Tensor, dst: tuple, reason: str) -> Tensor:
         """Append the boxing ops taking global lazy ``t`` to n-d ``dst``; the boxed tensor."""
@@ -272,6 +318,11 @@ class LazyGlobalInterpreter:
         sig = gt.choose_signature(op, gins, attrs, None, metas, pl)
         coords = coords_of(pl, world().rank)
         tr = self.tracer
+        if coords is None:  # another stage's op: not in this rank's Job (lazy_move.py)
+            results = [Tensor._from_handle(LazyGlobalBlob(tr, None, pl, tuple(
+                SbpParallel.from_attr(a) for a in sig.outs[k])), tuple(m[0]), m[1])
+                for k, m in enumerate(metas)]
+            return results, gins, results
         shards = []
         for i, (t, s) in enumerate(zip(gins, sig.ins)):
             if nd_attrs(t.sbp) != s:

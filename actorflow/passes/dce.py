@@ -25,7 +25,7 @@ def is_root(o: OpConf) -> bool:
     if not o.outputs:
         return True
     op = registry.get(o.op_type)
-    return op.random or bool(op.mutated_inputs(len(o.inputs), o.attrs))
+    return op.random or op.transfer or bool(op.mutated_inputs(len(o.inputs), o.attrs))
 
 
 def eliminate_dead_ops(job: Job) -> Job:

@@ -1,0 +1,102 @@
+"""Run under ``mpiexec -n 2``: a two-stage pipeline in an nn.Graph - stage 0 (a linear layer
+and relu) placed on rank 0, stage 1 (a linear layer and the loss) on rank 1, the activation
+moved between them with ``to_global(placement=...)`` in build - trains as one process: outputs,
+losses and parameters after each SGD step. Each rank's Job holds only its stage's ops and its
+send/recv; the Plan runs them as send/recv tasks on the p2p thread. argv[1]: "vm" for the
+reference executor. Prints ``OK rank R``."""
+import os
+import sys
+
+import numpy as np
+
+import actorflow as flow
+import actorflow.nn as nn
+
+if len(sys.argv) > 1 and sys.argv[1] == "vm":
+    os.environ["ACTORFLOW_RUN_GRAPH_BY_VM"] = "1"
+r = flow.env.get_rank()
+P0, P1 = flow.placement("cpu", [0]), flow.placement("cpu", [1])
+B = flow.sbp.broadcast
+rng = np.random.default_rng(5)
+N, D, H, C = 5, 6, 7, 3
+X = rng.standard_normal((N, D))
+T = rng.standard_normal((N, C))
+STEPS, LR = 3, 0.1
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stage0 = nn.Sequential(nn.Linear(D, H), nn.ReLU())
+        self.stage1 = nn.Linear(H, C)
+
+
+def make(pipe: bool) -> Net:
+    flow.manual_seed(4)
+    m = Net().to(flow.float64)
+    if pipe:
+        m.stage0.to_global(placement=P0, sbp=B)
+        m.stage1.to_global(placement=P1, sbp=B)
+    return m
+
+
+class Train(nn.Graph):
+    def __init__(self, m: Net, pipe: bool):
+        super().__init__()
+        self.m = m
+        self.pipe = pipe
+        self.add_optimizer(flow.optim.SGD(m.parameters(), lr=LR))
+
+    def build(self, x, t):
+        h = self.m.stage0(x)
+        if self.pipe:
+            h = h.to_global(placement=P1, sbp=B)   # stage 0 -> stage 1
+        y = self.m.stage1(h)
+        loss = ((y - t) ** 2).sum()
+        loss.backward()
+        return y, loss
+
+
+def run(pipe: bool):
+    m = make(pipe)
+    x, t = flow.tensor(X), flow.tensor(T)
+    if pipe:
+        x, t = flow.tensor(X, placement=P0, sbp=B), flow.tensor(T, placement=P1, sbp=B)
+    g = Train(m, pipe)
+    ys, losses, params = [], [], []
+    for _ in range(STEPS):
+        y, loss = g(x, t)
+        ys.append(y.numpy())
+        losses.append(float(loss.numpy()))
+        params.append([p.numpy().copy() for p in m.parameters()])
+    return ys, losses, params, g
+
+
+ys, losses, params, g = run(True)
+ys0, losses0, params0, _ = run(False)
+for k in range(STEPS):
+    np.testing.assert_allclose(ys[k], ys0[k], rtol=1e-12, atol=1e-12, err_msg=f"rank {r}: y{k}")
+    np.testing.assert_allclose(losses[k], losses0[k], rtol=1e-12, err_msg=f"rank {r}: loss")
+    for j, (a, b) in enumerate(zip(params[k], params0[k])):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12,
+                                   err_msg=f"rank {r}: step {k} parameter {j}")
+assert losses[-1] < losses[0]
+# each rank's Job: its own stage's variables, and a send and a recv (activation / gradient)
+job = g.full_job
+names = {o.attrs["name"] for o in job.ops if o.op_type == "variable" and o.attrs["kind"] != "free"
+         and not o.attrs["name"].startswith("_")}
+mine = "m.stage0" if r == 0 else "m.stage1"
+assert names and all(n.startswith(mine) for n in names), (r, sorted(names))
+kinds = sorted(o.op_type for o in job.ops if o.op_type.startswith("pipe_"))
+assert kinds == ["pipe_recv", "pipe_send"], (r, kinds)
+if len(sys.argv) < 2 or sys.argv[1] != "vm":  # the Plan: send/recv tasks on the p2p thread
+    from actorflow.compiler.task_id import describe_thread, thread_id_of
+
+    tasks = {t.kind: t for t in g.plan.tasks if t.kind in ("send", "recv")}
+    assert sorted(tasks) == ["recv", "send"], (r, sorted(tasks))
+    for t in tasks.values():
+        assert "p2p" in describe_thread(thread_id_of(t.task_id)), describe_thread(
+            thread_id_of(t.task_id))
+        assert t.attrs["peer"] == 1 - r
+flow.synchronize()
+print(f"OK rank {r}", flush=True)
