@@ -21,8 +21,10 @@ tracing. Per call it
   parameter forces its partial-sum gradient to be all-reduced: data parallelism needs no DDP.
 
 Local tensors meeting global ones in a graph (learning rates, constants) count as broadcast.
-Graphs support 1-D placements only: a variable, input, op or ``to_global`` on an n-d placement,
-or a move between placements, raises an error naming it and the placement.
+Graphs support 1-D placements only: a variable, input, op or ``to_global`` on an n-d placement
+raises an error naming it and the placement. An op whose placement leaves out this rank is
+another pipeline stage's: it is not traced here (its outputs have no blob on this rank), and
+moves between placements become send/recv ops (``actorflow.dispatch.lazy_move``).
 The boxing ops of one traced Job use their own communicator (attr ``group``, made on the
 tracing thread when the Job first needs it), so a graph's collectives never interleave with
 eager collectives or another graph's.

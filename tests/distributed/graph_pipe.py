@@ -47,9 +47,15 @@ class Train(nn.Graph):
         self.pipe = pipe
         self.add_optimizer(flow.optim.SGD(m.parameters(), lr=LR))
 
+        if pipe == "set_stage":   # OneFlow's way: the graph moves the stage's inputs
+            from actorflow.nn.graph import GraphModule
+
+            self.m.stage0.to(GraphModule).set_stage(0, P0)
+            self.m.stage1.to(GraphModule).set_stage(1, P1)
+
     def build(self, x, t):
         h = self.m.stage0(x)
-        if self.pipe:
+        if self.pipe is True:
             h = h.to_global(placement=P1, sbp=B)   # stage 0 -> stage 1
         y = self.m.stage1(h)
         loss = ((y - t) ** 2).sum()
@@ -72,8 +78,15 @@ def run(pipe: bool):
     return ys, losses, params, g
 
 
-ys, losses, params, g = run(True)
 ys0, losses0, params0, _ = run(False)
+ys1, losses1, params1, g1 = run("set_stage")
+ys, losses, params, g = run(True)
+for k in range(STEPS):
+    np.testing.assert_allclose(ys1[k], ys0[k], rtol=1e-12, atol=1e-12, err_msg=f"rank {r}")
+    np.testing.assert_allclose(losses1[k], losses0[k], rtol=1e-12, err_msg=f"rank {r}")
+    for j, (a, b) in enumerate(zip(params1[k], params0[k])):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12,
+                                   err_msg=f"rank {r}: set_stage parameter {j}")
 for k in range(STEPS):
     np.testing.assert_allclose(ys[k], ys0[k], rtol=1e-12, atol=1e-12, err_msg=f"rank {r}: y{k}")
     np.testing.assert_allclose(losses[k], losses0[k], rtol=1e-12, err_msg=f"rank {r}: loss")
@@ -87,8 +100,9 @@ names = {o.attrs["name"] for o in job.ops if o.op_type == "variable" and o.attrs
          and not o.attrs["name"].startswith("_")}
 mine = "m.stage0" if r == 0 else "m.stage1"
 assert names and all(n.startswith(mine) for n in names), (r, sorted(names))
-kinds = sorted(o.op_type for o in job.ops if o.op_type.startswith("pipe_"))
-assert kinds == ["pipe_recv", "pipe_send"], (r, kinds)
+for j in (job, g1.full_job):
+    kinds = sorted(o.op_type for o in j.ops if o.op_type.startswith("pipe_"))
+    assert kinds == ["pipe_recv", "pipe_send"], (r, kinds)
 if len(sys.argv) < 2 or sys.argv[1] != "vm":  # the Plan: send/recv tasks on the p2p thread
     from actorflow.compiler.task_id import describe_thread, thread_id_of
 
