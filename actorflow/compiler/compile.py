@@ -115,6 +115,7 @@ def compile_job(job: Job, options: CompileOptions | None = None) -> Plan:
     folded = foldable_views(order, aliased) if opt.fold_views else set()
     through: dict = {}  # output blob of a folded view -> (base blob, view steps)
     lane = assign_lanes(job, order, opt.compute_lanes, aliased)
+    piped = transfer.pipeline_regst_num(job, n)
 
     source = b.new_task("wait_and_send_ids", "source", "System-Src-WaitAndSendIds")
     ids = b.produce(source, [("ids", _IDS)], opt.source_regst_num)
@@ -166,6 +167,8 @@ def compile_job(job: Job, options: CompileOptions | None = None) -> Plan:
                        conf.tags)
         b.task_of_op[conf.name] = t
         regst_num = opt.input_regst_num if kind == "input" else opt.regst_num
+        if time_shape > 1 and piped:
+            regst_num = max(regst_num, piped)
         if kind in ("variable", "view"):
             regst_num = 1  # the live state: the next iteration reads it after this one's writes;
             # a view holds its input register until its own comes back

@@ -23,4 +23,16 @@ def transfer_kind(op_type: str) -> str | None:
     return _KINDS.get(op_type) if op.transfer else None
 
 
-__all__ = ["transfer_kind", "STREAM"]
+def pipeline_regst_num(job, n_micro: int) -> int:
+    """Registers per output of the per-micro-batch tasks of a Job with transfers (a pipeline
+    stage) under ``n_micro`` accumulation steps, else 0. A stage keeps each micro-batch's
+    activations until its backward, which waits for the later stages; with one register the
+    next micro-batch's forward would wait too, and the stages would run in lockstep. Two let
+    this stage run the next micro-batch's forward while the next stage works on the previous
+    one (OneFlow sizes a stage's buffers by the stages after it)."""
+    if n_micro <= 1 or not any(transfer_kind(o.op_type) for o in job.ops):
+        return 0
+    return min(n_micro, 2)
+
+
+__all__ = ["transfer_kind", "pipeline_regst_num", "STREAM"]

@@ -178,6 +178,34 @@ def absent_output(tracer, index: int, path: str, name: str, t: Tensor):
                                         [tracer.builder.desc(blob)], tags=tags))
 
 
+def micro_batch_input(tracer, whole: Tensor, micro: tuple, n: int) -> Tensor:
+    """The micro-batch (logical shape ``micro``) of global lazy input ``whole`` under ``n``
+    accumulation steps: an unpack of this rank's shard (split along dim 0, laid out as the
+    input), or no blob on a rank outside the input's placement (another stage's input)."""
+    h = whole._h
+    if h.name is None:
+        lazy = Tensor._from_handle(LazyGlobalBlob(tracer, None, h.placement, h.sbp), micro,
+                                   whole.dtype)
+    else:
+        sbp = nd_attrs(h.sbp)
+        if sbp[0] != B and sbp[0] != ("S", 0):
+            raise NotImplementedError(f"nn.Graph: gradient accumulation of a global input "
+                                      f"laid out as {h.sbp} (broadcast or split(0) only)")
+        local = tracer.builder.desc(h.name)
+        if local.shape[0] % n:
+            raise ValueError(f"nn.Graph: gradient accumulation splits this rank's shard of "
+                             f"shape {tuple(local.shape)} into {n} micro-batches along dim 0")
+        desc = BlobDesc((local.shape[0] // n,) + tuple(local.shape[1:]), whole.dtype)
+        conf = OpConf(tracer.builder.unique_name(f"{split_blob(h.name)[0]}-unpack"),
+                      "micro_unpack", [h.name], {"n": n}, [desc],
+                      tags={"phase": "forward", "stage": "micro",
+                            "global": global_tags(h.placement, (sbp,), (sbp,), [micro])})
+        tracer.builder.add_op(conf)
+        lazy = global_lazy(tracer, conf.out(0), h.placement, sbp, micro, whole.dtype)
+    lazy.requires_grad = whole.requires_grad
+    return lazy
+
+
 def _shard(tracer, blob: str) -> Tensor:
     """A local lazy tensor over shard ``blob`` (what the op runs on)."""
     return tracer.lazy_tensor(blob, tracer.builder.desc(blob))

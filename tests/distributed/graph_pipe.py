@@ -3,7 +3,9 @@ and relu) placed on rank 0, stage 1 (a linear layer and the loss) on rank 1, the
 moved between them with ``to_global(placement=...)`` in build - trains as one process: outputs,
 losses and parameters after each SGD step. Each rank's Job holds only its stage's ops and its
 send/recv; the Plan runs them as send/recv tasks on the p2p thread. argv[1]: "vm" for the
-reference executor. Prints ``OK rank R``."""
+reference executor; argv[2]: gradient accumulation steps (micro-batches flow through the stages
+concurrently: rank 0 sends micro-batch 1's activation before rank 1 sends micro-batch 0's
+gradient back). Prints ``OK rank R``."""
 import os
 import sys
 
@@ -18,10 +20,11 @@ r = flow.env.get_rank()
 P0, P1 = flow.placement("cpu", [0]), flow.placement("cpu", [1])
 B = flow.sbp.broadcast
 rng = np.random.default_rng(5)
-N, D, H, C = 5, 6, 7, 3
+ACC = int(sys.argv[2]) if len(sys.argv) > 2 else 1
+N, D, H, C = 8, 6, 7, 3
 X = rng.standard_normal((N, D))
 T = rng.standard_normal((N, C))
-STEPS, LR = 3, 0.1
+STEPS, LR = 3, 0.02
 
 
 class Net(nn.Module):
@@ -46,6 +49,8 @@ class Train(nn.Graph):
         self.m = m
         self.pipe = pipe
         self.add_optimizer(flow.optim.SGD(m.parameters(), lr=LR))
+        if ACC > 1:
+            self.config.set_gradient_accumulation_steps(ACC)
 
         if pipe == "set_stage":   # OneFlow's way: the graph moves the stage's inputs
             from actorflow.nn.graph import GraphModule
@@ -73,7 +78,7 @@ def run(pipe: bool):
     for _ in range(STEPS):
         y, loss = g(x, t)
         ys.append(y.numpy())
-        losses.append(float(loss.numpy()))
+        losses.append(loss.numpy())
         params.append([p.numpy().copy() for p in m.parameters()])
     return ys, losses, params, g
 
@@ -93,7 +98,7 @@ for k in range(STEPS):
     for j, (a, b) in enumerate(zip(params[k], params0[k])):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12,
                                    err_msg=f"rank {r}: step {k} parameter {j}")
-assert losses[-1] < losses[0]
+assert losses[-1].sum() < losses[0].sum()
 # each rank's Job: its own stage's variables, and a send and a recv (activation / gradient)
 job = g.full_job
 names = {o.attrs["name"] for o in job.ops if o.op_type == "variable" and o.attrs["kind"] != "free"
@@ -112,5 +117,17 @@ if len(sys.argv) < 2 or sys.argv[1] != "vm":  # the Plan: send/recv tasks on the
         assert "p2p" in describe_thread(thread_id_of(t.task_id)), describe_thread(
             thread_id_of(t.task_id))
         assert t.attrs["peer"] == 1 - r
+    if ACC > 1:  # the stages overlap: profiled send acts span from posting to completion
+        from actorflow.distributed import groups
+
+        x, t = flow.tensor(X, placement=P0, sbp=B), flow.tensor(T, placement=P1, sbp=B)
+        with flow.profiler.profile() as prof:
+            g(x, t)
+            flow.synchronize()
+        sends = sorted((e["start"], e["end"]) for e in prof.acts() if e["kind"] == "send")
+        assert len(sends) == ACC, sends
+        both = groups.allgather_object(sends, "pipeline acts")
+        # rank 0 sent micro-batch 1 forward before rank 1 sent micro-batch 0's gradient back
+        assert both[0][1][0] < both[1][0][0], both
 flow.synchronize()
 print(f"OK rank {r}", flush=True)

@@ -19,6 +19,16 @@ def test_two_stage_pipeline_trains_like_one_process(executor):
 
 
 @needs_mpi
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("executor", ["actors", "vm"])
+def test_micro_batches_flow_through_the_stages_concurrently(executor):
+    code, _, out = run_ranks(2, "graph_pipe.py", executor, "4", timeout=190)
+    assert code == 0, out
+    for r in range(2):
+        assert f"OK rank {r}" in out, out
+
+
+@needs_mpi
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("executor", ["actors", "vm"])
 def test_a_stage_that_never_answers_ends_every_rank(executor):
