@@ -395,9 +395,15 @@ def _verb(op_type: str) -> str:
 
 
 def boxing_report(job) -> list:
-    """One line per boxing op of ``job``: op, what it does, logical bytes, why."""
+    """One line per boxing op of ``job``: op, what it does, logical bytes, why (and one per
+    send or receive between pipeline stages)."""
     lines = []
     for o in job.ops:
+        x = o.tags.get("transfer")
+        if x is not None:  # a pipeline stage's send or receive (dispatch/lazy_move.py)
+            what = f"send to rank {x['to']}" if "to" in x else f"receive from rank {x['from']}"
+            lines.append(f"{x['reason']}: {what}, {_mib(int(x['bytes']))} ({o.name})")
+            continue
         b = o.tags.get("boxing")
         if b is not None and not is_system_op(o.op_type):  # (constant folding makes literals)
             lines.append(f"{b['reason']}: {b['from']} -> {b['to']} {_verb(o.op_type)}, "

@@ -105,12 +105,23 @@ names = {o.attrs["name"] for o in job.ops if o.op_type == "variable" and o.attrs
          and not o.attrs["name"].startswith("_")}
 mine = "m.stage0" if r == 0 else "m.stage1"
 assert names and all(n.startswith(mine) for n in names), (r, sorted(names))
+text = job.to_json()   # the Job and the Plan are data: the transfers' tags go through JSON
+assert type(job).from_json(text).to_json() == text
+assert "pipe_send" in job.to_dot() and '"transfer"' in text
+from actorflow.dispatch.lazy_global import boxing_report  # noqa: E402
+
+report = boxing_report(job)   # what graph.debug(1) prints
+want = ["send to rank 1", "receive from rank 1"] if r == 0 else ["receive from rank 0",
+                                                                   "send to rank 0"]
+assert all(any(w in line for line in report) for w in want), report
 for j in (job, g1.full_job):
     kinds = sorted(o.op_type for o in j.ops if o.op_type.startswith("pipe_"))
     assert kinds == ["pipe_recv", "pipe_send"], (r, kinds)
 if len(sys.argv) < 2 or sys.argv[1] != "vm":  # the Plan: send/recv tasks on the p2p thread
     from actorflow.compiler.task_id import describe_thread, thread_id_of
 
+    plan_text = g.plan.to_json()
+    assert type(g.plan).from_json(plan_text).to_json() == plan_text
     tasks = {t.kind: t for t in g.plan.tasks if t.kind in ("send", "recv")}
     assert sorted(tasks) == ["recv", "send"], (r, sorted(tasks))
     for t in tasks.values():
