@@ -3,8 +3,9 @@
 ``to_global(placement=other)`` of a global lazy tensor (and so the gradient of such a move,
 which moves back) becomes, in each rank's physical Job:
 
-* on the source placement's ranks: the boxing to broadcast (``box_to``), then on its first
-  rank one ``pipe_send`` per target rank;
+* on the source placement's ranks: the boxing to broadcast (``box_to``; tagged ``keep``, as
+  the other source ranks read nothing of it but must take part), then on its first rank one
+  ``pipe_send`` per target rank;
 * on the target placement's ranks: a ``pipe_recv`` of the whole tensor from the source's first
   rank, then the (local) boxing from broadcast to the target sbp;
 * on other ranks: nothing; the result is a global lazy tensor with no shard here.
@@ -85,7 +86,10 @@ def move(t: Tensor, dst_pl: placement, sbp) -> Tensor:
     common_attrs = {"tag": number * TAG_SPAN}
     blob = None
     if rank in src_pl.flat_ranks:
+        start = len(tr.job.ops)
         full = interp.box_to(t, (B,), reason) if nd_attrs(h.sbp) != (B,) else t
+        for conf in tr.job.ops[start:]:  # the other source ranks take part, read nothing
+            conf.tags["keep"] = True
         if rank == root:
             for peer in dst_pl.flat_ranks:
                 ranks = tuple(sorted((rank, peer)))

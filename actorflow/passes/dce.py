@@ -19,6 +19,8 @@ from actorflow.passes.fuse_common import remap_train_blobs
 
 def is_root(o: OpConf) -> bool:
     """``o`` must stay whether or not anything reads it."""
+    if o.tags.get("keep"):  # (a collective other ranks' reads depend on: lazy_move.py)
+        return True
     row = system_op(o.op_type)
     if row is not None:
         return row.dce_root or not o.outputs

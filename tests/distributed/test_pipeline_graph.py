@@ -19,6 +19,17 @@ def test_two_stage_pipeline_trains_like_one_process(executor):
 
 
 @needs_mpi
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("executor", ["actors", "vm"])
+def test_data_parallel_stages_on_four_ranks(executor):
+    # (not with gradient accumulation: a collective per micro-batch is refused for now)
+    code, _, out = run_ranks(4, "graph_pipe.py", executor, timeout=290)
+    assert code == 0, out
+    for r in range(4):
+        assert f"OK rank {r}" in out, out
+
+
+@needs_mpi
 @pytest.mark.timeout(200)
 @pytest.mark.parametrize("executor", ["actors", "vm"])
 def test_micro_batches_flow_through_the_stages_concurrently(executor):
