@@ -18,6 +18,8 @@ System tasks, as in OneFlow's compiled jobs:
 * ``callback_notify`` (the sink): tells the caller the iteration is complete;
 * ``collective`` (comm stream): an op calling an MPI collective (boxing), acted in a fixed
   order (``compiler/collective.py``).
+* ``send`` / ``recv`` (p2p stream): the halves of a move between placements, non-blocking
+  transfers between ranks (``compiler/transfer.py``).
 
 Gradient accumulation's ``micro_unpack``/``micro_repeat``/``micro_acc``/``micro_pack`` ops become
 ``unpack``/``repeat``/``acc``/``pack`` tasks;
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from actorflow.compiler import collective
+from actorflow.compiler import collective, transfer
 from actorflow.compiler.memory import plan_memory
 from actorflow.compiler.plan import Plan, RegstDesc, TaskProto
 from actorflow.compiler.task_id import encode_task_id
@@ -113,6 +115,7 @@ def compile_job(job: Job, options: CompileOptions | None = None) -> Plan:
     folded = foldable_views(order, aliased) if opt.fold_views else set()
     through: dict = {}  # output blob of a folded view -> (base blob, view steps)
     lane = assign_lanes(job, order, opt.compute_lanes, aliased)
+    piped = transfer.pipeline_regst_num(job, n)
 
     source = b.new_task("wait_and_send_ids", "source", "System-Src-WaitAndSendIds")
     ids = b.produce(source, [("ids", _IDS)], opt.source_regst_num)
@@ -151,6 +154,8 @@ def compile_job(job: Job, options: CompileOptions | None = None) -> Plan:
         kind, stream = (row.task_kind, row.stream) if row is not None else ("normal", "compute")
         if row is None and collective.is_collective(conf.op_type):
             kind, stream = collective.KIND, collective.STREAM
+        if row is None and transfer.transfer_kind(conf.op_type):
+            kind, stream = transfer.transfer_kind(conf.op_type), transfer.STREAM
         if conf.name in aliased:
             kind = "view"
         if stream == "compute":
@@ -162,6 +167,8 @@ def compile_job(job: Job, options: CompileOptions | None = None) -> Plan:
                        conf.tags)
         b.task_of_op[conf.name] = t
         regst_num = opt.input_regst_num if kind == "input" else opt.regst_num
+        if time_shape > 1 and piped:
+            regst_num = max(regst_num, piped)
         if kind in ("variable", "view"):
             regst_num = 1  # the live state: the next iteration reads it after this one's writes;
             # a view holds its input register until its own comes back

@@ -18,8 +18,9 @@ DEVICE_TYPES = {"cpu": 1, "cuda": 2}
 _DEVICE_NAMES = {v: k for k, v in DEVICE_TYPES.items()}
 
 # the streams a Plan uses: one thread each per (rank, device); "compute_1" is the second compute
-# lane (compiler/lanes.py), "comm" runs a distributed graph's collectives in their fixed order
-STREAMS = {"compute": 0, "source": 1, "io": 2, "comm": 3, "compute_1": 16}
+# lane (compiler/lanes.py), "comm" runs a distributed graph's collectives in their fixed order,
+# "p2p" its sends and receives between ranks (compiler/transfer.py)
+STREAMS = {"compute": 0, "source": 1, "io": 2, "comm": 3, "p2p": 4, "compute_1": 16}
 _STREAM_NAMES = {v: k for k, v in STREAMS.items()}
 
 

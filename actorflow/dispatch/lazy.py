@@ -177,6 +177,11 @@ class LazyInterpreter:
         blob = lazy._h.name
         name = self.builder.unique_name(f"_output.{path}")
         tags = {"phase": "output"}
+        if blob is None:  # a global tensor of another rank's stage: an empty placeholder
+            # late: lazy_global builds on this module
+            from actorflow.dispatch.lazy_global import absent_output
+
+            return absent_output(self, index, path, name, lazy)
         g = self.builder.producer(blob).tags.get("global")
         if lazy.is_global and g is not None:  # returned as a global tensor of this layout
             tags["global"] = dict(g, **{"in": (), "out": (g["out"][split_blob(blob)[1]],),
@@ -189,6 +194,11 @@ class LazyInterpreter:
         hit = self._lazy_of_eager.get(id(t))
         if hit is not None and hit[0] is t:
             return hit[1]
+        if t.is_global and getattr(t._h, "local", 0) is None:
+            # another rank's stage's state: no variable in this rank's Job
+            from actorflow.dispatch.lazy_global import interpreter_for
+
+            return interpreter_for(self).absent(t)
         entry = self.state_names.get(id(t))
         namer = self.namer
         named = namer(t) if entry is None and namer is not None else None

@@ -22,7 +22,9 @@ tracing. Per call it
 
 Local tensors meeting global ones in a graph (learning rates, constants) count as broadcast.
 Placements may be n-d (``[[0, 1], [2, 3]]``: one sbp per hierarchy axis, tags such as
-``"(S(0), B)"``); a move between placements raises an error naming the op and both placements.
+``"(S(0), B)"``). An op whose placement leaves out this rank is another pipeline stage's: it
+is not traced here (its outputs have no blob on this rank), and moves between (1-D)
+placements become send/recv ops (``actorflow.dispatch.lazy_move``).
 The boxing ops of one traced Job use their own communicators (attr ``group``, made on the
 tracing thread when the Job first needs them; on an n-d placement one per hierarchy axis, of
 the ranks along it), so a graph's collectives never interleave with eager collectives or
@@ -32,6 +34,8 @@ from __future__ import annotations
 
 import ast
 import itertools
+
+import numpy as np
 
 from actorflow import scope
 from actorflow.autograd import grad_mode
@@ -49,7 +53,7 @@ from actorflow.dispatch.nd_sbp import (
 from actorflow.distributed import groups
 from actorflow.distributed.world import world
 from actorflow.framework.placement import SbpParallel, as_sbp_tuple, placement
-from actorflow.job.job import BlobDesc, split_blob
+from actorflow.job.job import BlobDesc, OpConf, split_blob
 from actorflow.job.system_ops import is_system_op
 from actorflow.ops import registry
 from actorflow.ops.boxing import B
@@ -81,7 +85,11 @@ def is_lazy_global(t) -> bool:
 def physical(t):
     """What runs on this rank for tensor ``t``: a global tensor's shard, else ``t``."""
     h = getattr(t, "_h", None)
-    return h.local if type(h) is gt.GlobalBlob else t
+    if type(h) is not gt.GlobalBlob:
+        return t
+    if h.local is None:  # an input of a stage on other ranks: its input op reads nothing
+        return Tensor._wrap(np.empty((0,), t.dtype.np), t.dtype)
+    return h.local
 
 
 # ---- the Job's record of placement and sbp ------------------------------------------------------
@@ -159,9 +167,15 @@ def trace_variable(tracer, t: Tensor, conf) -> Tensor:
     h = t._h
     what = conf.attrs.get("name") or conf.attrs.get("path")
     if h.local is None:
-        raise ValueError(f"nn.Graph: {conf.op_type} {what} is placed on {h.placement}, which "
-                         f"leaves out rank {world().rank}; a distributed graph runs on ranks "
-                         f"that every global tensor of it is placed on")
+        if conf.op_type != "input":
+            raise ValueError(f"nn.Graph: {conf.op_type} {what} is placed on {h.placement}, "
+                             f"which leaves out rank {world().rank}")
+        # an input of another rank's stage: the op reads an empty placeholder, the tensor
+        # has no shard here
+        conf.outputs[0] = BlobDesc((0,), t.dtype)
+        conf.tags["global"] = global_tags(h.placement, (), (nd_attrs(h.sbp),), [t._shape])
+        return Tensor._from_handle(LazyGlobalBlob(tracer, None, h.placement, h.sbp),
+                                   tuple(t._shape), t.dtype)
     local = h.local
     conf.outputs[0] = BlobDesc(tuple(local._shape), local.dtype)
     conf.tags["global"] = global_tags(h.placement, (), (nd_attrs(h.sbp),), [t._shape])
@@ -174,6 +188,45 @@ def tensor_of_blob(tracer, blob: str, producer) -> Tensor | None:
     if g is None:
         return None
     return global_lazy(tracer, blob, g[0], g[1], g[2], tracer.builder.desc(blob).dtype)
+
+
+def absent_output(tracer, index: int, path: str, name: str, t: Tensor):
+    """The output op of global lazy ``t`` that has no shard on this rank: it returns an empty
+    placeholder, and the call's output is a global tensor with no shard here."""
+    holder = tracer.variable(Tensor._wrap(np.empty((0,), t.dtype.np), t.dtype))
+    blob = holder._h.name
+    tags = {"phase": "output", "global": global_tags(t._h.placement, (), (nd_attrs(t._h.sbp),),
+                                                     [t._shape])}
+    return tracer.builder.add_op(OpConf(name, "output", [blob], {"index": index, "path": path},
+                                        [tracer.builder.desc(blob)], tags=tags))
+
+
+def micro_batch_input(tracer, whole: Tensor, micro: tuple, n: int) -> Tensor:
+    """The micro-batch (logical shape ``micro``) of global lazy input ``whole`` under ``n``
+    accumulation steps: an unpack of this rank's shard (split along dim 0, laid out as the
+    input), or no blob on a rank outside the input's placement (another stage's input)."""
+    h = whole._h
+    if h.name is None:
+        lazy = Tensor._from_handle(LazyGlobalBlob(tracer, None, h.placement, h.sbp), micro,
+                                   whole.dtype)
+    else:
+        sbp = nd_attrs(h.sbp)
+        if sbp[0] != B and sbp[0] != ("S", 0):
+            raise NotImplementedError(f"nn.Graph: gradient accumulation of a global input "
+                                      f"laid out as {h.sbp} (broadcast or split(0) only)")
+        local = tracer.builder.desc(h.name)
+        if local.shape[0] % n:
+            raise ValueError(f"nn.Graph: gradient accumulation splits this rank's shard of "
+                             f"shape {tuple(local.shape)} into {n} micro-batches along dim 0")
+        desc = BlobDesc((local.shape[0] // n,) + tuple(local.shape[1:]), whole.dtype)
+        conf = OpConf(tracer.builder.unique_name(f"{split_blob(h.name)[0]}-unpack"),
+                      "micro_unpack", [h.name], {"n": n}, [desc],
+                      tags={"phase": "forward", "stage": "micro",
+                            "global": global_tags(h.placement, (sbp,), (sbp,), [micro])})
+        tracer.builder.add_op(conf)
+        lazy = global_lazy(tracer, conf.out(0), h.placement, sbp, micro, whole.dtype)
+    lazy.requires_grad = whole.requires_grad
+    return lazy
 
 
 def _shard(tracer, blob: str) -> Tensor:
@@ -216,16 +269,22 @@ class LazyGlobalInterpreter:
     def __init__(self, tracer):
         self.tracer = tracer
 
+    def group_key(self) -> str:
+        """The key of this Job's communicators (chosen on first use; every rank traces the
+        same graphs in the same order)."""
+        train = self.tracer.job.train
+        key = train.get("comm_group")
+        if key is None:
+            key = train["comm_group"] = f"graph{next(_group_ids)}"
+        return key
+
     def group(self, pl: placement) -> str:
         """The communicator key of this Job's boxing ops on ``pl`` (made on first use, on the
         tracing thread: every rank traces the same graphs in the same order). On an n-d
         placement the boxing ops of axis k run on the group along k (the ranks sharing every
         other coordinate): this rank makes its group of each axis, axis 0 first, so every rank
         creates its groups in the same order and each creation involves only that group."""
-        train = self.tracer.job.train
-        key = train.get("comm_group")
-        if key is None:
-            key = train["comm_group"] = f"graph{next(_group_ids)}"
+        key = self.group_key()
         if len(pl.hierarchy) == 1:
             groups.make_group(pl.flat_ranks, key)
             return key
@@ -241,6 +300,8 @@ class LazyGlobalInterpreter:
         if type(h) is LazyGlobalBlob:
             return self.tracer.lazy_of(t)
         if type(h) is gt.GlobalBlob:
+            if h.local is None:  # a parameter of a stage on other ranks: no variable here
+                return self.absent(t)
             return self.tracer.variable(t)
         if t.requires_grad and grad_mode._state.enabled:
             raise ValueError(f"{op.name}: mixes a local tensor that requires grad (shape "
@@ -249,6 +310,21 @@ class LazyGlobalInterpreter:
         lazy = self.tracer.lazy_of(t)
         return global_lazy(self.tracer, lazy._h.name, pl, (B,) * len(pl.hierarchy), t._shape,
                            t.dtype)
+
+    def absent(self, t: Tensor) -> Tensor:
+        """Eager global ``t`` that has no shard on this rank as a global lazy tensor with no
+        blob (one per tensor, requiring grad as ``t`` does: the other ranks' stages still
+        differentiate through it, and so must this rank's trace, to send gradients back)."""
+        cache = self.tracer.__dict__.setdefault("_absent", {})
+        hit = cache.get(id(t))
+        if hit is not None and hit[0] is t:
+            return hit[1]
+        h = t._h
+        lazy = Tensor._from_handle(LazyGlobalBlob(self.tracer, None, h.placement, h.sbp),
+                                   tuple(t._shape), t.dtype)
+        lazy.requires_grad = t.requires_grad and t.dtype.is_differentiable
+        cache[id(t)] = (t, lazy)
+        return lazy
 
     def box_to(self, t: Tensor, dst: tuple, reason: str) -> Tensor:
         """Append the boxing ops taking global lazy ``t`` to n-d ``dst``; the boxed tensor."""
@@ -310,6 +386,11 @@ class LazyGlobalInterpreter:
         sig = gt.choose_signature(op, gins, attrs, None, metas, pl)
         coords = coords_of(pl, world().rank)
         tr = self.tracer
+        if coords is None:  # another stage's op: not in this rank's Job (lazy_move.py)
+            results = [Tensor._from_handle(LazyGlobalBlob(tr, None, pl, tuple(
+                SbpParallel.from_attr(a) for a in sig.outs[k])), tuple(m[0]), m[1])
+                for k, m in enumerate(metas)]
+            return results, gins, results
         shards = []
         for i, (t, s) in enumerate(zip(gins, sig.ins)):
             if nd_attrs(t.sbp) != s:
@@ -352,9 +433,15 @@ def _verb(op_type: str) -> str:
 
 
 def boxing_report(job) -> list:
-    """One line per boxing op of ``job``: op, what it does, logical bytes, why."""
+    """One line per boxing op of ``job``: op, what it does, logical bytes, why (and one per
+    send or receive between pipeline stages)."""
     lines = []
     for o in job.ops:
+        x = o.tags.get("transfer")
+        if x is not None:  # a pipeline stage's send or receive (dispatch/lazy_move.py)
+            what = f"send to rank {x['to']}" if "to" in x else f"receive from rank {x['from']}"
+            lines.append(f"{x['reason']}: {what}, {_mib(int(x['bytes']))} ({o.name})")
+            continue
         b = o.tags.get("boxing")
         if b is not None and not is_system_op(o.op_type):  # (constant folding makes literals)
             lines.append(f"{b['reason']}: {b['from']} -> {b['to']} {_verb(o.op_type)}, "

@@ -30,13 +30,13 @@ def to_global(x: Tensor, placement=None, sbp=None, *, grad_sbp=None, check_meta=
     if not isinstance(x, Tensor):
         raise TypeError(f"to_global: expected a Tensor, got {type(x).__name__}")
     if lazy_global.is_lazy_global(x):  # inside nn.Graph build: boxing ops into the Job
-        if placement is not None and placement != x.placement:
-            raise NotImplementedError(f"nn.Graph: to_global: moving a global tensor from "
-                                      f"{x.placement} to {placement} is not supported yet in "
-                                      f"a graph (same placement only)")
         if grad_sbp is not None or copy:
             raise NotImplementedError("nn.Graph: to_global(grad_sbp=..., copy=True) is not "
                                       "supported yet inside build()")
+        if placement is not None and placement != x.placement:  # a pipeline stage's edge
+            from actorflow.dispatch import lazy_move
+
+            return lazy_move.move(x, placement, x.sbp if sbp is None else sbp)
         return lazy_global.box(x, x.sbp if sbp is None else sbp)
     if x.is_lazy:
         raise TypeError("to_global: a local tensor can't be made global inside nn.Graph "

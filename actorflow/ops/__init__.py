@@ -11,6 +11,7 @@ from actorflow.ops import special  # noqa: F401,E402  (erfinv, lgamma, digamma, 
 from actorflow.ops import fft  # noqa: F401,E402  (discrete Fourier transforms)
 from actorflow.ops import sort  # noqa: F401,E402  (sorting and selection)
 from actorflow.ops import boxing  # noqa: F401,E402  (global tensors: SBP changes)
+from actorflow.ops import transfer  # noqa: F401,E402  (send/recv between ranks in a graph)
 from actorflow.ops import quantization  # noqa: F401,E402  (observers, (fake) quantization)
 from actorflow.ops import decode  # noqa: F401,E402  (nms, ctc_greedy_decoder)
 from actorflow.ops import ctc  # noqa: F401,E402  (ctc_loss)

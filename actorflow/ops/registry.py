@@ -46,6 +46,8 @@ the compiler - reads them from the record; nothing keeps its own list of op name
   * ``collective``: the kernel calls an MPI collective (the boxing ops that move data): every
     rank of the placement must run it, in the same order; the compiler puts it on the
     communication stream, whose actors act in a fixed order (``actorflow.runtime.collective``).
+  * ``transfer``: the kernel sends to or receives from one other rank (``ops/transfer.py``):
+    never folded or removed; the compiler makes it a send/recv task (``compiler/transfer.py``).
   * ``is_identity(attrs) -> bool`` (one input, one output): given a call whose output has its
     input's shape and dtype, whether it returns the input unchanged (reshape, expand and cast
     always, transpose for the identity permutation); identity_elimination removes such calls.
@@ -78,7 +80,7 @@ class Op:
                  "mutates", "mutates_fn", "grad_uses_outputs", "random", "optional_outputs",
                  "elementwise", "alias_safe", "activation", "bias_act_epilogue", "bias_input",
                  "add_to_output", "optimizer_update", "amp", "is_identity", "kernel_cpu",
-                 "collective")
+                 "collective", "transfer")
 
     def __init__(self, name: str, *, doc: str = "", mutates: tuple = (),
                  mutates_fn: Callable | None = None,
@@ -88,7 +90,7 @@ class Op:
                  bias_act_epilogue: bool = False, bias_input: int | None = None,
                  add_to_output: bool = False, optimizer_update: bool = False,
                  amp: str = "follow", is_identity: Callable | None = None,
-                 collective: bool = False):
+                 collective: bool = False, transfer: bool = False):
         if amp not in AMP_CLASSES:
             raise ValueError(f"op {name!r}: amp must be one of {AMP_CLASSES}, got {amp!r}")
         if alias_safe and not elementwise:
@@ -120,6 +122,7 @@ class Op:
         self.amp = amp
         self.is_identity = is_identity
         self.collective = collective
+        self.transfer = transfer
 
     def mutated_inputs(self, n_inputs: int, attrs: dict) -> tuple:
         """Indices of the inputs one call with ``n_inputs`` inputs and ``attrs`` writes in
@@ -132,7 +135,8 @@ class Op:
     def traits(self) -> list:
         """The traits that differ from a plain op, as short strings (for ``describe``)."""
         out = [t for t in ("elementwise", "alias_safe", "activation", "bias_act_epilogue",
-                           "add_to_output", "optimizer_update", "random", "collective")
+                           "add_to_output", "optimizer_update", "random", "collective",
+                           "transfer")
                if getattr(self, t)]
         if self.bias_input is not None:
             out.append(f"bias_input={self.bias_input}")

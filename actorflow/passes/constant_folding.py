@@ -29,7 +29,9 @@ def _foldable(o: OpConf, constant: dict, max_bytes: int, written: set) -> bool:
     if any(o.out(i) in written for i in range(len(o.outputs))):
         return False  # a literal is shared by every run: nothing may write into it
     op = registry.get(o.op_type)
-    if op.random or op.kernel_cpu is None or op.mutated_inputs(len(o.inputs), o.attrs):
+    if op.random or op.transfer or op.kernel_cpu is None:
+        return False
+    if op.mutated_inputs(len(o.inputs), o.attrs):
         return False
     if any(d.nbytes() > max_bytes for d in o.outputs):
         return False

@@ -19,13 +19,15 @@ from actorflow.passes.fuse_common import remap_train_blobs
 
 def is_root(o: OpConf) -> bool:
     """``o`` must stay whether or not anything reads it."""
+    if o.tags.get("keep"):  # (a collective other ranks' reads depend on: lazy_move.py)
+        return True
     row = system_op(o.op_type)
     if row is not None:
         return row.dce_root or not o.outputs
     if not o.outputs:
         return True
     op = registry.get(o.op_type)
-    return op.random or bool(op.mutated_inputs(len(o.inputs), o.attrs))
+    return op.random or op.transfer or bool(op.mutated_inputs(len(o.inputs), o.attrs))
 
 
 def eliminate_dead_ops(job: Job) -> Job:

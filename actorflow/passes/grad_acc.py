@@ -44,8 +44,14 @@ def add_micro_batch_input(b: LazyInterpreter, index: int, path: str, t, n: int):
             f"nn.Graph {b.graph_name}: gradient accumulation splits input {path} of shape "
             f"{shape} along dim 0 into {n} micro-batches, but {shape[0]} is not divisible "
             f"by {n}")
+    micro = (shape[0] // n,) + shape[1:]
+    if getattr(whole._h, "is_global", False):  # a distributed graph's input
+        # late: the lazy-global tracer builds on this module's layer
+        from actorflow.dispatch.lazy_global import micro_batch_input
+
+        return micro_batch_input(b, whole, micro, n)
     src = whole._h.name
-    desc = BlobDesc((shape[0] // n,) + shape[1:], t.dtype)
+    desc = BlobDesc(micro, t.dtype)
     conf = OpConf(b.builder.unique_name(f"{split_blob(src)[0]}-unpack"), "micro_unpack", [src],
                   {"n": n}, [desc], tags={"phase": "forward", "stage": "micro"})
     b.builder.add_op(conf)

@@ -41,7 +41,7 @@ class GraphMyLinear(nn.Graph):
 graph_mylinear = GraphMyLinear()
 input = flow.randn(5, 4, placement=P0, sbp=flow.sbp.split(1))
 out = graph_mylinear(input)
-print(out)
+print(out, flush=True)
 w, b, x = linear_model.weight.numpy(), linear_model.bias.numpy(), input.numpy()
 want = x @ w + b
 assert out.is_global and out.placement == P0, out
@@ -92,4 +92,5 @@ flow.synchronize()
 values = out.numpy()   # (a collective: every rank reads)
 if r == 0:   # the test compares these with a run on one process
     print("VALUES", values.astype(np.float64).tolist(), flush=True)
+flow.comm.barrier()  # (rank 0's VALUES line is out before another rank prints: no interleaving)
 print(f"OK rank {r}", flush=True)

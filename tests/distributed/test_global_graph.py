@@ -306,8 +306,9 @@ def test_moves_and_wrong_sbp_counts_are_refused_naming_them():
             return self.fn(x)
 
     x = flow.randn(5, 4, placement=pl, sbp=flow.sbp.split(0))
-    with pytest.raises(NotImplementedError, match="to_global: moving a global tensor from"):
-        Fwd(lambda x: x.to_global(placement=pl2, sbp=bb))(x)
+    with pytest.raises(NotImplementedError, match=r"nn.Graph: to_global: a move between "
+                                                  r"placements .*1-D placements only"):
+        Fwd(lambda x: x.to_global(placement=pl2, sbp=bb))(x)   # a move to an n-d one
     with pytest.raises(ValueError, match=r"to_global with 2 sbp on placement .* hierarchy "
                                          r"\(1,\): give one sbp per hierarchy axis"):
         Fwd(lambda x: x.to_global(sbp=bb))(x)

@@ -125,8 +125,10 @@ class CompiledGraph:
         out = []
         for b, d, g in zip(blobs, self.out_descs, self.out_globals):
             t = Tensor._from_handle(b, tuple(d.shape), d.dtype)
-            if g is not None:
-                t = wrap(t, g[0], tuple(SbpParallel.from_attr(a) for a in g[1]), g[2], d.dtype)
+            if g is not None:  # (no shard on a rank outside its placement: another stage)
+                local = t if g[0].index(world().rank) is not None else None
+                t = wrap(local, g[0], tuple(SbpParallel.from_attr(a) for a in g[1]), g[2],
+                         d.dtype)
             out.append(t)
         return out
 

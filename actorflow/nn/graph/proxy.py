@@ -66,8 +66,10 @@ class GraphModule(_Named):
 
     def set_stage(self, stage_id: int, placement=None) -> None:
         """Record the pipeline stage of this module, as OneFlow's API does; it shows in
-        ``scope_util.current_scope()`` and the graph's printout. Graphs run in one process, so
-        every stage runs on the same device and ``placement`` is only recorded."""
+        ``scope_util.current_scope()`` and the graph's printout. With ``placement``, each
+        global input of the module's calls in build is moved there first
+        (``to_global(placement=...)``, keeping its sbp): the send/recv between stages of a
+        distributed graph (``dispatch/lazy_move.py``)."""
         if not isinstance(stage_id, int) or isinstance(stage_id, bool) or stage_id < 0:
             raise ValueError(f"set_stage: stage_id must be an int >= 0, got {stage_id!r}")
         self.stage_id = stage_id
@@ -85,6 +87,21 @@ class GraphModule(_Named):
     def __repr__(self) -> str:
         return (f"GraphModule(name={self.path!r}, type={self._type}, "
                 f"activation_checkpointing={self._ckpt}, stage_id={self.stage_id})")
+
+
+def _to_stage(pl, args: tuple, kwargs: dict):
+    """``args``/``kwargs`` with each global lazy tensor (also inside lists and tuples) moved
+    to placement ``pl`` (a module's pipeline stage, ``GraphModule.set_stage``)."""
+    from actorflow.dispatch.lazy_global import is_lazy_global
+
+    def move(v):
+        if isinstance(v, (list, tuple)):
+            return type(v)(move(x) for x in v)
+        if is_lazy_global(v) and v.placement != pl:
+            return v.to_global(placement=pl)
+        return v
+
+    return move(tuple(args)), {k: move(v) for k, v in kwargs.items()}
 
 
 class GraphTensor(_Named):
@@ -325,6 +342,8 @@ class ProxyModule(Proxy):
         if current_tracer() is None:
             return origin(*args, **kwargs)  # eager use outside build: the module itself
         gm = self.__dict__["_of_gm"]
+        if gm.stage_placement is not None:
+            args, kwargs = _to_stage(gm.stage_placement, args, kwargs)
         with scope.graph_module_scope(gm.path, origin, gm):
             ins = _shapes(args, kwargs)
             if origin._forward_pre_hooks:

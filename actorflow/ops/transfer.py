@@ -1,0 +1,95 @@
+"""Point-to-point transfers between ranks: the two halves of a move between placements inside
+a distributed ``nn.Graph`` (pipeline parallelism).
+
+``pipe_send`` sends its input (the whole logical tensor, on the source placement's first rank)
+to one rank of the target placement; ``pipe_recv`` receives it there. Attrs: ``peer`` (the
+other rank, a world rank), ``ranks`` (the ranks of both placements, sorted: the communicator
+the pair uses, ``group`` names the graph's own), ``tag`` (the transfer's number in the Job
+times ``TAG_SPAN``: it identifies the register's transfer; the runtime adds the iteration),
+``shape`` and ``dtype`` (recv). Both have the trait ``transfer``: never folded or removed,
+and the compiler makes them send/recv tasks on the rank's ``p2p`` stream, whose actors post
+non-blocking MPI calls (``actorflow.runtime.transfer``). The kernels here are the blocking
+form the reference executor (ops in Job order) runs, through the watchdog. ``pipe_send``'s
+output is an empty marker (the register that tells the iteration the transfer is done).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from actorflow.framework import dtype as dt
+from actorflow.ops.registry import Meta, OpError, register
+
+TAG_SPAN = 256  # iterations a tag tells apart; a Job holds at most 2**15 // TAG_SPAN transfers
+
+
+def comm_and_peer(attrs: dict):
+    """(communicator, the peer's index in it) of a transfer op, or (None, None) in a world of
+    one."""
+    # late: communicators belong to the distributed layer, above the ops
+    from actorflow.distributed import groups
+
+    c = groups.comm_for(tuple(attrs["ranks"]), attrs.get("group"))
+    if c is None:
+        return None, None
+    return c, list(attrs["ranks"]).index(int(attrs["peer"]))
+
+
+def _guard(what: str, attrs: dict, a: np.ndarray):
+    # late: the watchdog belongs to the distributed layer, above the ops
+    from actorflow.distributed import watchdog
+    return watchdog.guarded(what, f"to/from rank {attrs['peer']} tag {attrs['tag']} "
+                                  f"{tuple(a.shape)} {a.dtype}")
+
+
+pipe_send = register(
+    "pipe_send", transfer=True,
+    doc="Send the input to rank ``peer`` (one half of a move between placements in a graph); "
+        "the output is an empty marker.")
+
+
+@pipe_send.infer
+def _(inputs, attrs):
+    return [Meta((0,), inputs[0].dtype)]
+
+
+@pipe_send.kernel("cpu")
+def _(ins, outs, attrs):
+    c, peer = comm_and_peer(attrs)
+    if c is None:
+        raise OpError("pipe_send: a transfer between ranks needs several processes")
+    a = np.ascontiguousarray(ins[0])
+    with _guard("pipe_send", attrs, a):
+        c.Send(a, dest=peer, tag=int(attrs["tag"]))
+
+
+@pipe_send.sbp
+def _(inputs, attrs):
+    raise OpError("pipe_send runs on a shard inside a graph; move a global tensor with "
+                  "to_global(placement=...)")
+
+
+pipe_recv = register(
+    "pipe_recv", transfer=True,
+    doc="Receive the tensor rank ``peer`` sends (the other half of a move between placements "
+        "in a graph): attrs shape and dtype.")
+
+
+@pipe_recv.infer
+def _(inputs, attrs):
+    return [Meta(tuple(attrs["shape"]), dt.as_dtype(attrs["dtype"]))]
+
+
+@pipe_recv.kernel("cpu")
+def _(ins, outs, attrs):
+    c, peer = comm_and_peer(attrs)
+    if c is None:
+        raise OpError("pipe_recv: a transfer between ranks needs several processes")
+    out = outs[0]
+    buf = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
+    with _guard("pipe_recv", attrs, buf):
+        c.Recv(buf, source=peer, tag=int(attrs["tag"]))
+    if buf is not out:
+        out[...] = buf
+
+
+__all__ = ["pipe_send", "pipe_recv", "comm_and_peer", "TAG_SPAN"]
