@@ -16,7 +16,7 @@ from actorflow.ops._common import (
     F, HALF_DTYPES, blas_sum, broadcast_shapes, copy_reshaped, in_float32, promote,
 )
 from actorflow.ops.int_scalars import is_int_scalar, check_int_scalar, int_scalar
-from actorflow.ops.boxing import Sig, elementwise_rule, linear_rule
+from actorflow.ops.boxing import B, P, Sig, elementwise_rule, linear_rule
 from actorflow.ops.registry import Meta, fail, register
 
 # ---- broadcasting helpers ---------------------------------------------------------------------
@@ -349,6 +349,21 @@ div, scalar_div = binary("div", np.true_divide, kind="float", grad=_div_grad, co
                          scalar_grad=_scalar_div_grad)
 for _op in (add, sub, scalar_mul, scalar_div):  # linear: partial sums stay partial
     _op.sbp(linear_rule)
+
+
+def _scale_rule(first_only: bool):
+    """mul (linear in each input) and div (linear in the dividend): a partial sum times (or
+    over) a broadcast tensor stays a partial sum."""
+    def rule(inputs, attrs):
+        yield from elementwise_rule(inputs, attrs)
+        yield Sig((P, B), (P,))
+        if not first_only:
+            yield Sig((B, P), (P,))
+    return rule
+
+
+mul.sbp(_scale_rule(False))
+div.sbp(_scale_rule(True))
 
 
 # ---- unary math -------------------------------------------------------------------------------

@@ -223,3 +223,13 @@ def test_adam_on_a_2d_placed_parameter_matches_local_adam():
             opt.step()
         results.append(w.numpy())
     np.testing.assert_allclose(results[1], results[0], rtol=1e-6)
+
+
+@needs_mpi
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_class_losses_on_a_split_batch_match_one_process(n):
+    code, secs, out = run_ranks(n, "global_loss.py")
+    assert code == 0, out
+    for r in range(n):
+        assert f"OK rank {r}" in out, out
