@@ -233,3 +233,15 @@ def test_class_losses_on_a_split_batch_match_one_process(n):
     assert code == 0, out
     for r in range(n):
         assert f"OK rank {r}" in out, out
+
+
+def test_to_local_of_a_local_tensor_raises_as_oneflow():
+    x = flow.tensor([1, 2, 3, 4])
+    for kw in ({}, {"copy": True}):
+        with pytest.raises(RuntimeError, match="Expected global tensor for to_local but got "
+                                               "local tensor!"):
+            x.to_local(**kw)
+    with pytest.warns(UserWarning, match="local already"):  # global_view keeps it
+        assert flow.utils.global_view.to_local(x) is x
+    g = x.to_global(flow.placement("cpu", [0]), flow.sbp.broadcast)
+    assert g.to_local().tolist() == [1, 2, 3, 4] and not g.to_local().is_global
