@@ -245,3 +245,13 @@ def test_to_local_of_a_local_tensor_raises_as_oneflow():
         assert flow.utils.global_view.to_local(x) is x
     g = x.to_global(flow.placement("cpu", [0]), flow.sbp.broadcast)
     assert g.to_local().tolist() == [1, 2, 3, 4] and not g.to_local().is_global
+
+
+@needs_mpi
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("n", [1, 2])
+def test_inplace_writes_into_views_of_global_tensors_follow_eager_local(n):
+    code, secs, out = run_ranks(n, "global_inplace.py")
+    assert code == 0, out
+    for r in range(n):
+        assert f"OK rank {r}" in out, out
