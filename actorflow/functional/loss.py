@@ -77,7 +77,7 @@ def _global_mean(op, inputs: list, attrs: dict) -> Tensor:
     else:
         counted = keep.sum()
     denom = counted.to(total.dtype).to_global(sbp=[broadcast] * len(counted.sbp))
-    return total / denom
+    return total * denom.reciprocal()  # partial times broadcast stays partial
 
 
 def _class_loss(op, inputs: list, attrs: dict) -> Tensor:

@@ -351,19 +351,17 @@ for _op in (add, sub, scalar_mul, scalar_div):  # linear: partial sums stay part
     _op.sbp(linear_rule)
 
 
-def _scale_rule(first_only: bool):
-    """mul (linear in each input) and div (linear in the dividend): a partial sum times (or
-    over) a broadcast tensor stays a partial sum."""
-    def rule(inputs, attrs):
-        yield from elementwise_rule(inputs, attrs)
-        yield Sig((P, B), (P,))
-        if not first_only:
-            yield Sig((B, P), (P,))
-    return rule
+def _mul_rule(inputs, attrs):
+    """mul is linear in each input: a partial sum times a broadcast tensor stays a partial sum
+    (as scalar_mul; only an infinite factor meeting a zero part differs from one process:
+    NaN). div has no such rule: the parts of a partial sum are often zeros, and x/0 would
+    give NaN where one process gives inf."""
+    yield from elementwise_rule(inputs, attrs)
+    yield Sig((P, B), (P,))
+    yield Sig((B, P), (P,))
 
 
-mul.sbp(_scale_rule(False))
-div.sbp(_scale_rule(True))
+mul.sbp(_mul_rule)
 
 
 # ---- unary math -------------------------------------------------------------------------------
