@@ -43,6 +43,13 @@ def check_inplace(op: Op, inputs: list, out: list, metas: list, record: bool) ->
         if m[1] is not t.dtype and m[1]._category > t.dtype._category:
             raise OpError(where(f"{op.name}_: result type {m[1]} can't be cast to the "
                                 f"in-place output's dtype {t.dtype}", inputs))
+    for t in out:
+        if getattr(t, "_copied_view", False):
+            raise RuntimeError(where(
+                f"{op.name}_: in-place write into a view of a global tensor whose shards are "
+                f"a copy (the view needed the tensor laid out with another sbp), so the write "
+                f"would not reach the tensor it views; write into that tensor, or clone the "
+                f"view first", inputs))
     if not grad_mode._state.enabled:  # (``record`` implies it; no_grad() allows any write)
         return
     for t in out:
@@ -56,9 +63,13 @@ def check_inplace(op: Op, inputs: list, out: list, metas: list, record: bool) ->
             # (a reshape that had to copy does not); lazy ones are followed through the view
             # ops autograd recorded
             root = t._base
-            if root is not None:
-                if type(t._h) is not EagerBlob or type(root._h) is not EagerBlob \
-                        or t._h.storage is not root._h.storage:
+            if root is not None and not getattr(t._h, "is_global", False):
+                # (a global view's base is set only where its shards view the base's)
+                rh = root._h
+                if getattr(rh, "is_global", False):  # to_local(): an alias of a global shard
+                    rh = None if rh.local is None else rh.local._h
+                if type(t._h) is not EagerBlob or type(rh) is not EagerBlob \
+                        or t._h.storage is not rh.storage:
                     root = None
             else:
                 node = t.grad_fn

@@ -198,6 +198,17 @@ class GlobalInterpreter:
                     f"{op.name}: SBP signature {sig.ins} -> {sig.outs} gave a shard of shape "
                     f"{tuple(local._shape)} for a logical output of shape {tuple(m[0])}")
             results.append(wrap(local, pl, sbp, m[0], m[1]))
+        if op.view_fn is not None:
+            # a view for the in-place checks (decided from the sbps alone, so every rank
+            # agrees); if its input had to be boxed, its shards are a copy: writes into it would
+            # not reach the base, so check_inplace refuses them
+            root = inputs[0] if inputs[0]._base is None else inputs[0]._base
+            copied = tuple(sig.ins[0]) != tuple(nd_attrs(inputs[0].sbp)) \
+                or getattr(inputs[0], "_copied_view", False)
+            for t in results:
+                t._base = root
+                if copied:
+                    t._copied_view = True
         return results, inputs, results
 
 
@@ -237,6 +248,7 @@ def to_local(t: Tensor) -> Tensor:
     if local is None:
         local = Tensor._wrap(np.empty((0,), t.dtype.np), t.dtype)
     out = Tensor._wrap(local._h.raw, local.dtype, local._vc, local._h.storage)
+    out._base = t  # the in-place checks see the alias (and views of it) as a view of t
     _record("to_local", [t], [out], {})
     return out
 

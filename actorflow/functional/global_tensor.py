@@ -67,12 +67,14 @@ def to_global(x: Tensor, placement=None, sbp=None, *, grad_sbp=None, check_meta=
 
 
 def to_local(x: Tensor, *, copy: bool = False) -> Tensor:
-    """This rank's shard of global ``x`` (an alias, differentiable; a copy with ``copy``);
-    a local ``x`` itself."""
+    """This rank's shard of global ``x`` (an alias, differentiable; a copy with ``copy``).
+    A local ``x`` raises, as OneFlow's (``flow.utils.global_view.to_local`` leaves local
+    tensors as they are)."""
     if lazy_global.is_lazy_global(x):
         raise NotImplementedError("to_local: not supported inside nn.Graph build() yet")
     if not gt.is_global(x):
-        return clone(x) if copy else x
+        raise RuntimeError(f"to_local: Expected global tensor for to_local but got local "
+                           f"tensor! (shape {tuple(x.shape)}, {x.dtype})")
     out = gt.to_local(x)
     return clone(out) if copy else out
 

@@ -55,6 +55,37 @@ def _pointwise(op, name: str, input: Tensor, target: Tensor, reduction: str, wei
     return apply(op, inputs, attrs)[0]
 
 
+def _global_mean(op, inputs: list, attrs: dict) -> Tensor:
+    """'mean' of a class loss on global tensors: the summed loss (partial on a split batch, so
+    the logits are not gathered) divided by the summed target weights (the positions counted,
+    each weighted by its class's weight), which all ranks add up: on a split batch the result
+    is a partial sum, each rank's share of the mean, as OneFlow's."""
+    from actorflow.framework.sbp import broadcast
+
+    x, y = inputs[0], inputs[1]
+    total = apply(op, inputs, dict(attrs, reduction="sum"))[0]
+    if y.dtype.is_floating_point:  # class probabilities: every position counts once
+        n_cls = x.shape[1] if x.dim() > 1 else x.shape[0]
+        return total / float(max(x.numel() // n_cls, 1) if x.numel() else 0.0)
+    keep = y != attrs["ignore_index"]
+    if len(inputs) > 2:
+        from actorflow.functional.nn_ops import embedding
+
+        n_cls = x.shape[1] if x.dim() > 1 else x.shape[0]
+        rows = embedding(y.clamp(0, n_cls - 1), inputs[2].detach().reshape(-1, 1))
+        counted = (rows.reshape(tuple(y.shape)) * keep.to(rows.dtype)).sum()
+    else:
+        counted = keep.sum()
+    denom = counted.to(total.dtype).to_global(sbp=[broadcast] * len(counted.sbp))
+    return total * denom.reciprocal()  # partial times broadcast stays partial
+
+
+def _class_loss(op, inputs: list, attrs: dict) -> Tensor:
+    if attrs["reduction"] == "mean" and inputs[0].is_global:
+        return _global_mean(op, inputs, attrs)
+    return apply(op, inputs, attrs)[0]
+
+
 def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
                   size_average=None, ignore_index: int = -100, reduce=None,
                   reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
@@ -63,9 +94,9 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
     target is ``ignore_index`` are left out, and 'mean' divides by the summed target weights."""
     _tensors("cross_entropy", input=input, target=target, weight=weight)
     inputs = [input, target] if weight is None else [input, target, weight]
-    return apply(_cross_entropy, inputs, {
+    return _class_loss(_cross_entropy, inputs, {
         "ignore_index": int(ignore_index), "label_smoothing": float(label_smoothing),
-        "reduction": _reduction(size_average, reduce, reduction)})[0]
+        "reduction": _reduction(size_average, reduce, reduction)})
 
 
 def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
@@ -74,9 +105,9 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_a
     of shape ``(N, C, d1, ...)``, weighted and reduced as in ``cross_entropy``."""
     _tensors("nll_loss", input=input, target=target, weight=weight)
     inputs = [input, target] if weight is None else [input, target, weight]
-    return apply(_nll_loss, inputs, {
+    return _class_loss(_nll_loss, inputs, {
         "ignore_index": int(ignore_index),
-        "reduction": _reduction(size_average, reduce, reduction)})[0]
+        "reduction": _reduction(size_average, reduce, reduction)})
 
 
 def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,

@@ -42,7 +42,7 @@ def _extremum(name: str, op_dim, op_all, pairwise: str):
         if isinstance(dim, Tensor):  # max(a, b): the elementwise form
             return getattr(F, pairwise)(input, dim)
         if dim is None:
-            return apply(op_all, [input], {"dim": None, "keepdim": False})[0]
+            return _reduce_all(op_all, input, {"dim": None, "keepdim": False})
         values, indices = apply(op_dim, [input], {"dim": _int_dim(name, dim),
                                                   "keepdim": keepdim})
         return ValuesIndices(values, indices)
@@ -64,9 +64,22 @@ def amax(input: Tensor, dim=(), keepdim: bool = False) -> Tensor:
     return apply(_amax, [input], {"dim": dims_attr(dim), "keepdim": keepdim})[0]
 
 
+def _reduce_all(op, input: Tensor, attrs: dict) -> Tensor:
+    """amax/amin; a floating global tensor split along a reduced dim takes its minimum as
+    ``-amax(-x)``, so only the partial maxima move (there is no partial_min sbp)."""
+    if op is _amin and input.is_global and input.dtype.is_floating_point:
+        dims = attrs["dim"]
+        nd = input.dim() or 1
+        dims = range(nd) if dims in (None, ()) else dims if isinstance(dims, tuple) else (dims,)
+        reduced = {d % nd for d in dims if isinstance(d, int)}
+        if any(s.is_split and s.dim in reduced for s in input.sbp):
+            return F.neg(apply(_amax, [F.neg(input)], attrs)[0])
+    return apply(op, [input], attrs)[0]
+
+
 def amin(input: Tensor, dim=(), keepdim: bool = False) -> Tensor:
     """Smallest value over ``dim`` (see ``amax``)."""
-    return apply(_amin, [input], {"dim": dims_attr(dim), "keepdim": keepdim})[0]
+    return _reduce_all(_amin, input, {"dim": dims_attr(dim), "keepdim": keepdim})
 
 
 def argmax(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:

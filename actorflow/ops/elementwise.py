@@ -16,7 +16,7 @@ from actorflow.ops._common import (
     F, HALF_DTYPES, blas_sum, broadcast_shapes, copy_reshaped, in_float32, promote,
 )
 from actorflow.ops.int_scalars import is_int_scalar, check_int_scalar, int_scalar
-from actorflow.ops.boxing import Sig, elementwise_rule, linear_rule
+from actorflow.ops.boxing import B, P, Sig, elementwise_rule, linear_rule
 from actorflow.ops.registry import Meta, fail, register
 
 # ---- broadcasting helpers ---------------------------------------------------------------------
@@ -349,6 +349,19 @@ div, scalar_div = binary("div", np.true_divide, kind="float", grad=_div_grad, co
                          scalar_grad=_scalar_div_grad)
 for _op in (add, sub, scalar_mul, scalar_div):  # linear: partial sums stay partial
     _op.sbp(linear_rule)
+
+
+def _mul_rule(inputs, attrs):
+    """mul is linear in each input: a partial sum times a broadcast tensor stays a partial sum
+    (as scalar_mul; only an infinite factor meeting a zero part differs from one process:
+    NaN). div has no such rule: the parts of a partial sum are often zeros, and x/0 would
+    give NaN where one process gives inf."""
+    yield from elementwise_rule(inputs, attrs)
+    yield Sig((P, B), (P,))
+    yield Sig((B, P), (P,))
+
+
+mul.sbp(_mul_rule)
 
 
 # ---- unary math -------------------------------------------------------------------------------

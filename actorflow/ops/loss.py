@@ -202,10 +202,30 @@ def _(inputs, attrs):
     """Samples split (dim 0 of input and target; a class weight broadcast): per-sample losses
     split, a summed loss partial; the mean's denominator depends on the targets, so a mean
     runs on broadcast inputs."""
+    yield from _batch_split_sbp(inputs, attrs, n_extra=1)
+
+
+def _batch_split_sbp(inputs, attrs, n_extra: int = 0):
+    """Samples split (dim 0 of input and target; a class weight broadcast): per-sample losses
+    split, a summed loss partial, and ``n_extra`` saved outputs split. A mean's denominator
+    depends on every rank's targets: ``F.cross_entropy``/``F.nll_loss`` of a global tensor
+    divide a summed loss by it instead."""
     if len(inputs[0]._shape) < 2 or attrs["reduction"] == "mean":
         return
     ins = (S(0), S(0)) + ((B,) * (len(inputs) - 2))
-    yield Sig(ins, (S(0) if attrs["reduction"] == "none" else P, S(0)))
+    yield Sig(ins, (S(0) if attrs["reduction"] == "none" else P,) + (S(0),) * n_extra)
+
+
+def _batch_split_backward_sbp(inputs, attrs):
+    """``<loss>_backward`` on split samples: dout split (per-sample losses) or broadcast (a
+    summed loss), the forward's inputs and saved outputs as in the forward, gradients split."""
+    if len(inputs[1]._shape) < 2 or attrs["reduction"] == "mean":
+        return
+    ins = [S(0) if attrs["reduction"] == "none" else B] + [S(0)] * (len(inputs) - 1)
+    if len(inputs) > 3 and tuple(inputs[3]._shape) == (inputs[1]._shape[1],) \
+            and tuple(inputs[3]._shape) != tuple(inputs[1]._shape):
+        ins[3] = B  # the class weight
+    yield Sig(tuple(ins), (S(0),) * sum(1 for x in attrs["needs"] if x))
 
 
 # Within this spread of values one shift for the whole (N, C) batch keeps every row's
@@ -300,6 +320,7 @@ cross_entropy.grad(_weight_needs_no_grad(
 cross_entropy_backward = register("cross_entropy_backward", amp="deny", doc=(
     "Gradients of cross_entropy: inputs (dout, input, target[, weight], probabilities)."))
 cross_entropy_backward.infer(backward_infer)
+cross_entropy_backward.sbp(_batch_split_backward_sbp)
 cross_entropy_backward.grad(no_double_backward("cross_entropy"))
 
 
@@ -377,10 +398,12 @@ def _(ins, outs, attrs):
 
 
 nll_loss.grad(_weight_needs_no_grad("nll_loss", grad_rule("nll_loss")))
+nll_loss.sbp(_batch_split_sbp)
 
 nll_loss_backward = register("nll_loss_backward", doc=(
     "Gradient of nll_loss: inputs (dout, input, target[, weight])."), amp="deny")
 nll_loss_backward.infer(backward_infer)
+nll_loss_backward.sbp(_batch_split_backward_sbp)
 nll_loss_backward.grad(no_double_backward("nll_loss"))
 
 

@@ -87,6 +87,24 @@ for full in (rng.standard_normal((2 * n + 1, 3)), np.tile([[1.0, 2.0, 2.0]], (2 
         check(x.grad.numpy(), tx.grad.numpy(), f"amax dim={dim} gradient")
         m = flow.tensor(full, placement=PL1, sbp=S0).amax(dim=0).amax()
         assert m.sbp == (PM,) and m.item() == full.max()
+# amin/min over a split dim: -amax(-x), so only the partial maxima move (no all-gather)
+for full in (rng.standard_normal((2 * n + 1, 3)), np.tile([[1.0, -2.0, -2.0]], (2 * n, 1))):
+    for name, dim in (("amin", 0), ("amin", (0, 1)), ("min", None), ("amin", 1)):
+        x = flow.tensor(full, placement=PL1, sbp=S0, requires_grad=True)
+        tx = torch.tensor(full, requires_grad=True)
+        with flow.profiler.profile() as prof:
+            y = getattr(x, name)() if dim is None else x.amin(dim=dim)
+            flow.synchronize()
+        moved = {e["name"] for e in prof.instructions() if e["name"].startswith("boxing")}
+        # the partial maxima are all-reduced (b_to_s and b_to_p are local: nothing moves)
+        want = {"boxing_pm_to_b"} if dim != 1 else set()  # dim 1 is not split: shard-wise
+        assert want <= moved <= want | {"boxing_b_to_s", "boxing_b_to_p"}, (name, dim, moved)
+        ty = getattr(tx, name)() if dim is None else tx.amin(dim=dim)
+        check(y.numpy(), ty.detach().numpy(), f"{name} dim={dim}")
+        w = rng.standard_normal(tuple(ty.shape))
+        (y * flow.tensor(w, placement=PL1, sbp=B)).sum().backward()
+        (ty * torch.tensor(w)).sum().backward()
+        check(x.grad.numpy(), tx.grad.numpy(), f"{name} dim={dim} gradient")
 if n == 4:
     pl = cases[1][0]
     x = flow.tensor(full, placement=pl, sbp=(S0, S0))

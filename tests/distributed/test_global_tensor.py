@@ -223,3 +223,35 @@ def test_adam_on_a_2d_placed_parameter_matches_local_adam():
             opt.step()
         results.append(w.numpy())
     np.testing.assert_allclose(results[1], results[0], rtol=1e-6)
+
+
+@needs_mpi
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_class_losses_on_a_split_batch_match_one_process(n):
+    code, secs, out = run_ranks(n, "global_loss.py")
+    assert code == 0, out
+    for r in range(n):
+        assert f"OK rank {r}" in out, out
+
+
+def test_to_local_of_a_local_tensor_raises_as_oneflow():
+    x = flow.tensor([1, 2, 3, 4])
+    for kw in ({}, {"copy": True}):
+        with pytest.raises(RuntimeError, match="Expected global tensor for to_local but got "
+                                               "local tensor!"):
+            x.to_local(**kw)
+    with pytest.warns(UserWarning, match="local already"):  # global_view keeps it
+        assert flow.utils.global_view.to_local(x) is x
+    g = x.to_global(flow.placement("cpu", [0]), flow.sbp.broadcast)
+    assert g.to_local().tolist() == [1, 2, 3, 4] and not g.to_local().is_global
+
+
+@needs_mpi
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("n", [1, 2])
+def test_inplace_writes_into_views_of_global_tensors_follow_eager_local(n):
+    code, secs, out = run_ranks(n, "global_inplace.py")
+    assert code == 0, out
+    for r in range(n):
+        assert f"OK rank {r}" in out, out
