@@ -13,7 +13,9 @@ The optimizer pass emits each update through the optimizer's own ``_update``; wi
 
 Every boxing is the ordinary one (``LazyGlobalInterpreter.box_to``) and the update op's
 signature is chosen by ``choose_signature`` as for any op: its inputs arrive split, so it
-stays split. Other parameters (split, n-d, 0-d) update as without ZeRO.
+stays split. Other parameters (split, n-d, 0-d, shards under ``shard_min_size`` elements) and
+updates that are not elementwise (LAMB's trust ratio reads the whole parameter) update as
+without ZeRO.
 """
 from __future__ import annotations
 
@@ -86,7 +88,8 @@ def zero_updates(b, opt, stage: int, min_size: int = 1):
 
     def apply_update(op, inputs: list, attrs: dict) -> None:
         param = inputs[0]
-        if not zero_eligible(param, min_size):
+        if not op.elementwise or not zero_eligible(param, min_size):
+            # (an update reading the whole parameter, as LAMB's trust ratio, stays broadcast)
             return plain(op, inputs, attrs)
         name = interp._var_name(param)
         states = _shard_states(opt, param, list(inputs[3:]))

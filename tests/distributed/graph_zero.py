@@ -100,5 +100,13 @@ for opt_name, stage in cases:
     else:
         assert "boxing_p_to_s" in types and "boxing_p_to_b" not in types, report
     assert "model.0.weight zero gather: S(0) -> B" in report, report
+# LAMB's update is not elementwise (its trust ratio reads the whole parameter): it stays
+# broadcast, state and all, and trains as plain data parallelism
+lamb = lambda ps: flow.optim.LAMB(ps, lr=0.05)  # noqa: E731
+(ref_p, ref_l, *_), (z_p, z_l, _, opt, m) = run(lamb, 0), run(lamb, 2)
+np.testing.assert_allclose(z_l, ref_l, rtol=1e-12, err_msg=f"rank {r}: LAMB losses")
+for a, b in zip(z_p, ref_p):
+    np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14, err_msg=f"rank {r}: LAMB")
+assert all(nd_attrs(s.sbp) == (("B",),) for st in opt.state.values() for s in st.values())
 flow.synchronize()
 print(f"OK rank {r}", flush=True)
