@@ -95,7 +95,8 @@ def zero_updates(b, opt, stage: int, min_size: int = 1):
         states = _shard_states(opt, param, list(inputs[3:]))
         p_full = b.variable(param)
         p_s = interp.box_to(p_full, _S0, f"{name} zero shard")
-        g = inputs[1]
+        # (a gradient traced without a global producer counts as broadcast, as in apply)
+        g = interp.as_global(op, inputs[1], param._h.placement)
         if stage == 1:
             g = interp.box_to(g, _B, f"{name} grad")
         g = interp.box_to(g, _S0, f"{name} grad")
