@@ -100,6 +100,13 @@ for opt_name, stage in cases:
     else:
         assert "boxing_p_to_s" in types and "boxing_p_to_b" not in types, report
     assert "model.0.weight zero gather: S(0) -> B" in report, report
+    # each all-gather runs after the update that wrote its shard in place (a control edge)
+    ops = {o.name: o for o in g.full_job.ops}
+    gathers = [o for o in ops.values()
+               if o.tags.get("boxing", {}).get("reason", "").endswith("zero gather")]
+    assert len(gathers) == 4, report
+    for o in gathers:
+        assert any(ops[c].op_type.endswith("_update") for c in o.ctrl_inputs), (o.name, report)
 # a gradient traced without a global producer (the bias of a sum: a folded constant) counts
 # as broadcast, as without ZeRO
 class SumGraph(nn.Graph):
