@@ -100,7 +100,8 @@ def make_optimizer_pass(ctx):
         with b, no_grad():
             found_any = None
             for entry in ctx.optimizers:
-                found = _emit_updates(b, entry, grads, ctx.state_names, scaler)
+                with _zero(b, entry.optimizer, ctx.config):
+                    found = _emit_updates(b, entry, grads, ctx.state_names, scaler)
                 if found is not None:
                     found_any = found if found_any is None else found_any.logical_or(found)
             if found_any is not None:
@@ -110,6 +111,19 @@ def make_optimizer_pass(ctx):
         return b.job
 
     return optimizer_pass
+
+
+def _zero(b: LazyInterpreter, opt, config):
+    """ZeRO's rerouting of ``opt``'s updates when ``config.enable_zero`` is on (and the trace
+    is distributed); a no-op context otherwise."""
+    import contextlib
+
+    stage = getattr(config, "zero_stage", 0)
+    if not stage or not getattr(b, "_global", False):
+        return contextlib.nullcontext()
+    from actorflow.passes.zero import zero_updates
+
+    return zero_updates(b, opt, stage, config.zero_shard_min_size)
 
 
 def _scaler_namer(scaler: GradScalerState, fallback):

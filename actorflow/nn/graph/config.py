@@ -21,6 +21,8 @@ class GraphConfig:
         self.outputs_buffer_size = 2
         self.cache_size = 10
         self.disabled_passes: set = set()
+        self.zero_stage = 0  # 0: off; 1, 2: ZeRO (passes/zero.py)
+        self.zero_shard_min_size = 1024
 
     def enable_amp(self, mode: bool = True, *, dtype=dt.float16) -> None:
         """Run matmul-like ops in ``dtype`` (float16 or bfloat16) with casts inserted by the AMP
@@ -38,6 +40,28 @@ class GraphConfig:
             raise ValueError(f"set_gradient_accumulation_steps: expected an int >= 1, "
                              f"got {value!r}")
         self.accumulation_steps = value
+
+    def enable_zero(self, mode: bool = True, *, stage: int = 2, shard_min_size: int = 1024,
+                    shard_restore_level: int = 1) -> None:
+        """ZeRO for data-parallel (broadcast) parameters of a distributed graph: stage 1 keeps
+        each rank's split(0) part of the optimizer state and updates only that shard, then
+        all-gathers the parameter; stage 2 also reduce-scatters the gradient instead of
+        all-reducing it. Parameters whose shard would have fewer than ``shard_min_size``
+        elements update as without ZeRO. Stage 3 (parameters sharded between steps) is not
+        implemented; ``shard_restore_level`` is accepted for OneFlow's signature only."""
+        if not mode:
+            self.zero_stage = 0
+            return
+        if stage not in (1, 2, 3):
+            raise ValueError(f"enable_zero: stage must be 1, 2 or 3, got {stage!r}")
+        if stage == 3:
+            raise NotImplementedError("enable_zero: stage 3 (parameters sharded between steps) "
+                                      "is not implemented yet; use stage=1 or stage=2")
+        if not isinstance(shard_min_size, int) or shard_min_size < 1:
+            raise ValueError(f"enable_zero: shard_min_size must be an int >= 1, "
+                             f"got {shard_min_size!r}")
+        self.zero_stage = stage
+        self.zero_shard_min_size = shard_min_size
 
     def allow_fuse_model_update_ops(self, mode: bool = True) -> None:
         """Fuse the optimizer's per-parameter update ops into multi-tensor updates (on by
@@ -78,6 +102,7 @@ class GraphConfig:
     def __repr__(self) -> str:
         items = {"training": self.training, "amp": self.amp and self.amp_dtype.name,
                  "gradient_accumulation_steps": self.accumulation_steps,
+                 "zero_stage": self.zero_stage,
                  "fuse_model_update_ops": self.fuse_model_update_ops,
                  "fuse_add_to_output": self.fuse_add_to_output,
                  "outputs_buffer_size": self.outputs_buffer_size,

@@ -1,0 +1,132 @@
+"""ZeRO in the distributed nn.Graph (``graph.config.enable_zero(True, stage=1|2)``).
+
+The optimizer pass emits each update through the optimizer's own ``_update``; with ZeRO on,
+``zero_updates`` reroutes ``_apply_update`` for a broadcast parameter on a 1-D placement
+(dim 0 at least one row per rank) so that:
+
+- its optimizer state of the parameter's shape is split(0) (each rank keeps its rows: the
+  eager state tensor in ``optimizer.state`` is replaced by its split(0) version, so the state
+  variables of the Job, and the memory plan's ``state_bytes``, shrink by the rank count);
+- the update runs on the shard: the parameter B -> S(0) (a local slice), the gradient
+  P -> B -> S(0) (stage 1: all-reduce, then slice) or P -> S(0) (stage 2: reduce-scatter);
+- the updated shard is all-gathered (S(0) -> B) and copied into the broadcast parameter.
+
+Every boxing is the ordinary one (``LazyGlobalInterpreter.box_to``) and the update op's
+signature is chosen by ``choose_signature`` as for any op: its inputs arrive split, so it
+stays split. Other parameters (split, n-d, 0-d, shards under ``shard_min_size`` elements) and
+updates that are not elementwise (LAMB's trust ratio reads the whole parameter) update as
+without ZeRO.
+"""
+from __future__ import annotations
+
+import contextlib
+
+from actorflow.dispatch.global_tensor import GlobalBlob, wrap
+from actorflow.dispatch.nd_sbp import nd_attrs
+from actorflow.ops.boxing import shard_range
+from actorflow.tensor import Tensor
+
+_B, _S0 = (("B",),), (("S", 0),)
+
+
+def zero_eligible(p: Tensor, min_size: int = 1) -> bool:
+    """Whether ZeRO shards parameter ``p``'s update: an eager broadcast parameter on a 1-D
+    placement of several ranks with at least one row per rank, and shards of at least
+    ``min_size`` elements."""
+    h = p._h
+    if type(h) is not GlobalBlob or h.local is None:
+        return False
+    n = len(h.placement.flat_ranks)
+    return (len(h.placement.hierarchy) == 1 and n > 1 and nd_attrs(h.sbp) == _B
+            and len(p._shape) >= 1 and p._shape[0] >= n and p.numel() // n >= min_size)
+
+
+def _split_state(t: Tensor) -> Tensor:
+    """Eager broadcast state ``t`` as split(0): this rank keeps its rows of the full value."""
+    h = t._h
+    pl = h.placement
+    ranks = list(pl.flat_ranks)
+    from actorflow.distributed.world import world
+
+    start, stop = shard_range(t._shape[0], len(ranks), ranks.index(world().rank))
+    rows = h.local.numpy()[start:stop].copy()
+    from actorflow.framework.placement import SbpParallel
+
+    return wrap(Tensor._wrap(rows, t.dtype), pl, (SbpParallel.from_attr(("S", 0)),),
+                tuple(t._shape), t.dtype)
+
+
+def _shard_states(opt, param: Tensor, states: list) -> list:
+    """``states`` with each broadcast tensor of ``param``'s shape made split(0), in place in
+    ``opt.state[param]`` too."""
+    entry = opt.state.get(param, {})
+    out = []
+    for s in states:
+        h = s._h
+        if (type(h) is GlobalBlob and nd_attrs(h.sbp) == _B
+                and tuple(s._shape) == tuple(param._shape)):
+            new = _split_state(s)
+            for k, v in list(entry.items()):
+                if v is s:
+                    entry[k] = new
+            s = new
+        out.append(s)
+    return out
+
+
+@contextlib.contextmanager
+def zero_updates(b, opt, stage: int, min_size: int = 1):
+    """While active, ``opt._apply_update`` on an eligible parameter runs the ZeRO update
+    (see the module docstring) through tracer ``b``."""
+    from actorflow.dispatch import apply
+    from actorflow.dispatch.lazy_global import interpreter_for
+    from actorflow.ops import registry
+
+    interp = interpreter_for(b)
+    assign = registry.get("assign")
+    plain = opt._apply_update
+
+    def apply_update(op, inputs: list, attrs: dict) -> None:
+        param = inputs[0]
+        if not op.elementwise or not zero_eligible(param, min_size):
+            # (an update reading the whole parameter, as LAMB's trust ratio, stays broadcast)
+            return plain(op, inputs, attrs)
+        name = interp._var_name(param)
+        states = _shard_states(opt, param, list(inputs[3:]))
+        p_full = b.variable(param)
+        p_s = interp.box_to(p_full, _S0, f"{name} zero shard")
+        # (a gradient traced without a global producer counts as broadcast, as in apply)
+        g = interp.as_global(op, inputs[1], param._h.placement)
+        if stage == 1:
+            g = interp.box_to(g, _B, f"{name} grad")
+        g = interp.box_to(g, _S0, f"{name} grad")
+        apply(op, [p_s, g, inputs[2], *states], attrs)
+        gathered = interp.box_to(p_s, _B, f"{name} zero gather")
+        apply(assign, [param, gathered], {})
+
+    opt._apply_update = apply_update
+    try:
+        yield
+    finally:
+        del opt._apply_update
+
+
+def optimizer_state_bytes(graph) -> int:
+    """This rank's bytes of optimizer state in the Plan of ``graph``'s latest compiled call:
+    the registers of the variable tasks bound to a tensor in one of its optimizers' ``state``
+    (with ZeRO those of broadcast parameters are split(0): the figure shrinks by the rank
+    count)."""
+    ids = set()
+    for entry in graph._optimizers:
+        for st in entry.optimizer.state.values():
+            ids.update(id(v) for v in st.values() if isinstance(v, Tensor))
+    if not graph._cache:
+        raise RuntimeError("optimizer_state_bytes: the graph has not been called yet")
+    compiled = next(reversed(graph._cache.values()))
+    plan = compiled.plan
+    total = 0
+    for task in plan.tasks:
+        bound = compiled.bindings.get(task.op_name)
+        if task.op_type == "variable" and bound is not None and id(bound) in ids:
+            total += sum(plan.regst_descs[i].nbytes() for i in task.produced_regsts.values())
+    return total

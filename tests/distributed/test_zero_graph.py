@@ -1,0 +1,73 @@
+"""ZeRO in the distributed nn.Graph (``config.enable_zero``): the rank script
+``graph_zero.py`` on 2 ranks (both executors) and 4 ranks (one short case); in one process the
+config's errors and that a graph without several ranks updates as without ZeRO."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import actorflow as flow
+import actorflow.nn as nn
+from tests.distributed.test_distributed import needs_mpi, run_ranks
+
+
+@needs_mpi
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("n, executor, short", [(2, "actors", ""), (2, "vm", ""),
+                                                (4, "actors", "short")])
+def test_zero_graph_equals_data_parallel(n, executor, short):
+    args = [executor] + ([short] if short else [])
+    code, _, out = run_ranks(n, "graph_zero.py", *args, timeout=290)
+    assert code == 0, out
+    for r in range(n):
+        assert f"OK rank {r}" in out, out
+
+
+def test_enable_zero_config_errors():
+    cfg = nn.Graph().config
+    with pytest.raises(NotImplementedError, match="stage 3"):
+        cfg.enable_zero(True, stage=3)
+    with pytest.raises(ValueError, match="stage must be 1, 2 or 3"):
+        cfg.enable_zero(True, stage=4)
+    with pytest.raises(ValueError, match="shard_min_size"):
+        cfg.enable_zero(True, stage=1, shard_min_size=0)
+    cfg.enable_zero(True, stage=1, shard_min_size=4)
+    assert cfg.zero_stage == 1 and cfg.zero_shard_min_size == 4
+    assert "zero_stage=1" in repr(cfg)
+    cfg.enable_zero(False)
+    assert cfg.zero_stage == 0
+
+
+@pytest.mark.timeout(60)
+def test_zero_in_a_local_graph_changes_nothing():
+    rng = np.random.default_rng(0)
+    x = flow.tensor(rng.standard_normal((5, 3)))
+
+    def train(zero: bool):
+        flow.manual_seed(1)
+        m = nn.Linear(3, 2).to(flow.float64)
+        opt = flow.optim.Adam(m.parameters(), lr=0.1)
+
+        class G(nn.Graph):
+            def __init__(self):
+                super().__init__()
+                self.m = m
+                self.add_optimizer(opt)
+                if zero:
+                    self.config.enable_zero(True, stage=2, shard_min_size=1)
+
+            def build(self, x):
+                loss = (self.m(x) ** 2).sum()
+                loss.backward()
+                return loss
+
+        g = G()
+        losses = [float(g(x).numpy()) for _ in range(3)]
+        return losses, [p.numpy() for p in m.parameters()], opt
+
+    ref_l, ref_p, _ = train(False)
+    z_l, z_p, opt = train(True)
+    np.testing.assert_array_equal(z_l, ref_l)
+    for a, b in zip(z_p, ref_p):
+        np.testing.assert_array_equal(a, b)
+    assert all(not s["exp_avg"].is_global for s in opt.state.values())
