@@ -69,7 +69,8 @@ class CompiledGraph:
         if self.executor.plan is not None:
             return self.executor.plan
         if self._plan is None:
-            self._plan = compile_job(self.full_job, CompileOptions(rank=world().rank))
+            self._plan = compile_job(self.full_job, CompileOptions(
+                rank=world().rank, world_size=_plan_world_size(self.full_job)))
         return self._plan
 
     def launch(self, inputs: list, lr: dict, name: str) -> list:
@@ -165,7 +166,16 @@ def make_executor(job, buffer_size: int = 2) -> Executor:
     if os.environ.get("ACTORFLOW_RUN_GRAPH_BY_VM", "0") not in ("", "0"):
         return ReferenceExecutor(job)
     return RuntimeExecutor(job, CompileOptions(source_regst_num=buffer_size,
-                                               rank=world().rank))
+                                               rank=world().rank,
+                                               world_size=_plan_world_size(job)))
+
+
+def _plan_world_size(job) -> int:
+    """The ranks that each run their own Plan of ``job``: the world for a distributed (global)
+    Job, else 1 (a local graph's Plan is this process's alone)."""
+    if world().size > 1 and any("global" in o.tags for o in job.ops):
+        return world().size
+    return 1
 
 
 def state_access(job, bindings: dict) -> tuple:
