@@ -428,8 +428,7 @@ def write_graph_artifacts(graph, prof, out: str) -> dict:
             paths["plan_svg"] = svg
     if prof is not None and prof.events:
         trace = os.path.join(out, "trace.json")
-        prof.export_chrome_trace(trace)
-        paths["trace"] = trace
+        paths["trace"] = prof.export_chrome_trace(trace)  # trace.rank<r>.json under mpiexec
     return paths
 
 

@@ -64,6 +64,7 @@ class CompileOptions:
     compute_lanes: int = field(
         default_factory=lambda: env_int("ACTORFLOW_GRAPH_COMPUTE_LANES", 1, minimum=1))
     rank: int = 0
+    world_size: int = 1           # ranks of a distributed graph (each compiles its own Plan)
 
 
 class _Builder:
@@ -228,7 +229,8 @@ def compile_job(job: Job, options: CompileOptions | None = None) -> Plan:
           "inputs": {str(t.attrs["index"]): t.task_id for t in b.tasks if t.kind == "input"},
           "outputs": {str(t.attrs["index"]): t.task_id for t in b.tasks if t.kind == "output"},
           "accumulation_steps": n}
-    return Plan(job.name, b.tasks, b.regsts, memory, io)
+    return Plan(job.name, b.tasks, b.regsts, memory, io, rank=opt.rank,
+                world_size=opt.world_size)
 
 
 def _adapt_time(b: _Builder, producer: TaskProto, consumer: TaskProto, rid: int, n: int) -> int:

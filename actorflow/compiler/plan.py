@@ -9,7 +9,12 @@ descs) they produce and consume, and the memory plan.
 * ``RegstDesc``: ``producer``, ``consumers``, ``regst_num`` (how many registers exist: >1 lets
   the producer run ahead of its consumers), ``blobs`` (what one register holds; none for a
   control regst) and, from the memory plan, each blob's ``(block, offset)``.
-* ``Plan``: tasks, regst descs, memory report; ``to_json``/``from_json`` and ``to_dot``.
+* ``Plan``: tasks, regst descs, memory report, the ``rank`` it runs on and the ``world_size``
+  (a distributed graph compiles one Plan per rank); ``to_json``/``from_json`` and ``to_dot``.
+
+In JSON and DOT each task also states where it runs - ``rank``, ``device``, ``stream`` and
+``thread`` (OneFlow's TaskProto does the same), so a reader needs no task-id decoder; they are
+derived from ``task_id`` (``from_json`` checks they agree with it).
 """
 from __future__ import annotations
 
@@ -81,8 +86,17 @@ class TaskProto:
         """A source task consumes nothing but control regsts (it starts on kStart)."""
         return all(k == "in_ctrl" for k in self.consumed_regsts)
 
+    def placement(self) -> dict:
+        """Where the task runs, from its id: rank, device (``"cpu:0"``), stream, thread id and
+        thread name."""
+        t = decode_task_id(self.task_id)
+        return {"rank": t.rank, "device": f"{t.device_type}:{t.device_index}",
+                "stream": t.stream, "thread_id": self.thread_id,
+                "thread": describe_thread(self.thread_id)}
+
     def to_dict(self) -> dict:
-        return {"task_id": self.task_id, "kind": self.kind, "op_name": self.op_name,
+        return {"task_id": self.task_id, **self.placement(), "kind": self.kind,
+                "op_name": self.op_name,
                 "op_type": self.op_type,
                 "attrs": {k: attr_codec.encode(v) for k, v in self.attrs.items()},
                 "produced_regsts": dict(self.produced_regsts),
@@ -96,6 +110,17 @@ class TaskProto:
 
     @staticmethod
     def from_dict(d: dict) -> "TaskProto":
+        t = TaskProto._from_dict(d)
+        where = t.placement()
+        wrong = {k: (d[k], v) for k, v in where.items() if k in d and d[k] != v}
+        if wrong:
+            raise ValueError(f"plan JSON: task {t.op_name} ({t.task_id}) states "
+                             f"{ {k: a for k, (a, _) in wrong.items()} } but its task id says "
+                             f"{ {k: b for k, (_, b) in wrong.items()} }")
+        return t
+
+    @staticmethod
+    def _from_dict(d: dict) -> "TaskProto":
         return TaskProto(d["task_id"], d["kind"], d["op_name"], d["op_type"],
                          {k: attr_codec.decode(v) for k, v in d["attrs"].items()},
                          dict(d["produced_regsts"]),
@@ -112,8 +137,10 @@ class Plan:
     """A compiled Job: tasks, regst descs and the memory plan (see the module docstring)."""
 
     def __init__(self, job_name: str, tasks: list, regst_descs: dict, memory: dict | None = None,
-                 io: dict | None = None):
+                 io: dict | None = None, rank: int = 0, world_size: int = 1):
         self.job_name = job_name
+        self.rank = rank              # the rank this Plan runs on
+        self.world_size = world_size  # ranks running the graph, each its own Plan
         self.tasks: list = tasks
         self.regst_descs: dict = regst_descs  # id -> RegstDesc
         self.memory: dict = memory or {}
@@ -140,7 +167,8 @@ class Plan:
         return [t for t in self.tasks if t.is_source]
 
     def to_dict(self) -> dict:
-        return {"job_name": self.job_name, "tasks": [t.to_dict() for t in self.tasks],
+        return {"job_name": self.job_name, "rank": self.rank, "world_size": self.world_size,
+                "tasks": [t.to_dict() for t in self.tasks],
                 "regst_descs": [r.to_dict() for r in self.regst_descs.values()],
                 "memory": attr_codec.encode(self.memory), "io": attr_codec.encode(self.io)}
 
@@ -153,7 +181,8 @@ class Plan:
         d = json.loads(text)
         regsts = {r["regst_desc_id"]: RegstDesc.from_dict(r) for r in d["regst_descs"]}
         return Plan(d["job_name"], [TaskProto.from_dict(t) for t in d["tasks"]], regsts,
-                    attr_codec.decode(d["memory"]), attr_codec.decode(d["io"]))
+                    attr_codec.decode(d["memory"]), attr_codec.decode(d["io"]),
+                    d.get("rank", 0), d.get("world_size", 1))
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Plan) and self.to_dict() == other.to_dict()
@@ -161,6 +190,7 @@ class Plan:
     def to_dot(self) -> str:
         """Graphviz DOT: tasks grouped by thread, regsts as edges (dashed for control)."""
         lines = [f'digraph "{self.job_name}-plan" {{', "  rankdir=TB;",
+                 f'  label="{_esc(self._title())}"; labelloc=t;',
                  '  node [shape=box, fontsize=10, fontname="Helvetica"];']
         by_thread: dict = {}
         for t in self.tasks:
@@ -170,7 +200,9 @@ class Plan:
             lines.append(f'    label="thread {describe_thread(tid)}"; style=rounded;')
             for t in tasks:
                 idx = decode_task_id(t.task_id).index
-                label = f"{t.op_name}\\n{t.kind} #{idx}"
+                w = t.placement()
+                label = (f"{t.op_name}\\n{t.kind} #{idx}\\nrank {w['rank']} {w['device']} "
+                         f"{w['stream']}")
                 lines.append(f'    t{t.task_id} [label="{_esc(label)}"];')
             lines.append("  }")
         for r in self.regst_descs.values():
@@ -181,8 +213,16 @@ class Plan:
         lines.append("}")
         return "\n".join(lines) + "\n"
 
+    def _title(self) -> str:
+        if self.world_size > 1:
+            return (f"Plan {self.job_name} of rank {self.rank} "
+                    f"(one of {self.world_size} ranks' Plans)")
+        return f"Plan {self.job_name}"
+
     def summary(self) -> str:
-        lines = [f"Plan {self.job_name}: {len(self.tasks)} tasks, {len(self.regst_descs)} "
+        """Task and regst counts, threads and memory; a distributed graph's Plan names its
+        rank."""
+        lines = [f"{self._title()}: {len(self.tasks)} tasks, {len(self.regst_descs)} "
                  f"regst descs, threads {[describe_thread(t) for t in self.thread_ids]}"]
         if self.memory:
             lines.append(f"  memory: {self.memory.get('bytes_without_sharing', 0)} bytes "

@@ -8,6 +8,11 @@ a different collective. Two guards, installed when the program runs on several p
   and shapes were stuck and aborts the MPI job, so every rank exits non-zero.
 * an exception hook: an uncaught exception on any rank is printed with the rank, then the job
   is aborted (MPI would otherwise wait in finalisation for ranks that will never come).
+* failure notices: a rank whose graph call failed (``notify_failure``) sends the error's first
+  line to every other rank on a communicator of its own; the watchdog thread polls for notices
+  and, when a blocking call of this rank was already pending as the notice came, aborts the job
+  at once naming the failing rank and op, instead of waiting for the timeout. (It cannot make
+  the blocked MPI call raise; a call started after the notice is left to complete.)
 """
 from __future__ import annotations
 
@@ -23,6 +28,9 @@ TIMEOUT_VAR = "ACTORFLOW_COMM_TIMEOUT"
 # and the watchdog reads a snapshot, so the guarded calls need no lock
 _calls: dict = {}
 _world = None
+_notice_comm = None      # a duplicate of the world communicator, only for failure notices
+_sent: list = []         # the notices' send requests (kept until they complete)
+NOTICE_TAG = 31337
 
 
 def timeout() -> float:
@@ -62,9 +70,39 @@ def abort(message: str, code: int = 1) -> None:
     os._exit(code)
 
 
+def notify_failure(message: str) -> None:
+    """Tell every other rank that this rank failed (``message``: what failed); see the module
+    docstring. Does nothing in one process."""
+    comm = _notice_comm
+    if comm is None:
+        return
+    text = f"rank {_world.rank} failed: {message}"
+    for peer in range(comm.Get_size()):
+        if peer != comm.Get_rank():
+            _sent.append(comm.isend(text, dest=peer, tag=NOTICE_TAG))
+
+
+def _notice_abort() -> None:
+    """Abort if another rank's failure notice came while a blocking call here was pending."""
+    from mpi4py import MPI
+
+    status = MPI.Status()
+    while _notice_comm.iprobe(source=MPI.ANY_SOURCE, tag=NOTICE_TAG, status=status):
+        text = _notice_comm.recv(source=status.Get_source(), tag=NOTICE_TAG)
+        arrived = time.monotonic()
+        waiting = [(op, d) for op, d, t0 in list(_calls.values()) if t0 < arrived]
+        if waiting:
+            op, detail = waiting[0]
+            detail = detail() if callable(detail) else detail
+            abort(f"{op}{' ' + detail if detail else ''} abandoned: {text}; aborting every "
+                  "rank")
+
+
 def _watch() -> None:
     while True:
         time.sleep(0.2)
+        if _notice_comm is not None:
+            _notice_abort()
         limit = timeout()
         now = time.monotonic()
         stuck = [(op, d, now - t0) for op, d, t0 in list(_calls.values()) if now - t0 > limit]
@@ -85,7 +123,8 @@ def _excepthook(kind, value, tb) -> None:
 
 def install(world) -> None:
     """Start the watchdog thread and the exception hook for ``world`` (several ranks)."""
-    global _world
+    global _world, _notice_comm
     _world = world
+    _notice_comm = world.comm.Dup()   # every rank installs at import, so the Dup lines up
     threading.Thread(target=_watch, name="actorflow-comm-watchdog", daemon=True).start()
     sys.excepthook = _excepthook

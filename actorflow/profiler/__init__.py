@@ -17,12 +17,21 @@ it was recording (an outer profile includes the inner one's events; two threads'
 get the events of their own time span, whichever thread caused them). All of them share one
 log, so an act costs one append however many profiles are open; a profile takes its part of
 the log when it exits. Work still running at exit (an unsynchronised call) may be cut off.
+
+Several processes (``mpiexec``): each rank profiles itself and writes its own trace; a path
+gets the rank (``trace.json`` -> ``trace.rank1.json``, or put ``{rank}`` in it). A rank's trace
+has one process (pid) per rank and kind (actors ``2 * rank``, VM ``2 * rank + 1``) and records
+the wall-clock time of its origin, so ``merge_traces`` (or ``python -m
+actorflow.profiler.merge OUT IN...``) lays the ranks' traces on one time axis in one file.
 """
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
+
+from actorflow.profiler.merge import merge_traces
 
 # The shared log while at least one profile records, else None. Actors and the VM look here
 # on every act / instruction, so the check costs nothing when no profile is open.
@@ -70,6 +79,7 @@ class profile:
         self._events: list = []
         self.plans: dict = {}  # id of a runtime -> the Plan it runs
         self.t0 = 0.0          # when recording started (perf_counter; the trace's time origin)
+        self.wall0 = 0.0       # the same moment in wall-clock time (aligns ranks' traces)
         self.t1 = None         # when it stopped
         self._log = None       # the shared log while recording
         self._first = 0        # index in the shared log where this span starts
@@ -88,6 +98,7 @@ class profile:
             self._first = log.base + len(log.events)
             # after taking the index: every event starting from now is appended past it
             self.t0 = time.perf_counter()
+            self.wall0 = time.time()
             self.t1 = None
         return self
 
@@ -142,20 +153,31 @@ class profile:
         return [{"name": e[1], "stream": e[2], "thread": e[4], "start": e[_START],
                  "end": e[_END]} for e in self.events if e[3] == VM_KIND]
 
-    def export_chrome_trace(self, path: str) -> None:
-        """Write the events as a Chrome trace (JSON). Process 0 holds the actor runtime's
-        threads: a slice per act on its thread's track and a flow arrow from each producer's
-        act to the acts of its consumers in the same iteration (from the Plan of the runtime
-        that ran them). Process 1 holds the VM: a slice per instruction (category ``vm``)."""
+    def export_chrome_trace(self, path) -> str:
+        """Write the events as a Chrome trace (JSON); returns the path written. Process 0 holds
+        the actor runtime's threads: a slice per act on its thread's track and a flow arrow
+        from each producer's act to the acts of its consumers in the same iteration (from the
+        Plan of the runtime that ran them). Process 1 holds the VM: a slice per instruction
+        (category ``vm``). Under ``mpiexec`` the path gets the rank (``{rank}`` in it is
+        replaced, else ``.rank<r>`` goes before the extension) and the processes are
+        ``2 * rank`` and ``2 * rank + 1``, named with the rank; ``merge_traces`` joins the
+        ranks' files."""
+        from actorflow.distributed.world import world
+
+        rank, size = world().rank, world().size
+        path = rank_path(os.fspath(path), rank, size)
+        base = 2 * rank
         events = self.events
         log = self._log
         plans = dict(self.plans) if log is None else dict(log.plans)
         acts = [e for e in events if e[3] != VM_KIND]
         instrs = [e for e in events if e[3] == VM_KIND]
-        out = [{"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "actorflow"}}]
+        suffix = f" rank {rank}" if size > 1 else ""
+        out = [{"ph": "M", "name": "process_name", "pid": 0,
+                "args": {"name": f"actorflow{suffix}"}}]
         if instrs:
             out.append({"ph": "M", "name": "process_name", "pid": 1,
-                        "args": {"name": "actorflow VM"}})
+                        "args": {"name": f"actorflow VM{suffix}"}})
         tid = {}
         for pid, group in ((0, acts), (1, instrs)):
             for name in sorted({e[4] for e in group}):
@@ -192,8 +214,16 @@ class profile:
                                         "ts": pts + pdur * 0.5})
                             out.append({"ph": "f", "bp": "e", "id": flow_id, "name": "regst",
                                         "cat": "flow", "pid": 0, "tid": ctid, "ts": cts})
+        for e in out:
+            e["pid"] += base
+        out += [{"ph": "M", "name": "process_sort_index", "pid": e["pid"],
+                 "args": {"sort_index": e["pid"]}}
+                for e in out if e["ph"] == "M" and e["name"] == "process_name"]
         with open(path, "w") as f:
-            json.dump({"traceEvents": out, "displayTimeUnit": "ms"}, f)
+            json.dump({"traceEvents": out, "displayTimeUnit": "ms",
+                       "otherData": {"rank": rank, "world_size": size,
+                                     "wall_t0_us": self.wall0 * 1e6}}, f)
+        return path
 
     def summary(self) -> str:
         """Per op (actor acts and VM instructions): count and total / mean time in µs."""
@@ -206,6 +236,17 @@ class profile:
         for op, (n, tot) in sorted(agg.items(), key=lambda kv: -kv[1][1]):
             lines.append(f"{op[:40]:40s} {n:6d} {tot * 1e6:10.1f} {tot * 1e6 / n:9.1f}")
         return "\n".join(lines)
+
+
+def rank_path(path: str, rank: int, world_size: int) -> str:
+    """The file a rank's trace goes to: ``path`` itself in one process; under ``mpiexec``
+    ``{rank}`` in it replaced, else ``.rank<r>`` put before the extension."""
+    if "{rank}" in path:
+        return path.replace("{rank}", str(rank))
+    if world_size <= 1:
+        return path
+    stem, ext = os.path.splitext(path)
+    return f"{stem}.rank{rank}{ext}"
 
 
 def _by_iteration(acts) -> dict:
@@ -232,4 +273,4 @@ def _pair(produced: list, consumed: list) -> list:
     return [(produced[0], consumed[0])]
 
 
-__all__ = ["profile"]
+__all__ = ["profile", "merge_traces", "rank_path"]

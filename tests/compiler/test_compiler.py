@@ -95,6 +95,38 @@ def test_plan_json_round_trip_and_dot():
     assert "rank0/cpu:0/compute" in dot
 
 
+def test_plan_tasks_state_rank_device_stream_thread():
+    """Each task of the JSON and DOT says where it runs, without decoding its id; a Plan of a
+    distributed graph says whose rank's it is."""
+    import json
+
+    job, _, _ = mlp_job()
+    plan = compile_job(job, CompileOptions(rank=3, world_size=4))
+    d = json.loads(plan.to_json())
+    assert (d["rank"], d["world_size"]) == (3, 4)
+    streams = set()
+    for t in d["tasks"]:
+        parts = decode_task_id(t["task_id"])
+        assert t["rank"] == 3 == parts.rank
+        assert t["device"] == "cpu:0"
+        assert t["stream"] == parts.stream
+        assert t["thread_id"] == thread_id_of(t["task_id"])
+        assert t["thread"] == f"rank3/cpu:0/{parts.stream}"
+        streams.add(t["stream"])
+    assert {"compute", "source", "io"} <= streams
+    again = Plan.from_json(plan.to_json())
+    assert again == plan and (again.rank, again.world_size) == (3, 4)
+    assert plan.summary().startswith(f"Plan {job.name} of rank 3 (one of 4 ranks' Plans)")
+    assert "of rank 3" in plan.to_dot()
+    assert "rank 3 cpu:0 source" in plan.to_dot()
+    # a local Plan keeps its plain title
+    assert compile_job(job).summary().startswith(f"Plan {job.name}: ")
+    # a stated place that disagrees with the task id is refused
+    d["tasks"][0]["stream"] = "comm" if d["tasks"][0]["stream"] != "comm" else "io"
+    with pytest.raises(ValueError, match="task id says"):
+        Plan.from_json(json.dumps(d))
+
+
 def test_memory_plan_shares_and_reports():
     job, _, _ = mlp_job()
     shared = compile_job(job).memory

@@ -16,7 +16,7 @@ from actorflow import vm
 from actorflow.compiler import CompileOptions, compile_job
 from actorflow.dispatch.global_tensor import wrap
 from actorflow.dispatch.lazy_global import output_global, physical
-from actorflow.distributed import groups
+from actorflow.distributed import groups, watchdog
 from actorflow.distributed.world import world
 from actorflow.errors import KernelError
 from actorflow.framework.placement import SbpParallel
@@ -51,6 +51,7 @@ class CompiledGraph:
         self._seed_order = seed_draw_order(full_job)
         # a distributed Job's random ops run on every rank with rank 0's seeds (as eager-global
         # ops do), so broadcast values agree
+        self._distributed = _plan_world_size(full_job) > 1
         self._agree_seeds = world().size > 1 and any(self._seed_order.values()) and any(
             "global" in o.tags for o in full_job.ops)
         self.out_descs = [o.outputs[0] for o in full_job.outputs]
@@ -69,7 +70,8 @@ class CompiledGraph:
         if self.executor.plan is not None:
             return self.executor.plan
         if self._plan is None:
-            self._plan = compile_job(self.full_job, CompileOptions(rank=world().rank))
+            self._plan = compile_job(self.full_job, CompileOptions(
+                rank=world().rank, world_size=_plan_world_size(self.full_job)))
         return self._plan
 
     def launch(self, inputs: list, lr: dict, name: str) -> list:
@@ -102,7 +104,10 @@ class CompiledGraph:
             def done(f) -> None:
                 err = f.exception()
                 if err is not None:
-                    finish(_with_state_note(err, f.wrote_state))
+                    err = _with_state_note(err, f.wrote_state)
+                    if self._distributed:  # the other ranks may wait for this one
+                        watchdog.notify_failure(str(err).splitlines()[0])
+                    finish(err)
                     return
                 # into the blobs' own arrays: eager ops issued on an output before the call
                 # finished already hold those arrays
@@ -165,7 +170,16 @@ def make_executor(job, buffer_size: int = 2) -> Executor:
     if os.environ.get("ACTORFLOW_RUN_GRAPH_BY_VM", "0") not in ("", "0"):
         return ReferenceExecutor(job)
     return RuntimeExecutor(job, CompileOptions(source_regst_num=buffer_size,
-                                               rank=world().rank))
+                                               rank=world().rank,
+                                               world_size=_plan_world_size(job)))
+
+
+def _plan_world_size(job) -> int:
+    """The ranks that each run their own Plan of ``job``: the world for a distributed (global)
+    Job, else 1 (a local graph's Plan is this process's alone)."""
+    if world().size > 1 and any("global" in o.tags for o in job.ops):
+        return world().size
+    return 1
 
 
 def state_access(job, bindings: dict) -> tuple:
