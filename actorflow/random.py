@@ -27,8 +27,12 @@ class Generator:
         self.manual_seed(seed)
 
     def manual_seed(self, seed: int) -> "Generator":
+        """Seed this generator with a seed in [-2**63, 2**64); a negative one counts modulo
+        2**64 (as PyTorch's, so ``-1`` is ``2**64 - 1``)."""
+        if not -2**63 <= int(seed) < 2**64:
+            raise ValueError(f"manual_seed: seed must be in [-2**63, 2**64), got {seed}")
         with self._lock:
-            self._initial = int(seed)
+            self._initial = int(seed) % 2**64
             self._rng = np.random.Generator(np.random.PCG64(self._initial))
         return self
 

@@ -112,7 +112,17 @@ class Tensor:
                  "_vc", "_hooks", "_retains_grad", "_base", "__weakref__", "__dict__")
 
     # -- construction ---------------------------------------------------------------------------
-    def __init__(self, *args, dtype=None, device=None, requires_grad: bool = False):
+    def __init__(self, *args, dtype=None, device=None, requires_grad: bool = False,
+                 placement=None, sbp=None):
+        if placement is not None or sbp is not None:  # a global tensor of those values/shape
+            if placement is None or sbp is None or device is not None:
+                raise ValueError("Tensor: a global tensor needs both placement and sbp (and no "
+                                 "device)")
+            from actorflow.dispatch.global_tensor import from_full  # late: above tensors
+            g = from_full(Tensor(*args, dtype=dtype), placement, sbp)
+            _init(self, g._h, g._shape, g.dtype)
+            self.requires_grad = bool(requires_grad)
+            return
         meta = is_meta(device)
         data_types = (np.ndarray, list, tuple, Tensor, numbers.Number)
         if len(args) == 1 and isinstance(args[0], data_types) \
@@ -659,6 +669,9 @@ def _format(t: Tensor) -> str:
         desc = getattr(h, "describe", None)
         inner = desc() if desc else "..."
         return f"tensor({inner}, shape={tuple(t._shape)}, dtype={t.dtype!r})"
+    if glob and h.placement.type == "meta":  # no values to print
+        return (f"tensor(..., placement={h.placement}, sbp={h.sbp}, shape={tuple(t._shape)}, "
+                f"dtype={t.dtype!r})")
     a = t._array()
     if t.dtype is dt.bfloat16 or t.dtype is dt.float16:
         a = a.astype(np.float32)

@@ -98,8 +98,8 @@ class Node:
 
     # -- backward -------------------------------------------------------------------------------
     def apply(self, douts: list) -> tuple:
-        if self.freed:
-            self._check_saved()
+        # a released node still runs: only a gradient rule that reads its freed saved tensors
+        # (ctx.inputs / ctx.outputs) fails, as in PyTorch (add's rule, reading none, does not)
         grads = self.op.grad_fn(self, *douts)
         if not isinstance(grads, (tuple, list)):
             grads = (grads,)
@@ -340,8 +340,6 @@ def _execute(roots, retain_graph, create_graph, capture, accumulate_only):
         seen.add(n)
     while stack:
         n = stack.pop()
-        if n.freed:
-            n._check_saved()
         for e in n.next_edges:
             if e is None:
                 continue

@@ -21,6 +21,10 @@ class FunctionCtx:
 
     @property
     def saved_tensors(self) -> tuple:  # noqa: F811
+        if getattr(self, "_released", False) and getattr(self, "_n_freed", 0):
+            raise RuntimeError("autograd.Function: trying to backward through the graph a second "
+                               "time (or to read saved tensors after they were freed); pass "
+                               "retain_graph=True to the first backward()")
         saved = getattr(self, "_saved", ())
         for t, v in zip(saved, getattr(self, "_versions", ())):
             if isinstance(t, Tensor) and t._vc[0] != v:
@@ -34,7 +38,9 @@ class FunctionCtx:
         self._versions = [None] * len(self._saved)
 
     def _release(self) -> None:
-        """Drop the saved tensors (after a backward that did not retain the graph)."""
+        """Drop the saved tensors (after a backward that did not retain the graph); reading
+        them later raises (when there were any)."""
+        self._n_freed = getattr(self, "_n_freed", 0) + len(getattr(self, "_saved", ()))
         self._saved = ()
         self._versions = []
         self._released = True
@@ -59,9 +65,7 @@ class _FunctionNode(Node):
         return f"{self.fn_cls.__name__}_backward"
 
     def apply(self, douts: list) -> tuple:
-        if self.freed:
-            raise RuntimeError(f"{self.name()}: trying to backward through the graph a second "
-                               f"time; pass retain_graph=True to the first backward()")
+        # released: runs again unless backward reads ctx.saved_tensors (which then raises)
         if self.ctx.materialize_grads:
             # late: the functional API sits above autograd
             from actorflow.functional import zeros

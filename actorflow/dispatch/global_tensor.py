@@ -31,6 +31,7 @@ import numpy as np
 from actorflow.autograd import grad_mode
 from actorflow.dispatch.common import check_inplace, infer, record
 from actorflow.dispatch.eager import EagerInterpreter
+from actorflow.dispatch.meta import META
 from actorflow.dispatch.nd_sbp import (NdSig, box_1d, box_axis, box_op, box_shard, coords_of,
                                        nd_attrs, nd_shard_shape, nd_value, run_levels,
                                        select_signature)
@@ -41,9 +42,20 @@ from actorflow.framework.placement import as_sbp_tuple, placement
 from actorflow.ops import boxing, registry
 from actorflow.ops.boxing import B, P
 from actorflow.random import default_generator
-from actorflow.tensor import Tensor
+from actorflow.tensor import DeviceMetaBlob, Tensor, meta_tensor
 
 _EAGER = EagerInterpreter()
+
+
+def _shard_interp(pl: placement):
+    """The interpreter of a placement's shards: the meta one for ``placement("meta", ...)``
+    (global tensors without data: every shard is a meta tensor, ops and boxing infer only)."""
+    return META if pl.type == "meta" else _EAGER
+
+
+def _boxer(pl: placement):
+    """The ``interp`` argument of ``box_shard``/``box_op`` on a placement (None: eager)."""
+    return META if pl.type == "meta" else None
 
 
 class GlobalBlob:
@@ -176,11 +188,12 @@ class GlobalInterpreter:
                 saved = [_old_identity(t) if any(t is o for o in out) else t for t in inputs]
         locals_ = None
         if coords is not None:
-            shards = [box_shard(t._h.local, nd_attrs(t.sbp), s, t._shape, pl, coords)
+            interp = _shard_interp(pl)
+            shards = [box_shard(t._h.local, nd_attrs(t.sbp), s, t._shape, pl, coords, _boxer(pl))
                       for t, s in zip(inputs, sig.ins)]
             local_out = None if out is None else [o._h.local for o in out]
             local_attrs, post = run_levels(sig.levels(coords), attrs, coords, hier)
-            locals_ = post(_EAGER.apply(op, shards, local_attrs, local_out, False)[0])
+            locals_ = post(interp.apply(op, shards, local_attrs, local_out, False)[0])
         if out is not None:
             for t in out:
                 t._vc[0] += 1
@@ -215,7 +228,7 @@ class GlobalInterpreter:
 def _old_identity(t: Tensor) -> Tensor:
     """A global tensor with ``t``'s autograd identity and a copy of its current shard."""
     h = t._h
-    local = None if h.local is None else _EAGER.old_identity(h.local)
+    local = None if h.local is None else _shard_interp(h.placement).old_identity(h.local)
     a = wrap(local, h.placement, h.sbp, t._shape, t.dtype)
     a.requires_grad, a.grad_fn, a._out_idx = t.requires_grad, t.grad_fn, t._out_idx
     return a
@@ -245,9 +258,12 @@ def to_local(t: Tensor) -> Tensor:
     placement get an empty tensor."""
     h = t._h
     local = h.local
-    if local is None:
-        local = Tensor._wrap(np.empty((0,), t.dtype.np), t.dtype)
-    out = Tensor._wrap(local._h.raw, local.dtype, local._vc, local._h.storage)
+    if h.placement.type == "meta":  # a meta shard (sharing the shard's version counter)
+        out = _alias(local) if local is not None else meta_tensor((0,), t.dtype)
+    else:
+        if local is None:
+            local = Tensor._wrap(np.empty((0,), t.dtype.np), t.dtype)
+        out = Tensor._wrap(local._h.raw, local.dtype, local._vc, local._h.storage)
     out._base = t  # the in-place checks see the alias (and views of it) as a view of t
     _record("to_local", [t], [out], {})
     return out
@@ -266,13 +282,13 @@ def box(t: Tensor, sbp, grad_sbp=None, copy: bool = False) -> Tensor:
     if src == dst:
         local = h.local
         if local is not None:
-            local = _EAGER.apply(registry.get("copy"), [local], {}, None, False)[0][0] \
-                if copy else _alias(local)
+            local = _shard_interp(h.placement).apply(registry.get("copy"), [local], {}, None,
+                                                     False)[0][0] if copy else _alias(local)
         out = wrap(local, h.placement, sbp, t._shape, t.dtype)
         _record("global_identity", [t], [out], {"in_sbp": back})
         return out
     coords = coords_of(h.placement, world().rank)
-    local = box_shard(h.local, src, dst, t._shape, h.placement, coords)
+    local = box_shard(h.local, src, dst, t._shape, h.placement, coords, _boxer(h.placement))
     out = wrap(local, h.placement, sbp, t._shape, t.dtype)
     record_boxing(t, out, src, dst, back)
     return out
@@ -307,18 +323,23 @@ def move(t: Tensor, placement_: placement, sbp) -> Tensor:
     h = t._h
     sbp = _sbp_arg("to_global", sbp, placement_)
     src_pl, rank = h.placement, world().rank
+    if (src_pl.type == "meta") != (placement_.type == "meta"):
+        raise ValueError(f"to_global: can't move a global tensor of shape {tuple(t._shape)} "
+                         f"from {src_pl} to {placement_} (meta tensors have no data)")
+    boxer = _boxer(src_pl)
     src_c, dst_c = coords_of(src_pl, rank), coords_of(placement_, rank)
     union = src_pl.flat_ranks + tuple(r for r in placement_.flat_ranks
                                       if r not in src_pl.flat_ranks)
     local = None
     if rank in union:
-        full = box_shard(h.local, nd_attrs(h.sbp), (B,) * len(h.sbp), t._shape, src_pl, src_c) \
-            if src_c is not None else Tensor._wrap(np.empty((0,), t.dtype.np), t.dtype)
+        full = box_shard(h.local, nd_attrs(h.sbp), (B,) * len(h.sbp), t._shape, src_pl, src_c,
+                         boxer) if src_c is not None \
+            else Tensor._wrap(np.empty((0,), t.dtype.np), t.dtype)
         attrs = {"shape": tuple(t._shape), "ranks": union, "index": union.index(rank)}
-        full = box_op("boxing_move", full, attrs, True)
+        full = box_op("boxing_move", full, attrs, True, boxer)
         if dst_c is not None:
             local = box_shard(full, (B,) * len(sbp), nd_attrs(sbp), t._shape, placement_,
-                              dst_c)
+                              dst_c, boxer)
     out = wrap(local, placement_, sbp, t._shape, t.dtype)
     _record("boxing_move", [t], [out], {"in_ranks": src_pl.flat_ranks,
                                          "in_hierarchy": src_pl.hierarchy,
@@ -341,6 +362,9 @@ def from_local(t: Tensor, placement_: placement, sbp, check_meta: bool = True) -
     (``actorflow.dispatch.global_meta``; an n-d placement always exchanges shard shapes)."""
     _check_placement("to_global", placement_)
     sbp = _sbp_arg("to_global", sbp, placement_)
+    if (placement_.type == "meta") != (type(t._h) is DeviceMetaBlob):
+        raise ValueError(f"to_global: a local tensor on {t.device} (shape {tuple(t._shape)}) "
+                         f"can't be placed on {placement_}: meta tensors go to meta placements")
     if len(sbp) > 1:
         return _from_local_nd(t, placement_, sbp)
     s = sbp[0]
@@ -359,7 +383,8 @@ def from_local(t: Tensor, placement_: placement, sbp, check_meta: bool = True) -
     local = _alias(t) if idx is not None else None
     if s.is_broadcast and idx is not None and n > 1:
         ranks = placement_.flat_ranks
-        local = box_1d(box_1d(t, B, P, logical, ranks, idx), P, B, logical, ranks, idx)
+        bx = _boxer(placement_)
+        local = box_1d(box_1d(t, B, P, logical, ranks, idx, bx), P, B, logical, ranks, idx, bx)
     out = wrap(local, placement_, sbp, logical, dtype)  # (the placement's, outside it)
     _record("local_to_global", [t], [out], {"sbp": s.attr()})
     return out
@@ -402,6 +427,10 @@ def _from_local_nd(t: Tensor, pl: placement, sbp: tuple) -> Tensor:
 
 
 def _alias(t: Tensor) -> Tensor:
+    if type(t._h) is DeviceMetaBlob:  # a meta shard: same metadata and version counter
+        out = meta_tensor(t._shape, t.dtype)
+        out._vc = t._vc
+        return out
     return Tensor._wrap(t._h.raw, t.dtype, t._vc, t._h.storage)
 
 
@@ -412,8 +441,12 @@ def from_full(t: Tensor, placement_: placement, sbp) -> Tensor:
     sbp = _sbp_arg("global tensor creation", sbp, placement_)
     coords = coords_of(placement_, world().rank)
     local = None
+    boxer = None
+    if placement_.type == "meta":  # values are dropped: the shards are meta tensors
+        t, boxer = meta_tensor(t._shape, t.dtype), META
     if coords is not None:
-        local = box_shard(t, (B,) * len(sbp), nd_attrs(sbp), t._shape, placement_, coords)
+        local = box_shard(t, (B,) * len(sbp), nd_attrs(sbp), t._shape, placement_, coords,
+                          boxer)
     return wrap(local, placement_, sbp, t._shape, t.dtype)
 
 

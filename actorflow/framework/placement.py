@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 DEVICE_TYPES = ("cpu",)
+PLACEMENT_TYPES = DEVICE_TYPES + ("meta",)  # "meta": global tensors without data
 
 
 def _world_size() -> int:
@@ -27,8 +28,8 @@ class placement:  # noqa: N801  (OneFlow's name)
     __slots__ = ("_type", "_ranks", "_hierarchy", "_flat")
 
     def __init__(self, type: str = "cpu", ranks=None):  # noqa: A002  (OneFlow's keyword)
-        if not isinstance(type, str) or type not in DEVICE_TYPES:
-            raise ValueError(f"placement: device type must be one of {DEVICE_TYPES}, got "
+        if not isinstance(type, str) or type not in PLACEMENT_TYPES:
+            raise ValueError(f"placement: device type must be one of {PLACEMENT_TYPES}, got "
                              f"{type!r} (this build runs on CPUs only)")
         if ranks is None:
             raise TypeError("placement: ranks is required (a list of ranks, e.g. [0, 1])")

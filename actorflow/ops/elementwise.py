@@ -250,7 +250,7 @@ def _elementwise_traits(traits: dict) -> dict:
 
 def binary(name: str, ufunc, *, kind: str = "arith", grad=None, scalar_grad=None,
            grad_uses_outputs: bool = False, exact_scalar: bool = False,
-           complex_ok: bool = False, **traits):
+           complex_ok: bool = False, grad_reads_inputs: bool = True, **traits):
     """Register ``name`` (tensor op tensor) and ``scalar_<name>`` (tensor op scalar).
 
     ``kind``: "arith" (promoted dtype), "float" (integers promote to the default float),
@@ -259,6 +259,8 @@ def binary(name: str, ufunc, *, kind: str = "arith", grad=None, scalar_grad=None
     wrap to an integer tensor's dtype (``int_scalar``); ``exact_scalar``: instead an
     unrepresentable right-hand scalar is an error (pow's exponent, as in PyTorch).
     ``complex_ok``: complex inputs are supported (else inference rejects them).
+    ``grad_reads_inputs=False``: ``grad`` gets ``x = y = None`` and reads no saved tensor, so
+    a second backward through a released node still works (as PyTorch's add).
     ``traits``: registry traits of both ops (default: elementwise and alias-safe).
     """
     traits = _elementwise_traits(traits)
@@ -276,7 +278,7 @@ def binary(name: str, ufunc, *, kind: str = "arith", grad=None, scalar_grad=None
     if grad is not None:
         @op.grad
         def _(ctx, dout):
-            x, y = ctx.inputs
+            x, y = ctx.inputs if grad_reads_inputs else (None, None)
             dx, dy = grad(ctx, dout, x, y)
             (sx, _), (sy, _) = ctx.input_metas
             return (F.sum_to(dx, sx) if dx is not None else None,
@@ -316,13 +318,13 @@ add, scalar_add = binary(
     "add", np.add, complex_ok=True,
     grad=lambda ctx, g, x, y: (g if ctx.needs_input_grad[0] else None,
                                g if ctx.needs_input_grad[1] else None),
-    scalar_grad=lambda ctx, g, s, rev: g)
+    scalar_grad=lambda ctx, g, s, rev: g, grad_reads_inputs=False)
 
 sub, scalar_sub = binary(
     "sub", np.subtract, complex_ok=True,
     grad=lambda ctx, g, x, y: (g if ctx.needs_input_grad[0] else None,
                                F.neg(g) if ctx.needs_input_grad[1] else None),
-    scalar_grad=lambda ctx, g, s, rev: F.neg(g) if rev else g)
+    scalar_grad=lambda ctx, g, s, rev: F.neg(g) if rev else g, grad_reads_inputs=False)
 
 mul, scalar_mul = binary(
     "mul", np.multiply, complex_ok=True,
@@ -475,7 +477,7 @@ floor_divide, scalar_floor_divide = binary(
     "floor_divide", _quiet(np.floor_divide, int_divisor=True),
     grad=lambda ctx, g, x, y: (F.zeros_like(g) if _needs(ctx, 0) else None,
                                F.zeros_like(g) if _needs(ctx, 1) else None),
-    scalar_grad=lambda ctx, g, s, rev: F.zeros_like(g))
+    scalar_grad=lambda ctx, g, s, rev: F.zeros_like(g), grad_reads_inputs=False)
 
 # remainder has the sign of the divisor (Python's %); fmod the sign of the dividend (C's fmod)
 remainder, scalar_remainder = binary(

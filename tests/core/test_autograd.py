@@ -34,6 +34,61 @@ def test_second_backward_without_retain_graph_fails():
         y.backward()
 
 
+def test_second_backward_fails_only_where_freed_saved_tensors_are_read():
+    import torch
+    a = np.random.RandomState(0).rand(3, 4)
+    b = np.random.RandomState(1).rand(3, 4)
+    res = {}
+    for lib in (flow, torch):
+        x = lib.tensor(a, requires_grad=True)
+        y = lib.tensor(b, requires_grad=True)
+        z = x + y  # add's gradient reads no saved tensor: backward may pass it again
+        for _ in range(10):
+            z.sum().backward()
+        w = z * z  # mul's does
+        w.sum().backward()
+        z.sum().backward()
+        with pytest.raises(RuntimeError, match="second time"):
+            w.sum().backward()
+        res[lib] = (x.grad.numpy().copy(), y.grad.numpy().copy())
+    for f, t in zip(res[flow], res[torch]):
+        np.testing.assert_allclose(f, t, rtol=1e-12)
+    np.testing.assert_allclose(res[flow][0], 11 + 2 * (a + b), rtol=1e-12)
+
+
+def test_custom_function_second_backward_needs_saved_tensors_to_fail():
+    class Double(flow.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    class Square(flow.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return g * 2 * x
+
+    x = _leaf([1.0, 3.0])
+    y = Double.apply(x)
+    y.sum().backward()
+    y.sum().backward()
+    assert x.grad.tolist() == [4.0, 4.0]
+    s = Square.apply(x)
+    s.sum().backward()
+    assert x.grad.tolist() == [6.0, 10.0]
+    with pytest.raises(RuntimeError, match="second time"):
+        s.sum().backward()
+
+
 def test_accumulation_across_graphs_and_tensor_used_twice():
     x = _leaf([3.0])
     (x * 2).sum().backward()
@@ -473,7 +528,9 @@ def test_custom_function_releases_saved_tensors():
     y.sum().backward(retain_graph=True)
     assert holder["ctx"]._is_data_valid()
     y.sum().backward()
-    assert not holder["ctx"]._is_data_valid() and holder["ctx"].saved_tensors == ()
+    assert not holder["ctx"]._is_data_valid()
+    with pytest.raises(RuntimeError, match="saved tensors after they were freed"):
+        _ = holder["ctx"].saved_tensors  # as PyTorch: reading freed saved tensors raises
     assert x.grad.tolist() == [4.0]
 
 

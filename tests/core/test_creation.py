@@ -157,3 +157,26 @@ def test_like_random():
     assert flow.randn_like(x).shape == (2, 3)
     r = flow.randint_like(x, 4)
     assert r.dtype is flow.float64 and r.numpy().max() < 4
+
+
+def test_negative_seeds_count_modulo_2_64():
+    import torch
+    for s in (-1, -12345, -2**63):
+        g = flow.Generator().manual_seed(s)
+        assert g.initial_seed() == torch.Generator().manual_seed(s).initial_seed() == s % 2**64
+        same = flow.Generator().manual_seed(s % 2**64)
+        np.testing.assert_array_equal(flow.rand(5, generator=g).numpy(),
+                                      flow.rand(5, generator=same).numpy())
+        state = g.get_state()
+        a = flow.rand(3, generator=g).tolist()
+        g.set_state(state)
+        assert g.initial_seed() == s % 2**64 and flow.rand(3, generator=g).tolist() == a
+    for bad in (2**64, -2**63 - 1):
+        with pytest.raises(ValueError, match="manual_seed"):
+            flow.Generator().manual_seed(bad)
+    flow.manual_seed(-2)
+    assert flow.initial_seed() == 2**64 - 2
+    flow.manual_seed(0)
+    a = flow.nn.CoinFlip(batch_size=64, random_seed=-3)().numpy()
+    b = flow.nn.CoinFlip(batch_size=64, random_seed=2**64 - 3)().numpy()
+    np.testing.assert_array_equal(a, b)

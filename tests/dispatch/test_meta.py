@@ -87,3 +87,42 @@ def test_modules_on_meta_and_to_empty():
     lin = flow.nn.utils.skip_init(flow.nn.Linear, 4, 3)
     assert lin.weight.device == flow.device("cpu") and tuple(lin.weight.shape) == (3, 4)
     assert lin.weight.requires_grad
+
+
+def test_global_meta_tensors_keep_metadata_through_ops_boxing_and_backward():
+    pm, pc = flow.placement("meta", ranks=[0]), flow.placement("cpu", ranks=[0])
+    B, S0 = flow.sbp.broadcast, flow.sbp.split(0)
+    for x, y in [(flow.Tensor(3, 2, placement=pm, sbp=B), flow.Tensor(3, 2, placement=pc, sbp=B)),
+                 (flow.tensor([3, 2], placement=pm, sbp=B), flow.tensor([3, 2], placement=pc,
+                                                                         sbp=B)),
+                 (flow.zeros(4, 5, dtype=flow.float64, placement=pm, sbp=S0),
+                  flow.zeros(4, 5, dtype=flow.float64, placement=pc, sbp=S0))]:
+        assert (x.dtype, x.shape, x.sbp) == (y.dtype, y.shape, y.sbp)
+        assert x.placement.type == "meta" and x.is_global
+        loc = x.to_local()
+        assert loc.is_meta and (loc.shape, loc.dtype) == (y.to_local().shape, y.dtype)
+        c = x.clone()
+        assert (c.placement, c.sbp, c.shape, c.dtype) == (x.placement, x.sbp, x.shape, x.dtype)
+        z = x * 2 + 1
+        assert z.placement == pm and z.to_local().is_meta and z.shape == y.shape
+        ref = (y * 2 + 1).to_global(sbp=B)
+        assert x.to_global(sbp=B).sbp == ref.sbp and (z.to_global(sbp=B).shape == ref.shape)
+    w = flow.tensor(np.ones((4, 3)), placement=pm, sbp=S0, requires_grad=True)
+    (w * w).sum().backward()
+    assert w.grad.placement == pm and w.grad.shape == (4, 3) and w.grad.to_local().is_meta
+    m = flow.zeros(3, 4, device="meta").to_global(placement=pm, sbp=flow.sbp.split(1))
+    assert m.shape == (3, 4) and m.to_local().is_meta
+    assert "placement=" in repr(m) and "shape=(3, 4)" in repr(m)
+
+
+def test_global_meta_tensors_refuse_data_and_mixing():
+    pm = flow.placement("meta", ranks=[0])
+    x = flow.zeros(3, placement=pm, sbp=flow.sbp.broadcast)
+    with pytest.raises(RuntimeError, match="has no data"):
+        x.numpy()
+    with pytest.raises(ValueError, match="meta tensors go to meta placements"):
+        flow.zeros(3).to_global(placement=pm, sbp=flow.sbp.broadcast)
+    with pytest.raises(ValueError, match="meta tensors have no data"):
+        x.to_global(placement=flow.placement("cpu", ranks=[0]), sbp=flow.sbp.broadcast)
+    with pytest.raises(ValueError, match="placement and sbp"):
+        flow.Tensor(2, placement=pm)

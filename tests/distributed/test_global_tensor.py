@@ -255,3 +255,12 @@ def test_inplace_writes_into_views_of_global_tensors_follow_eager_local(n):
     assert code == 0, out
     for r in range(n):
         assert f"OK rank {r}" in out, out
+
+
+@needs_mpi
+@pytest.mark.timeout(120)
+def test_global_meta_tensors_on_two_ranks_box_and_backward_without_data():
+    code, secs, out = run_ranks(2, "global_meta_device.py")
+    assert code == 0, out
+    for r in range(2):
+        assert f"OK rank {r}" in out, out

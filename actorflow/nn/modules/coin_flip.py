@@ -13,8 +13,8 @@ __all__ = ["CoinFlip"]
 
 class CoinFlip(Module):
     """Each call returns ``batch_size`` int8 values, 1 with probability ``probability``,
-    drawn from the global generator or, with ``random_seed``, from the module's own (a
-    negative seed counts modulo 2**64, as PyTorch's)."""
+    drawn from the global generator or, with ``random_seed``, from the module's own (seeded
+    as ``Generator.manual_seed``: a negative seed counts modulo 2**64)."""
 
     def __init__(self, batch_size: int = 1, random_seed: int | None = None,
                  probability: float = 0.5, device=None, placement=None, sbp=None) -> None:
@@ -32,7 +32,7 @@ class CoinFlip(Module):
         self.generator = None
         if random_seed is not None:
             self.generator = Generator()
-            self.generator.manual_seed(int(random_seed) % 2 ** 64)
+            self.generator.manual_seed(int(random_seed))
 
     def forward(self) -> Tensor:
         p = full((self.batch_size,), float(self.probability), dtype=dt.float32)
