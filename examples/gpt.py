@@ -337,8 +337,10 @@ def train(args) -> dict:
         x, y = get_batch(data, args.batch_size, args.block_size)
         if parallel:  # the logical batch: split over the ranks, or whole on each
             sbp = flow.sbp.split(0) if parallel == "data" else flow.sbp.broadcast
+            # (a global loss: item() reads its logical value on every rank - a data-parallel
+            # mean comes back as each rank's partial share)
             loss = graph(flow.tensor(x.numpy(), placement=pl, sbp=sbp),
-                         flow.tensor(y.numpy(), placement=pl, sbp=sbp)).to_local()
+                         flow.tensor(y.numpy(), placement=pl, sbp=sbp))
         elif graph is not None:
             loss = graph(x, y)  # updates model, optimizer state and schedule in place
         else:
