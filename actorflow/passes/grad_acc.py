@@ -79,6 +79,9 @@ def accumulate_gradients(job: Job, n: int, bindings: dict | None = None) -> Job:
             f"job {job.name}: gradient accumulation needs the inputs traced as micro-batches "
             f"(unpack ops), but the Job has none; trace it with add_micro_batch_input")
     _scale_seeds(job, 1.0 / n, bindings or {})
+    for o in job.ops:   # another stage's per-micro-batch result: packed there
+        if o.op_type == "output" and o.tags.get("absent") == "activation":
+            _pack_global_tag(o, n)
     stage = stage_of(job)
     producer = {o.name: o for o in job.ops}
     ops: list = []
