@@ -10,6 +10,7 @@ sample and saves a checkpoint that ``--resume`` continues from.
     mpiexec -n 2 python examples/gpt.py --mode eager   # data parallel (DDP), same global batch
     mpiexec -n 2 python examples/gpt.py --parallel data    # a global graph: batch split(0)
     mpiexec -n 2 python examples/gpt.py --parallel tensor  # a global graph: heads, MLP split
+    mpiexec -n 2 python examples/gpt.py --parallel pipeline --grad-acc 4  # two stages
 
 In graph mode the run also writes the compiled Plan (``plan.dot``, and ``plan.svg`` where
 Graphviz is installed) and a Chrome trace of a few training steps on the actor runtime
@@ -118,6 +119,15 @@ class CausalSelfAttention(nn.Module):
         self.qkv = None
 
 
+def to_stage(t, module: nn.Module):
+    """Global activation ``t`` moved to ``module``'s placement where that differs (a pipeline
+    stage's boundary: a send/recv in a graph), kept broadcast; ``t`` itself otherwise."""
+    if not t.is_global:
+        return t
+    pl = next(module.parameters()).placement
+    return t if pl == t.placement else t.to_global(placement=pl, sbp=flow.sbp.broadcast)
+
+
 def all_reduce_partial(t):
     """A tensor-parallel layer's partial sums made whole on every rank (Megatron's
     all-reduce after the row-split projection); anything else passes through."""
@@ -173,10 +183,10 @@ class GPT(nn.Module):
         pos = flow.arange(T)
         x = self.drop(self.tok_emb(idx) + self.pos_emb(pos))
         for block in self.blocks:
-            x = block(x)
-        x = self.ln_f(x)
-        if self.tie_weights:
-            logits = F.linear(x, self.tok_emb.weight)
+            x = block(to_stage(x, block))
+        x = self.ln_f(to_stage(x, self.ln_f))
+        if self.tie_weights:   # (pipeline: the embedding moves to the head's stage)
+            logits = F.linear(x, to_stage(self.tok_emb.weight, self.ln_f))
         else:
             logits = self.head(x)
         if targets is None:
@@ -198,13 +208,33 @@ class GPT(nn.Module):
         return idx
 
 
+def pipeline_stages(world: int) -> tuple:
+    """The two pipeline stages' placements: the first half of the ranks, the rest."""
+    if world < 2:
+        raise ValueError(f"--parallel pipeline: needs at least 2 processes, got {world}")
+    ranks = list(range(world))
+    return (flow.placement("cpu", ranks[:world // 2]), flow.placement("cpu", ranks[world // 2:]))
+
+
 def parallelize(model: GPT, how: str, world: int | None = None) -> flow.placement:
     """Lay ``model`` out over every process for a global ``nn.Graph``: ``"data"``: each
     parameter broadcast (the caller splits the batch); ``"tensor"``: Megatron - the q, k, v
     and first MLP weights split by output features (heads, hidden units), the attention
-    projection and second MLP weights by input features, the rest broadcast. Returns the
-    placement. ``world`` (default: the running world's size) is checked against the heads."""
+    projection and second MLP weights by input features, the rest broadcast; ``"pipeline"``:
+    two stages, the embeddings and the first half of the blocks on the first half of the
+    ranks, the other blocks, the final norm and the head on the rest (broadcast within a
+    stage; ``forward`` moves the activations). Returns the placement (pipeline: stage 0's).
+    ``world`` (default: the running world's size) is checked against the heads."""
     world = world or flow.env.get_world_size()
+    if how == "pipeline":
+        p0, p1 = pipeline_stages(world)
+        cut = (len(model.blocks) + 1) // 2
+        late = [*model.blocks[cut:], model.ln_f] + ([] if model.tie_weights else [model.head])
+        for m in (model.tok_emb, model.pos_emb, *model.blocks[:cut]):
+            m.to_global(placement=p0, sbp=flow.sbp.broadcast)
+        for m in late:
+            m.to_global(placement=p1, sbp=flow.sbp.broadcast)
+        return p0
     if how == "tensor":
         for blk in model.blocks:
             if blk.attn.n_head % world or blk.mlp[0].out_features % world:
@@ -226,7 +256,7 @@ def parallelize(model: GPT, how: str, world: int | None = None) -> flow.placemen
                 p = getattr(mod, name)
                 setattr(mod, name, nn.Parameter(p.detach().to_global(sbp=sbp)))
     elif how != "data":
-        raise ValueError(f"--parallel must be 'data' or 'tensor', got {how!r}")
+        raise ValueError(f"--parallel must be 'data', 'tensor' or 'pipeline', got {how!r}")
     return pl
 
 
@@ -236,10 +266,12 @@ class TrainGraph(nn.Graph):
     """One training step as a static graph: forward, loss, backward, the optimizer's update
     and (once per call) the learning-rate scheduler's step."""
 
-    def __init__(self, model: GPT, optimizer, scheduler=None):
+    def __init__(self, model: GPT, optimizer, scheduler=None, grad_acc: int = 1):
         super().__init__()
         self.model = model
         self.add_optimizer(optimizer, lr_sch=scheduler)
+        if grad_acc > 1:   # the batch cut into micro-batches; one loss per micro-batch
+            self.config.set_gradient_accumulation_steps(grad_acc)
 
     def build(self, x, y):
         _, loss = self.model(x, y)
@@ -265,10 +297,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=("eager", "graph"), default="graph",
                    help="run each training step as an nn.Graph on the actor runtime (traced "
                         "once; the default) or eagerly; both give the same numbers")
-    p.add_argument("--parallel", choices=("data", "tensor"), default=None,
+    p.add_argument("--parallel", choices=("data", "tensor", "pipeline"), default=None,
                    help="graph mode on several processes (mpiexec): global parameters, the "
-                        "batch split over the ranks (data) or the heads and MLP hidden units "
-                        "(tensor); the same losses as one process")
+                        "batch split over the ranks (data), the heads and MLP hidden units "
+                        "(tensor) or the blocks in two stages (pipeline); the same losses as "
+                        "one process")
+    p.add_argument("--grad-acc", type=int, default=1,
+                   help="graph mode: gradient accumulation steps (micro-batches per step; "
+                        "they flow through the pipeline's stages)")
     p.add_argument("--trace-steps", type=int, default=3,
                    help="graph mode: record this many steps (after the first) as a Chrome "
                         "trace in --out (0: none)")
@@ -290,6 +326,11 @@ def train(args) -> dict:
     if world > 1 and args.mode != "eager" and not parallel:
         raise ValueError("several processes train data parallel in eager mode (--mode eager) "
                          "or as a global graph (--parallel data|tensor)")
+    if args.grad_acc > 1 and args.mode != "graph":
+        raise ValueError("--grad-acc accumulates micro-batches in an nn.Graph: use --mode graph")
+    if args.batch_size % (args.grad_acc * (world if parallel == "data" else 1)):
+        raise ValueError(f"--batch-size {args.batch_size} is not divisible into --grad-acc "
+                         f"{args.grad_acc} micro-batches per process")
     if parallel and args.resume:
         raise ValueError("--resume is not supported with --parallel yet")
     if args.batch_size % world:
@@ -318,7 +359,7 @@ def train(args) -> dict:
         sched.load_state_dict(state["scheduler"])
         start = state["step"]
         flow.set_rng_state(state["rng"])
-    graph = TrainGraph(model, opt, sched) if args.mode == "graph" else None
+    graph = TrainGraph(model, opt, sched, args.grad_acc) if args.mode == "graph" else None
     # several processes: rank 0's weights everywhere, gradients averaged across the ranks
     step_model = (nn.parallel.DistributedDataParallel(model) if world > 1 and not parallel
                   else model)
@@ -337,12 +378,15 @@ def train(args) -> dict:
         x, y = get_batch(data, args.batch_size, args.block_size)
         if parallel:  # the logical batch: split over the ranks, or whole on each
             sbp = flow.sbp.split(0) if parallel == "data" else flow.sbp.broadcast
-            # (a global loss: item() reads its logical value on every rank - a data-parallel
-            # mean comes back as each rank's partial share)
+            # (pipeline: the tokens on the first stage, the targets on the last)
+            pl_y = pipeline_stages(world)[1] if parallel == "pipeline" else pl
             loss = graph(flow.tensor(x.numpy(), placement=pl, sbp=sbp),
-                         flow.tensor(y.numpy(), placement=pl, sbp=sbp))
+                         flow.tensor(y.numpy(), placement=pl_y, sbp=sbp))
+            # the whole loss on every rank (data: a partial sum; pipeline: the last stage's)
+            loss = loss.to_global(placement=flow.placement.all("cpu"), sbp=flow.sbp.broadcast)
+            loss = loss.to_local().mean()   # (the micro-batches' mean)
         elif graph is not None:
-            loss = graph(x, y)  # updates model, optimizer state and schedule in place
+            loss = graph(x, y).mean()  # updates model, optimizer state and schedule in place
         else:
             # every rank draws the same global batch and trains on its share of the rows
             rows = slice(rank * share, (rank + 1) * share)
@@ -396,7 +440,8 @@ def train(args) -> dict:
 
 def local_copy(model: GPT, args) -> GPT:
     """A local model holding a global ``model``'s whole parameters (every rank calls it)."""
-    full = {k: v.to_global(sbp=flow.sbp.broadcast).to_local()
+    every = flow.placement.all("cpu")   # (pipeline: a stage's parameters to every rank)
+    full = {k: v.to_global(placement=every, sbp=flow.sbp.broadcast).to_local()
             for k, v in model.state_dict().items()}
     rng = flow.get_rng_state()   # (the copy's init draws nothing for the sample)
     local = GPT(model.tok_emb.weight.shape[0], args.block_size, args.n_layer, args.n_head,

@@ -223,7 +223,7 @@ def compile_job(job: Job, options: CompileOptions | None = None) -> Plan:
     b.produce(sink, [], 1)
 
     _check_sources(b.tasks)
-    collective.number_tasks(b.tasks)
+    collective.number_tasks(b.tasks, stages, n)
     memory = plan_memory(b.tasks, b.regsts, share=opt.share_memory)
     io = {"source": source.task_id, "sink": sink.task_id,
           "inputs": {str(t.attrs["index"]): t.task_id for t in b.tasks if t.kind == "input"},

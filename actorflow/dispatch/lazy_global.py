@@ -197,6 +197,10 @@ def absent_output(tracer, index: int, path: str, name: str, t: Tensor):
     blob = holder._h.name
     tags = {"phase": "output", "global": global_tags(t._h.placement, (), (nd_attrs(t._h.sbp),),
                                                      [t._shape])}
+    # what the tensor is (another stage's parameter, or computed per micro-batch there: then
+    # gradient accumulation packs it, ``passes/grad_acc``)
+    params = tracer.__dict__.get("_absent", {}).values()
+    tags["absent"] = "parameter" if any(v[1] is t for v in params) else "activation"
     return tracer.builder.add_op(OpConf(name, "output", [blob], {"index": index, "path": path},
                                         [tracer.builder.desc(blob)], tags=tags))
 

@@ -79,6 +79,9 @@ def accumulate_gradients(job: Job, n: int, bindings: dict | None = None) -> Job:
             f"job {job.name}: gradient accumulation needs the inputs traced as micro-batches "
             f"(unpack ops), but the Job has none; trace it with add_micro_batch_input")
     _scale_seeds(job, 1.0 / n, bindings or {})
+    for o in job.ops:   # another stage's per-micro-batch result: packed there
+        if o.op_type == "output" and o.tags.get("absent") == "activation":
+            _pack_global_tag(o, n)
     stage = stage_of(job)
     producer = {o.name: o for o in job.ops}
     ops: list = []
@@ -123,6 +126,7 @@ def accumulate_gradients(job: Job, n: int, bindings: dict | None = None) -> Job:
                         extra_after.setdefault(src.name, []).append(p)
                         pack_of[b] = p.out(0)
                     o.inputs[i] = pack_of[b]
+                    _pack_global_tag(o, n)
                     o.outputs = [packed]
                 else:
                     if not desc.dtype.is_floating_point:
@@ -152,6 +156,17 @@ def accumulate_gradients(job: Job, n: int, bindings: dict | None = None) -> Job:
 
 def _packed_shape(desc: BlobDesc, n: int) -> tuple:
     return (desc.shape[0] * n,) + tuple(desc.shape[1:]) if desc.shape else (n,)
+
+
+def _pack_global_tag(out, n: int) -> None:
+    """A packed global output's logical shape: the micro-batch results of each rank
+    concatenated on dim 0 (a split(0) output: the whole batch in its order again)."""
+    g = out.tags.get("global")
+    if g is None:
+        return
+    shape = tuple(g["logical"][0])
+    packed = [shape[0] * n, *shape[1:]] if shape else [n]
+    out.tags = dict(out.tags, **{"global": dict(g, logical=[packed, *g["logical"][1:]])})
 
 
 def _scale_seeds(job: Job, factor: float, bindings: dict) -> None:

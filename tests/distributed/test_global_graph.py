@@ -49,6 +49,16 @@ def test_data_parallel_graph_trains_like_one_process(n, executor):
 
 
 @needs_mpi
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("executor", ["actors", "vm"])
+def test_gradient_accumulation_with_collectives_per_micro_batch(executor):
+    # the comm thread's schedule: the micro-batch collectives once per micro-batch, then the
+    # gradients' all-reduces once per iteration
+    code, _, out = run_ranks(2, "graph_dp_acc.py", executor, timeout=190)
+    _ok(code, out, 2)
+
+
+@needs_mpi
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("executor", ["actors", "vm"])
 def test_tensor_parallel_graph_equals_unsplit_model(executor):

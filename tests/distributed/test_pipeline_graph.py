@@ -22,8 +22,18 @@ def test_two_stage_pipeline_trains_like_one_process(executor):
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("executor", ["actors", "vm"])
 def test_data_parallel_stages_on_four_ranks(executor):
-    # (not with gradient accumulation: a collective per micro-batch is refused for now)
     code, _, out = run_ranks(4, "graph_pipe.py", executor, timeout=290)
+    assert code == 0, out
+    for r in range(4):
+        assert f"OK rank {r}" in out, out
+
+
+@needs_mpi
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("executor", ["actors", "vm"])
+def test_data_parallel_stages_with_micro_batches_on_four_ranks(executor):
+    # each stage's collectives run once per micro-batch, in the same order on its two ranks
+    code, _, out = run_ranks(4, "graph_pipe.py", executor, "2", timeout=290)
     assert code == 0, out
     for r in range(4):
         assert f"OK rank {r}" in out, out
