@@ -162,6 +162,8 @@ class profile:
         replaced, else ``.rank<r>`` goes before the extension) and the processes are
         ``2 * rank`` and ``2 * rank + 1``, named with the rank; ``merge_traces`` joins the
         ranks' files."""
+        # (late binding: the profiler is a leaf layer; distributed sits above it and only the
+        # export needs the rank)
         from actorflow.distributed.world import world
 
         rank, size = world().rank, world().size
