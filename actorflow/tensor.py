@@ -4,7 +4,8 @@ A Tensor is metadata (shape, dtype, autograd links) plus a storage *handle*:
   * eager: ``EagerBlob`` holding a NumPy array (the VM can make it asynchronous),
   * ``MetaBlob``: shape and dtype only, a blob of a Job (``LazyBlob``, its subclass in
     ``actorflow.dispatch.lazy``, is a blob of the Job a Graph is tracing).
-Ops never see Tensors: the dispatcher hands their kernels arrays.
+The handles are in ``actorflow/tensor_blob.py`` (re-exported here), the printing in
+``actorflow/tensor_str.py``. Ops never see Tensors: the dispatcher hands their kernels arrays.
 Most methods (``add``, ``sum``, ``reshape``...) are attached by the functional modules through
 ``register_tensor_methods``, so each op family keeps its API next to its definition.
 """
@@ -16,75 +17,10 @@ import numpy as np
 
 from actorflow.framework import dtype as dt
 from actorflow.framework.device import CPU, META, as_device, is_meta
-from actorflow.vm.instruction import Storage
+from actorflow.tensor_blob import DeviceMetaBlob, EagerBlob, MetaBlob  # noqa: F401 (re-exported)
+from actorflow.tensor_str import _format
 from actorflow.vm.scheduler import _errors as _vm_errors
 from actorflow.vm.scheduler import sync_read, sync_write
-
-
-class EagerBlob:
-    """Eager storage handle: the NumPy array that holds a tensor's values, and the VM's
-    dependency record (``storage``) of the memory it views (shared by views of one base).
-
-    ``array`` waits for every pending VM access to the memory (safe to read and to write);
-    ``raw`` is the array without waiting (for metadata: shape, strides, flags).
-    """
-
-    __slots__ = ("raw", "storage")
-
-    def __init__(self, array: np.ndarray, storage: Storage | None = None):
-        self.raw = array
-        self.storage = storage if storage is not None else Storage()
-
-    @property
-    def array(self) -> np.ndarray:
-        sync_write(self.storage)
-        return self.raw
-
-    @array.setter
-    def array(self, value: np.ndarray) -> None:
-        sync_write(self.storage)
-        self.raw = value
-
-    def get(self) -> np.ndarray:
-        """The array, once its last writer has run (a read sync point)."""
-        s = self.storage
-        w = s.writer
-        if (w is not None and (not w.done or w.error is not None)) or _vm_errors:
-            sync_read(s)
-        return self.raw
-
-
-class MetaBlob:
-    """Handle of a tensor known by shape and dtype only: blob ``name`` of a Job. It has no
-    value; inference, verification and tracing work on such tensors."""
-
-    __slots__ = ("name",)
-    is_lazy = True
-
-    def __init__(self, name: str):
-        self.name = name
-
-    def get(self):
-        raise RuntimeError(f"tensor {self.name} is a blob of a Job: it has a shape and a dtype "
-                           f"but no value")
-
-    def describe(self) -> str:
-        return f"blob {self.name!r}"
-
-
-class DeviceMetaBlob:
-    """Handle of a tensor on the ``meta`` device: a shape and a dtype, no data. Ops on such
-    tensors run shape/dtype inference only (``dispatch/meta.py``)."""
-
-    __slots__ = ()
-    is_lazy = False
-
-    def get(self):
-        raise RuntimeError("a tensor on device 'meta' has no data: only its shape and dtype "
-                           "exist (make it on the cpu device, or Module.to_empty(device='cpu'))")
-
-    def describe(self) -> str:
-        return "..., device='meta'"
 
 
 def meta_tensor(shape: tuple, dtype: dt.dtype) -> "Tensor":
@@ -660,36 +596,3 @@ def register_tensor_methods(methods: dict) -> None:
     """Attach functions as Tensor methods (used by each functional module)."""
     for name, fn in methods.items():
         setattr(Tensor, name, fn)
-
-
-def _format(t: Tensor) -> str:
-    h = t._h
-    glob = getattr(h, "is_global", False)  # a global tensor prints its logical values
-    if type(h) is not EagerBlob and not glob:
-        desc = getattr(h, "describe", None)
-        inner = desc() if desc else "..."
-        return f"tensor({inner}, shape={tuple(t._shape)}, dtype={t.dtype!r})"
-    if glob and h.placement.type == "meta":  # no values to print
-        return (f"tensor(..., placement={h.placement}, sbp={h.sbp}, shape={tuple(t._shape)}, "
-                f"dtype={t.dtype!r})")
-    a = t._array()
-    if t.dtype is dt.bfloat16 or t.dtype is dt.float16:
-        a = a.astype(np.float32)
-    if t.dtype.is_floating_point:
-        finite = a[np.isfinite(a)]
-        # as in OneFlow/PyTorch: "1., 2." when every value is whole, else 4 decimals
-        whole = bool(np.all(finite == np.round(finite)))
-        body = np.array2string(a, separator=", ", prefix="tensor(", precision=4,
-                               floatmode="maxprec_equal" if whole else "fixed", threshold=1000,
-                               edgeitems=3, suppress_small=False)
-    else:
-        body = np.array2string(a, separator=", ", prefix="tensor(", threshold=1000, edgeitems=3)
-    extras = [f"placement={h.placement}", f"sbp={h.sbp}"] if glob else []
-    extras.append(f"dtype={t.dtype!r}")
-    if t.grad_fn is not None:
-        extras.append(f"grad_fn=<{t.grad_fn.name()}>")
-    elif t.requires_grad:
-        extras.append("requires_grad=True")
-    if a.size == 0:
-        body = f"[], size={tuple(t._shape)}"
-    return f"tensor({body}, {', '.join(extras)})"

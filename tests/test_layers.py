@@ -19,7 +19,7 @@ LAYERS = [
     ["framework", "errors", "settings", "scope", "random", "profiler", "backends", "cuda"],
     ["ops"],                     # op registry and kernels
     ["vm"],                      # eager virtual machine
-    ["tensor"],                  # Tensor and its storage handles
+    ["tensor", "tensor_blob", "tensor_str"],  # Tensor, its storage handles, its printing
     ["distributed"],             # the process group over MPI, the watchdog, the launcher
     ["autograd", "tensor_types"],
     ["job"],                     # logical IR, schedule, executor protocol, reference executor

@@ -4,7 +4,8 @@ A module keeps its state in three ordered dicts, maintained by ``__setattr__``:
 ``_parameters`` (``Parameter``), ``_buffers`` (tensors that are state but not trained, such as
 batch-norm running statistics) and ``_modules`` (child modules). ``__call__`` runs the forward
 pre-hooks, ``forward`` and the forward hooks with the module's path pushed on
-``actorflow.scope``, so an op that fails names the module it ran in.
+``actorflow.scope``, so an op that fails names the module it ran in. ``RemovableHandle`` and the
+backward hooks are in ``nn/module_hooks.py``, the printing helpers in ``nn/module_repr.py``.
 """
 from __future__ import annotations
 
@@ -21,35 +22,12 @@ from actorflow.framework import dtype as dt
 from actorflow.framework.device import as_device
 from actorflow.functional.creation import empty
 from actorflow.nn import module_hooks
+from actorflow.nn.module_hooks import RemovableHandle, _add_hook
+from actorflow.nn.module_repr import _format_repr, _indent
 from actorflow.nn.parameter import Parameter
 from actorflow.tensor import Tensor, bump_state_generation
 
 _IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
-
-
-class RemovableHandle:
-    """Returned by ``register_*_hook``; ``remove()`` unregisters the hook."""
-
-    _next_id = itertools.count()
-
-    def __init__(self, hooks: dict, flags: set):
-        self.id = next(RemovableHandle._next_id)
-        self._hooks = self.hooks_dict_ref = weakref.ref(hooks)  # PyTorch's public name
-        self._flags = weakref.ref(flags)
-
-    def remove(self) -> None:
-        """Unregister the hook (a second call does nothing)."""
-        hooks, flags = self._hooks(), self._flags()
-        if hooks is not None:
-            hooks.pop(self.id, None)
-        if flags is not None:
-            flags.discard(self.id)
-
-    def __enter__(self) -> "RemovableHandle":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.remove()
 
 
 class Module:
@@ -599,27 +577,6 @@ def _global_like(value: Tensor, target: Tensor) -> Tensor:
     """Local ``value`` (the logical tensor, the same on every rank) laid out like global
     ``target``: its placement and sbp; no transfer."""
     return from_full(value.to(target.dtype), target.placement, target.sbp)
-
-
-def _format_repr(name: str, extra: list, children: list) -> str:
-    """``Name(extra)`` on one line, or one entry per line indented by two spaces."""
-    if not extra and not children:
-        return name + "()"
-    if len(extra) == 1 and not children:
-        return f"{name}({extra[0]})"
-    body = "\n".join("  " + line for line in extra + children)
-    return f"{name}(\n{body}\n)"
-
-
-def _indent(text: str, n: int) -> str:
-    lines = text.split("\n")
-    return "\n".join(lines[:1] + [" " * n + line for line in lines[1:]])
-
-
-def _add_hook(hooks: dict, hid: int, hook: Callable, prepend: bool) -> None:
-    hooks[hid] = hook
-    if prepend:
-        hooks.move_to_end(hid, last=False)
 
 
 def _discard(d: dict, name: str, *stores: str) -> None:

@@ -6,8 +6,15 @@ A call of a module with backward hooks passes its tensor inputs through one iden
 ``grad_output``; the inputs' backward sees ``grad_input``, runs the hooks (a hook may return
 replacement gradients) and passes the result on. When no input requires grad, the hooks run
 in the outputs' backward with ``grad_input`` all None (as in PyTorch).
+
+``RemovableHandle`` (returned by every ``Module.register_*_hook``) and ``_add_hook`` serve all
+of a module's hook dicts (moved here from ``nn/module.py``).
 """
 from __future__ import annotations
+
+import itertools
+import weakref
+from typing import Callable
 
 from actorflow.autograd import Function
 from actorflow.tensor import Tensor
@@ -89,3 +96,34 @@ def wrap_outputs(state: _CallState, result):
         return result
     new = _swap(outs, pos, _HookOutputs.apply(state, *(outs[i] for i in pos)))
     return new[0] if single else type(outs)(new)
+
+
+class RemovableHandle:
+    """Returned by ``register_*_hook``; ``remove()`` unregisters the hook."""
+
+    _next_id = itertools.count()
+
+    def __init__(self, hooks: dict, flags: set):
+        self.id = next(RemovableHandle._next_id)
+        self._hooks = self.hooks_dict_ref = weakref.ref(hooks)  # PyTorch's public name
+        self._flags = weakref.ref(flags)
+
+    def remove(self) -> None:
+        """Unregister the hook (a second call does nothing)."""
+        hooks, flags = self._hooks(), self._flags()
+        if hooks is not None:
+            hooks.pop(self.id, None)
+        if flags is not None:
+            flags.discard(self.id)
+
+    def __enter__(self) -> "RemovableHandle":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.remove()
+
+
+def _add_hook(hooks: dict, hid: int, hook: Callable, prepend: bool) -> None:
+    hooks[hid] = hook
+    if prepend:
+        hooks.move_to_end(hid, last=False)

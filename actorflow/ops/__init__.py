@@ -1,8 +1,9 @@
 """Registered ops: each family module registers its ops on import (see ``registry``)."""
 from actorflow.ops.registry import Meta, Op, OpError, all_ops, fail, get, register  # noqa: F401
 from actorflow.ops import (  # noqa: F401  (importing registers the ops)
-    elementwise, activation, creation, shape, reduce, reduce_extrema, rearrange, index,
-    linalg, nn_ops, attention, conv, pool, normalization, loss, optim_ops, views, fold,
+    elementwise, binary_math, compare, activation, creation, shape, reduce, reduce_extrema,
+    rearrange, index, gather, linalg, nn_ops, attention, conv, pool, normalization, loss,
+    optim_ops, views, fold,
 )
 from actorflow.ops import pool_adaptive, linalg_dense  # noqa: F401,E402  (nn layers, linalg)
 from actorflow.ops import fused  # noqa: F401,E402  (fused ops of the fusion passes)

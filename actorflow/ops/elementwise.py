@@ -4,8 +4,10 @@ casts, copies and the two broadcasting helpers every gradient rule uses (``expan
 
 Binary ops come in two registered forms: ``add`` (two tensors, broadcasting) and
 ``scalar_add`` (one tensor and the attr ``scalar``; ``reverse=True`` computes ``scalar op x``).
-Comparisons, logical and bitwise ops, ``where``, ``masked_fill`` and ``fill`` follow; the other
-unary functions, ``clamp`` and the activations are in ``actorflow/ops/activation.py``.
+The other binary math ops (pow, remainder, maximum, atan2...) are in ``ops/binary_math.py``;
+comparisons, logical and bitwise ops, ``where``, ``masked_fill`` and ``fill`` in
+``ops/compare.py``; the other unary functions, ``clamp`` and the activations in
+``ops/activation.py``. The helpers below (``binary``, ``unary``, ``_quiet``...) serve them all.
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from actorflow.framework import dtype as dt
 from actorflow.ops._common import (
     F, HALF_DTYPES, blas_sum, broadcast_shapes, copy_reshaped, in_float32, promote,
 )
-from actorflow.ops.int_scalars import is_int_scalar, check_int_scalar, int_scalar
+from actorflow.ops.int_scalars import check_int_scalar, int_scalar
 from actorflow.ops.boxing import B, P, Sig, elementwise_rule, linear_rule
 from actorflow.ops.registry import Meta, fail, register
 
@@ -440,8 +442,7 @@ def _(ctx, dout):
     return F.threshold_backward(dout, ctx.inputs[1]), None
 
 
-# ---- more binary ops ----------------------------------------------------------------------------
-# Gradients of non-differentiable (piecewise constant) results are zeros, as in PyTorch.
+# ---- helpers of the binary ops in binary_math.py, compare.py and special.py -------------------
 
 def _quiet(ufunc, int_divisor: bool = False):
     """``ufunc`` without NumPy's floating-point warnings (inf/nan are valid results, as in
@@ -471,268 +472,3 @@ def _integral_only(*ops):
 
 def _needs(ctx, i):
     return ctx.needs_input_grad[i]
-
-
-floor_divide, scalar_floor_divide = binary(
-    "floor_divide", _quiet(np.floor_divide, int_divisor=True),
-    grad=lambda ctx, g, x, y: (F.zeros_like(g) if _needs(ctx, 0) else None,
-                               F.zeros_like(g) if _needs(ctx, 1) else None),
-    scalar_grad=lambda ctx, g, s, rev: F.zeros_like(g), grad_reads_inputs=False)
-
-# remainder has the sign of the divisor (Python's %); fmod the sign of the dividend (C's fmod)
-remainder, scalar_remainder = binary(
-    "remainder", _quiet(np.remainder, int_divisor=True),
-    grad=lambda ctx, g, x, y: (g if _needs(ctx, 0) else None,
-                               F.neg(F.mul(g, F.floor_divide(x, y))) if _needs(ctx, 1) else None),
-    scalar_grad=lambda ctx, g, s, rev: (F.neg(F.mul(g, F.floor_divide(s, ctx.inputs[0])))
-                                        if rev else g))
-
-fmod, scalar_fmod = binary(
-    "fmod", _quiet(np.fmod, int_divisor=True),
-    grad=lambda ctx, g, x, y: (g if _needs(ctx, 0) else None,
-                               F.neg(F.mul(g, F.trunc(F.div(x, y)))) if _needs(ctx, 1) else None),
-    scalar_grad=lambda ctx, g, s, rev: (F.neg(F.mul(g, F.trunc(F.div(s, ctx.inputs[0]))))
-                                        if rev else g))
-
-
-def _pow_grad(ctx, g, x, y):
-    # The gradient recomputes x**y instead of saving it, so pow_ may be followed by other
-    # in-place ops. Masked places use safe operands (no 0 * inf, no warnings).
-    dx = dy = None
-    if _needs(ctx, 0):  # y * x^(y-1); 0 where y == 0
-        y0 = F.eq(y, 0)
-        ys = F.where(y0, 1.0, y)
-        dx = F.where(y0, 0.0, F.mul(g, F.mul(ys, F.pow(x, F.sub(ys, 1)))))
-    if _needs(ctx, 1):  # x^y * log(x); 0 where x == 0 and y >= 0
-        zero = F.logical_and(F.eq(x, 0), F.ge(y, 0))
-        xs = F.where(zero, 1.0, x)
-        dy = F.where(zero, 0.0, F.mul(g, F.mul(F.pow(xs, y), F.log(xs))))
-    return dx, dy
-
-
-def _scalar_pow_grad(ctx, g, s, rev):
-    x = ctx.inputs[0]
-    if rev:  # d(s^x)/dx = s^x * log(s); 0 where s == 0 and x >= 0
-        with np.errstate(all="ignore"):
-            log_s = float(np.log(float(s)))
-        if s == 0:
-            zero = F.ge(x, 0)
-            return F.where(zero, 0.0, F.mul(g, F.mul(F.pow(s, F.where(zero, 1.0, x)), log_s)))
-        return F.mul(g, F.mul(F.pow(s, x), log_s))
-    if s == 0:
-        return F.zeros_like(g)
-    return F.mul(g, F.mul(F.pow(x, s - 1), s))
-
-
-def _power(a, b, out, dtype, casting):
-    if out.dtype == np.bool_:  # NumPy has no bool loop: a ** b is false only for False ** True
-        np.logical_or(a, np.logical_not(b), out=out)
-    elif out.dtype.kind in "iu" and isinstance(b, np.ndarray) and b.dtype.kind == "i":
-        _int_power(a, b, out)
-    else:
-        np.power(a, b, out=out, dtype=dtype, casting=casting)
-
-
-def _int_power(a, b: np.ndarray, out: np.ndarray) -> None:
-    """Integer ``a ** b`` with signed exponents. As in PyTorch, ``x ** -n`` is 1 for x == 1,
-    +-1 for x == -1 (by the parity of n) and 0 for any other x, 0 included. NumPy refuses
-    negative exponents, raising midway through its loop: it is tried first unless ``out``
-    overlaps an input (a partial result would then corrupt the retry)."""
-    if np.may_share_memory(out, a) or np.may_share_memory(out, b):
-        if not (b.size and b.min() < 0):
-            np.power(a, b, out=out, dtype=out.dtype, casting="unsafe")
-            return
-    else:
-        try:
-            np.power(a, b, out=out, dtype=out.dtype, casting="unsafe")
-            return
-        except ValueError:  # a negative exponent
-            pass
-    neg = b < 0
-    base = np.asarray(a).astype(out.dtype, copy=False)  # the base as the op computes it
-    small = np.where(base == 1, 1, np.where(base == -1, np.where(b & 1, -1, 1), 0))
-    np.power(a, np.where(neg, 0, b), out=out, dtype=out.dtype, casting="unsafe")
-    np.copyto(out, small, casting="unsafe", where=neg)
-
-
-pow_op, scalar_pow = binary("pow", _quiet(_power), grad=_pow_grad, scalar_grad=_scalar_pow_grad,
-                            exact_scalar=True, amp="deny")
-
-
-def _scalar_pow_infer(inputs, attrs, base=scalar_pow.infer_fn):
-    # A negative integral exponent of an integer or bool tensor is an error (PyTorch's rule);
-    # a tensor exponent instead gives 1, +-1 or 0 per element (see _int_power).
-    s = attrs["scalar"]
-    x = inputs[0]
-    if (not attrs.get("reverse") and is_int_scalar(s) and s < 0
-            and not x.dtype.is_floating_point):
-        raise ValueError(f"Integers to negative integer powers are not allowed ({x.dtype} "
-                         f"tensor, exponent {s})")
-    return base(inputs, attrs)
-
-
-scalar_pow.infer(_scalar_pow_infer)
-
-
-def _minmax_grads(cmp: str):
-    """Gradients of maximum (``cmp="gt"``) / minimum (``"lt"``): the larger (smaller) input
-    gets the gradient; ties split it evenly, as in PyTorch."""
-    def win(a, b):
-        return getattr(F, cmp)(a, b)
-
-    def grad(ctx, g, x, y):
-        wins, tie = win(x, y), F.eq(x, y)
-        half = F.mul(g, 0.5)
-        dx = F.where(wins, g, F.where(tie, half, 0.0)) if _needs(ctx, 0) else None
-        dy = F.where(wins, 0.0, F.where(tie, half, g)) if _needs(ctx, 1) else None
-        return dx, dy
-
-    def scalar_grad(ctx, g, s, rev):
-        x = ctx.inputs[0]
-        return F.where(win(x, s), g, F.where(F.eq(x, s), F.mul(g, 0.5), 0.0))
-    return grad, scalar_grad
-
-
-maximum, scalar_maximum = binary("maximum", np.maximum, grad=_minmax_grads("gt")[0],
-                                 scalar_grad=_minmax_grads("gt")[1])
-minimum, scalar_minimum = binary("minimum", np.minimum, grad=_minmax_grads("lt")[0],
-                                 scalar_grad=_minmax_grads("lt")[1])
-
-
-def _atan2_grad(ctx, g, y, x):  # atan2(y, x): d/dy = x / r^2, d/dx = -y / r^2
-    r2 = F.add(F.mul(x, x), F.mul(y, y))
-    return (F.div(F.mul(g, x), r2) if _needs(ctx, 0) else None,
-            F.neg(F.div(F.mul(g, y), r2)) if _needs(ctx, 1) else None)
-
-
-def _scalar_atan2_grad(ctx, g, s, rev):
-    t = ctx.inputs[0]
-    r2 = F.add(F.mul(t, t), s * s)
-    return F.div(F.mul(g, -s), r2) if rev else F.div(F.mul(g, s), r2)
-
-
-atan2, scalar_atan2 = binary("atan2", np.arctan2, kind="float", grad=_atan2_grad,
-                             scalar_grad=_scalar_atan2_grad)
-
-# comparisons and logical ops: bool results, no gradient
-eq, scalar_eq = binary("eq", np.equal, kind="bool", complex_ok=True)
-ne, scalar_ne = binary("ne", np.not_equal, kind="bool", complex_ok=True)
-lt, scalar_lt = binary("lt", np.less, kind="bool")
-le, scalar_le = binary("le", np.less_equal, kind="bool")
-gt, scalar_gt = binary("gt", np.greater, kind="bool")
-ge, scalar_ge = binary("ge", np.greater_equal, kind="bool")
-logical_and, scalar_logical_and = binary("logical_and", np.logical_and, kind="bool")
-logical_or, scalar_logical_or = binary("logical_or", np.logical_or, kind="bool")
-logical_xor, scalar_logical_xor = binary("logical_xor", np.logical_xor, kind="bool")
-bitwise_and, scalar_bitwise_and = binary("bitwise_and", np.bitwise_and, elementwise=False)
-bitwise_or, scalar_bitwise_or = binary("bitwise_or", np.bitwise_or, elementwise=False)
-bitwise_xor, scalar_bitwise_xor = binary("bitwise_xor", np.bitwise_xor, elementwise=False)
-_integral_only(bitwise_and, scalar_bitwise_and, bitwise_or, scalar_bitwise_or, bitwise_xor,
-               scalar_bitwise_xor)
-
-isclose = register("isclose", doc="|x - y| <= atol + rtol * |y| elementwise (bool).")
-
-
-@isclose.infer
-def _(inputs, attrs):
-    x, y = inputs
-    return [Meta(broadcast_shapes("isclose", x._shape, y._shape), dt.bool_)]
-
-
-@isclose.kernel("cpu")
-def _(ins, outs, attrs):
-    x, y = ins
-    d = np.result_type(x, y)
-    if d.kind not in "fc":
-        d = np.float64
-    with np.errstate(all="ignore"):
-        outs[0][...] = np.isclose(x.astype(d, copy=False), y.astype(d, copy=False),
-                                  rtol=attrs["rtol"], atol=attrs["atol"],
-                                  equal_nan=attrs["equal_nan"])
-
-
-# ---- where, masked_fill, fill ------------------------------------------------------------------
-
-where = register("where", doc="x where cond else y (broadcasting all three).", elementwise=True)
-where.sbp(elementwise_rule)
-
-
-@where.infer
-def _(inputs, attrs):
-    c, x, y = inputs
-    shape = broadcast_shapes("where", c._shape, x._shape, y._shape)
-    return [Meta(shape, x.dtype if x.dtype is y.dtype else promote([x, y]))]
-
-
-def _as_bool(a: np.ndarray) -> np.ndarray:
-    return a if a.dtype == np.bool_ else a.astype(bool)
-
-
-@where.kernel("cpu")
-def _(ins, outs, attrs):
-    c, x, y = ins
-    np.copyto(outs[0], y, casting="unsafe")
-    np.copyto(outs[0], x, casting="unsafe", where=_as_bool(c))
-
-
-@where.grad
-def _(ctx, g):
-    c = ctx.inputs[0]
-    _, (sx, _), (sy, _) = ctx.input_metas
-    dx = F.sum_to(F.where(c, g, 0.0), sx) if _needs(ctx, 1) else None
-    dy = F.sum_to(F.where(c, 0.0, g), sy) if _needs(ctx, 2) else None
-    return None, dx, dy
-
-
-masked_fill = register("masked_fill", elementwise=True, alias_safe=True,
-                       doc="x with ``value`` where mask is true (broadcasting).")
-masked_fill.sbp(elementwise_rule)
-
-
-@masked_fill.infer
-def _(inputs, attrs):
-    x, mask = inputs
-    check_int_scalar("masked_fill", attrs["value"], x.dtype, exact=True)
-    return [Meta(broadcast_shapes("masked_fill", x._shape, mask._shape), x.dtype)]
-
-
-@masked_fill.kernel("cpu")
-def _(ins, outs, attrs):
-    out = outs[0]
-    np.copyto(out, ins[0])
-    np.copyto(out, np.asarray(int_scalar(attrs["value"], out.dtype)), casting="unsafe",
-              where=_as_bool(ins[1]))
-
-
-@masked_fill.grad
-def _(ctx, g):
-    x, mask = ctx.inputs
-    return F.sum_to(F.masked_fill(g, mask, 0), ctx.input_metas[0][0]), None
-
-
-fill = register("fill", doc="A tensor like x filled with ``value`` (used in place as fill_).")
-
-
-@fill.infer
-def _(inputs, attrs):
-    check_int_scalar("fill", attrs["value"], inputs[0].dtype, exact=True)
-    return [Meta(inputs[0]._shape, inputs[0].dtype)]
-
-
-@fill.kernel("cpu")
-def _(ins, outs, attrs):
-    out = outs[0]
-    np.copyto(out, np.asarray(int_scalar(attrs["value"], out.dtype)), casting="unsafe")
-
-
-@fill.sbp
-def _(inputs, attrs):
-    # every shard of a split tensor takes the value; partial sums only for 0 (zero_)
-    x = inputs[0].sbp[0].attr()
-    if x[0] == "S" or (x == ("P",) and attrs["value"] == 0):
-        yield Sig((x,), (x,))
-
-
-@fill.grad
-def _(ctx, g):
-    return F.zeros_like(g)
