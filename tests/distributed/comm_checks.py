@@ -98,12 +98,13 @@ check(z.numpy(), 2 * total + 1, "ops after a collective see its result")
 # a large all-reduce (queued on the communication worker, reduced in the tensor's memory),
 # then small ones issued behind it (queued in order), then small ones on an idle worker (run
 # on this thread) and one right after the op that produces its input (it waits for it)
-large = flow.ones(1 << 17) * float(r + 1)
+big = flow.comm.SMALL_ALL_REDUCE + 1
+large = flow.ones(big) * float(r + 1)
 flow.comm.all_reduce(large)
 smalls = [flow.full((5,), float(r + k)) for k in range(3)]
 for s in smalls:
     flow.comm.all_reduce(s)
-check(large.numpy(), np.full(1 << 17, n * (n + 1) / 2), "large all_reduce")
+check(large.numpy(), np.full(big, n * (n + 1) / 2), "large all_reduce")
 for k, s in enumerate(smalls):
     check(s.numpy(), np.full(5, n * (n - 1) / 2 + n * k), f"small all_reduce {k}")
 flow.synchronize()
@@ -111,6 +112,12 @@ for k in range(3):
     s = flow.full((3,), float(r * k))
     flow.comm.all_reduce(s)
     check(s.numpy(), np.full(3, k * n * (n - 1) / 2), f"idle small all_reduce {k}")
+# 1 MiB of float32 on an idle worker (the largest size still run on this thread), in place
+mid = flow.tensor(rank_data(r, (1 << 18,)))
+flow.synchronize()
+flow.comm.all_reduce(mid)
+check(mid.numpy(), sum(rank_data(k, (1 << 18,)) for k in range(n)), "idle 1 MiB all_reduce",
+      rtol=1e-5)
 w = flow.tensor(rank_data(r, (300, 300))) @ flow.ones(300, 2)
 flow.comm.all_reduce(w)
 check(w.numpy(), sum(rank_data(k, (300, 300)).astype(np.float64) @ np.ones((300, 2))
