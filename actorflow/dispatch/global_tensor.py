@@ -285,7 +285,7 @@ def box(t: Tensor, sbp, grad_sbp=None, copy: bool = False) -> Tensor:
             local = _shard_interp(h.placement).apply(registry.get("copy"), [local], {}, None,
                                                      False)[0][0] if copy else _alias(local)
         out = wrap(local, h.placement, sbp, t._shape, t.dtype)
-        _record("global_identity", [t], [out], {"in_sbp": back})
+        _record("boxing_nd", [t], [out], {"in_sbp": back})
         return out
     coords = coords_of(h.placement, world().rank)
     local = box_shard(h.local, src, dst, t._shape, h.placement, coords, _boxer(h.placement))

@@ -298,24 +298,13 @@ def _(ctx, dout):
 
 boxing_nd = register(
     "boxing_nd", doc="A change of n-d SBP on one placement, one hierarchy axis at a time with "
-                     "the 1-D boxing ops (recorded by Tensor.to_global for autograd, never "
-                     "dispatched). Attrs: in_sbp, the input's n-d SBP.")
+                     "the 1-D boxing ops, or no change (to_global(copy=True) or grad_sbp=...): "
+                     "recorded by Tensor.to_global for autograd, never dispatched. Attrs: "
+                     "in_sbp, the n-d SBP its gradient is boxed to.")
 boxing_nd.infer(_not_dispatched("boxing_nd", "Tensor.to_global(sbp=...)"))
 
 
 @boxing_nd.grad
-def _(ctx, dout):
-    return (F.to_global(dout, sbp=tuple(_sbp_value(s) for s in ctx.attrs["in_sbp"])),)
-
-
-global_identity = register(
-    "global_identity", doc="A global tensor unchanged (an alias, or a copy), recorded by "
-                           "to_global(copy=True) or to_global(grad_sbp=...) for autograd, never "
-                           "dispatched. Attrs: in_sbp, the n-d sbp its gradient is boxed to.")
-global_identity.infer(_not_dispatched("global_identity", "Tensor.to_global(sbp, grad_sbp=...)"))
-
-
-@global_identity.grad
 def _(ctx, dout):
     return (F.to_global(dout, sbp=tuple(_sbp_value(s) for s in ctx.attrs["in_sbp"])),)
 
