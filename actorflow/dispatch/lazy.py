@@ -69,6 +69,10 @@ class LazyInterpreter:
         self._lazy_of_eager: dict = {}   # id(eager tensor) -> (eager tensor, lazy tensor)
         self._var_blob: dict = {}        # id(eager tensor) -> blob of its variable op
         self._eager_of_lazy: dict = {}   # id(variable's lazy tensor) -> (lazy, eager tensor)
+        # ZeRO stage 3: id -> parameter whose split(0) variable is all-gathered where it is
+        # read (passes/zero.gather_for_use); its variable's lazy tensor (the autograd leaf)
+        self.sharded_params: dict = {}
+        self._leaf_of_eager: dict = {}
         self._free = 0
         self._global = False  # whether a global tensor has been traced
         self.phase = "forward"
@@ -219,10 +223,25 @@ class LazyInterpreter:
         else:
             lazy = self.lazy_tensor(f"{name}/0", desc)
         lazy.requires_grad = t.requires_grad and t.dtype.is_differentiable
-        self._lazy_of_eager[id(t)] = (t, lazy)
         self._var_blob[id(t)] = f"{name}/0"
         self._eager_of_lazy[id(lazy)] = (lazy, t)
+        if self.sharded_params.get(id(t)) is t:
+            # late: passes sit above dispatch
+            from actorflow.passes.zero import gather_for_use
+
+            self._leaf_of_eager[id(t)] = lazy
+            lazy = gather_for_use(self, lazy, name)
+        self._lazy_of_eager[id(t)] = (t, lazy)
         return lazy
+
+    def leaf_of(self, t: Tensor) -> Tensor | None:
+        """The lazy tensor of eager state ``t``'s variable that autograd accumulates its
+        gradient on (the variable itself; for a ZeRO stage-3 parameter, its split(0) shard
+        rather than the gathered value build() reads), or None when ``t`` is not traced."""
+        leaf = self._leaf_of_eager.get(id(t))
+        if leaf is not None:
+            return leaf
+        return self._lazy_of_eager.get(id(t), (None, None))[1]
 
     def _trace_global(self, t: Tensor, conf: OpConf) -> Tensor:
         """Global eager ``t`` read by ``conf`` (a variable or input op): this rank's shard."""

@@ -1,4 +1,4 @@
-"""ZeRO in the distributed nn.Graph (``graph.config.enable_zero(True, stage=1|2)``).
+"""ZeRO in the distributed nn.Graph (``graph.config.enable_zero(True, stage=1|2|3)``).
 
 The optimizer pass emits each update through the optimizer's own ``_update``; with ZeRO on,
 ``zero_updates`` reroutes ``_apply_update`` for a broadcast parameter on a 1-D placement
@@ -16,6 +16,20 @@ signature is chosen by ``choose_signature`` as for any op: its inputs arrive spl
 stays split. Other parameters (split, n-d, 0-d, shards under ``shard_min_size`` elements) and
 updates that are not elementwise (LAMB's trust ratio reads the whole parameter) update as
 without ZeRO.
+
+Stage 3 also shards the parameters between steps. Before the first trace, ``shard_parameters``
+re-lays out every eligible parameter of the graph's optimizers (and its state) as split(0), in
+place: the same tensor object - so modules, optimizers and ``state_dict()`` keep it - whose
+handle now holds only this rank's rows. The Job's variable is that split(0) shard; where the
+trace first reads it (``LazyInterpreter.variable``) it is all-gathered S(0) -> B
+(``gather_for_use``, reason ``<param> zero-3 gather``) and that gathered value serves the
+forward pass and the backward pass (it is kept, not gathered twice; the memory plan frees it
+after its last reader). The gather is recorded for autograd, so the gradient of the shard is
+the broadcast value's partial-sum gradient reduce-scattered (P -> S(0)); the update then runs
+on the shard in place (an elementwise update's split signature, as for any split parameter)
+with no gather after it. Between calls ``param.numpy()``, ``state_dict()`` values and eager use
+see the full logical values (a global tensor's values are gathered when read) while each rank
+holds 1/n of the bytes; ``param.sbp`` shows split(0). Ineligible parameters behave as stage 2.
 """
 from __future__ import annotations
 
@@ -23,6 +37,7 @@ import contextlib
 
 from actorflow.dispatch.global_tensor import GlobalBlob, wrap
 from actorflow.dispatch.nd_sbp import nd_attrs
+from actorflow.job.job import split_blob
 from actorflow.ops.boxing import shard_range
 from actorflow.tensor import Tensor
 
@@ -111,6 +126,88 @@ def zero_updates(b, opt, stage: int, min_size: int = 1):
         del opt._apply_update
 
 
+def _update_is_elementwise(opt, j: int, p: Tensor, lr: Tensor) -> bool:
+    """Whether ``opt``'s update of ``p`` in param group ``j`` issues only elementwise ops (a
+    dry run of ``_update`` that records the ops instead of issuing them; it makes the state)."""
+    seen = []
+    group = opt.param_groups[j]
+    opt._apply_update = lambda op, inputs, attrs: seen.append(op)
+    try:
+        opt._update(p, p, lr, opt._attrs(group), group)
+    finally:
+        del opt._apply_update
+    return bool(seen) and all(op.elementwise for op in seen)
+
+
+def shard_parameters(graph) -> dict:
+    """Stage 3: make every eligible parameter of ``graph``'s optimizers split(0) in place (its
+    handle keeps this rank's rows; see the module docstring), and its optimizer state of its
+    shape too. Returns ``{id(param): param}`` of the sharded parameters (those sharded by an
+    earlier call included)."""
+    done = graph.__dict__.setdefault("_zero3_params", {})
+    names = graph._state_names()
+    min_size = graph.config.zero_shard_min_size
+    for entry in graph._optimizers:
+        opt = entry.optimizer
+        for j, group in enumerate(opt.param_groups):
+            for p in group["params"]:
+                if (id(p) in done or names.get(id(p), (None, None, None))[2] is not p
+                        or not p.requires_grad or not zero_eligible(p, min_size)
+                        or not _update_is_elementwise(opt, j, p, entry.lr_tensors[j])):
+                    continue
+                _shard_states(opt, p, list(opt.state.get(p, {}).values()))
+                p._h = _split_state(p)._h
+                p._vc[0] += 1
+                done[id(p)] = p
+    return done
+
+
+def gather_for_use(tracer, leaf: Tensor, name: str) -> Tensor:
+    """Stage 3: split(0) variable ``leaf`` all-gathered (S(0) -> B) for the ops that read it,
+    recorded for autograd (the gradient goes back P -> S(0), a reduce-scatter)."""
+    from actorflow.dispatch.global_tensor import record_boxing
+    from actorflow.dispatch.lazy_global import interpreter_for
+
+    out = interpreter_for(tracer).box_to(leaf, _B, f"{name} zero-3 gather")
+    record_boxing(leaf, out, _S0, _B)
+    return out
+
+
+def label_gradients(tracer, grads: dict) -> None:
+    """Stage 3: name the boxing that makes each sharded parameter's gradient (the gather's
+    backward, a P -> S(0) reduce-scatter) after the parameter in its ``boxing`` tag
+    (``<param> zero-3 grad``), for ``graph.debug(1)``'s report."""
+    for eager in tracer.sharded_params.values():
+        blob = tracer._var_blob.get(id(eager))
+        grad = grads.get(split_blob(blob)[0]) if blob is not None else None
+        if grad is None:
+            continue
+        tag = tracer.builder.producer(grad).tags.get("boxing")
+        if tag is not None:
+            tag["reason"] = f"{split_blob(blob)[0]} zero-3 grad"
+
+
+def parameter_bytes(graph) -> int:
+    """This rank's bytes of the graph's parameters in the Plan of its latest compiled call: the
+    registers of the variable tasks bound to a parameter of its modules (with ZeRO stage 3 the
+    eligible ones are split(0): the figure shrinks by about the rank count)."""
+    ids = {id(t) for _name, kind, t in graph._state_names().values() if kind == "parameter"}
+    return _variable_bytes(graph, ids, "parameter_bytes")
+
+
+def _variable_bytes(graph, ids: set, what: str) -> int:
+    if not graph._cache:
+        raise RuntimeError(f"{what}: the graph has not been called yet")
+    compiled = next(reversed(graph._cache.values()))
+    plan = compiled.plan
+    total = 0
+    for task in plan.tasks:
+        bound = compiled.bindings.get(task.op_name)
+        if task.op_type == "variable" and bound is not None and id(bound) in ids:
+            total += sum(plan.regst_descs[i].nbytes() for i in task.produced_regsts.values())
+    return total
+
+
 def optimizer_state_bytes(graph) -> int:
     """This rank's bytes of optimizer state in the Plan of ``graph``'s latest compiled call:
     the registers of the variable tasks bound to a tensor in one of its optimizers' ``state``
@@ -120,13 +217,4 @@ def optimizer_state_bytes(graph) -> int:
     for entry in graph._optimizers:
         for st in entry.optimizer.state.values():
             ids.update(id(v) for v in st.values() if isinstance(v, Tensor))
-    if not graph._cache:
-        raise RuntimeError("optimizer_state_bytes: the graph has not been called yet")
-    compiled = next(reversed(graph._cache.values()))
-    plan = compiled.plan
-    total = 0
-    for task in plan.tasks:
-        bound = compiled.bindings.get(task.op_name)
-        if task.op_type == "variable" and bound is not None and id(bound) in ids:
-            total += sum(plan.regst_descs[i].nbytes() for i in task.produced_regsts.values())
-    return total
+    return _variable_bytes(graph, ids, "optimizer_state_bytes")

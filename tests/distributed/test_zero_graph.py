@@ -1,6 +1,7 @@
-"""ZeRO in the distributed nn.Graph (``config.enable_zero``): the rank script
-``graph_zero.py`` on 2 ranks (both executors) and 4 ranks (one short case); in one process the
-config's errors and that a graph without several ranks updates as without ZeRO."""
+"""ZeRO in the distributed nn.Graph (``config.enable_zero``): the rank scripts
+``graph_zero.py`` (stages 1, 2) and ``graph_zero3.py`` (stage 3) on 2 ranks (both executors)
+and 4 ranks; in one process the config's errors and that a graph without several ranks
+updates as without ZeRO."""
 from __future__ import annotations
 
 import numpy as np
@@ -23,10 +24,24 @@ def test_zero_graph_equals_data_parallel(n, executor, short):
         assert f"OK rank {r}" in out, out
 
 
+@needs_mpi
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("n, executor", [(2, "actors"), (2, "vm"), (4, "actors")])
+def test_zero_stage3_equals_data_parallel(n, executor):
+    code, _, out = run_ranks(n, "graph_zero3.py", executor, timeout=290)
+    assert code == 0, out
+    for r in range(n):
+        assert f"OK rank {r}" in out, out
+    # the memory plan's parameter bytes per rank: stage 3 about 1/n of stages 0-2
+    line = next(x for x in out.splitlines() if x.startswith("BYTES adam"))
+    params = [int(v) for k, v in zip(line.split(), line.split()[1:]) if k == "params"]
+    assert params[0] == params[1] == params[2] and params[3] < params[0] / (n - 0.5), line
+
+
 def test_enable_zero_config_errors():
     cfg = nn.Graph().config
-    with pytest.raises(NotImplementedError, match="stage 3"):
-        cfg.enable_zero(True, stage=3)
+    cfg.enable_zero(True, stage=3)
+    assert cfg.zero_stage == 3
     with pytest.raises(ValueError, match="stage must be 1, 2 or 3"):
         cfg.enable_zero(True, stage=4)
     with pytest.raises(ValueError, match="shard_min_size"):
@@ -39,7 +54,8 @@ def test_enable_zero_config_errors():
 
 
 @pytest.mark.timeout(60)
-def test_zero_in_a_local_graph_changes_nothing():
+@pytest.mark.parametrize("stage", [2, 3])
+def test_zero_in_a_local_graph_changes_nothing(stage):
     rng = np.random.default_rng(0)
     x = flow.tensor(rng.standard_normal((5, 3)))
 
@@ -54,7 +70,7 @@ def test_zero_in_a_local_graph_changes_nothing():
                 self.m = m
                 self.add_optimizer(opt)
                 if zero:
-                    self.config.enable_zero(True, stage=2, shard_min_size=1)
+                    self.config.enable_zero(True, stage=stage, shard_min_size=1)
 
             def build(self, x):
                 loss = (self.m(x) ** 2).sum()
@@ -71,3 +87,4 @@ def test_zero_in_a_local_graph_changes_nothing():
     for a, b in zip(z_p, ref_p):
         np.testing.assert_array_equal(a, b)
     assert all(not s["exp_avg"].is_global for s in opt.state.values())
+    assert all(not p.is_global for p in opt.param_groups[0]["params"])

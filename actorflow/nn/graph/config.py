@@ -54,9 +54,6 @@ class GraphConfig:
             return
         if stage not in (1, 2, 3):
             raise ValueError(f"enable_zero: stage must be 1, 2 or 3, got {stage!r}")
-        if stage == 3:
-            raise NotImplementedError("enable_zero: stage 3 (parameters sharded between steps) "
-                                      "is not implemented yet; use stage=1 or stage=2")
         if not isinstance(shard_min_size, int) or shard_min_size < 1:
             raise ValueError(f"enable_zero: shard_min_size must be an int >= 1, "
                              f"got {shard_min_size!r}")

@@ -249,6 +249,10 @@ class Graph:
         b.namer = self._name_optimizer_state
         b.registered_modules = {id(m) for proxy in self._modules.values()
                                 for m in proxy.to(Module).modules()}
+        if self.config.zero_stage == 3 and self.config.training:
+            from actorflow.passes.zero import shard_parameters
+
+            b.sharded_params = shard_parameters(self)
         with b:
             lazy = [self._trace_input(b, i, p, t) for i, (p, t) in enumerate(zip(paths, tensors))]
             l_args, l_kwargs = args_tree.unflatten(structure, lazy)
@@ -406,7 +410,7 @@ class Graph:
         pass)."""
         grads = {}
         for name, t in b.bindings.items():
-            lazy = b._lazy_of_eager.get(id(t), (None, None))[1]
+            lazy = b.leaf_of(t)
             if lazy is not None and lazy._grad is not None:
                 g = b.lazy_of(lazy._grad)
                 grads[name] = g._h.name
@@ -415,6 +419,10 @@ class Graph:
                                f"the graph has no optimizer; add one with "
                                f"self.add_optimizer(...) in __init__")
         b.job.train["grads"] = grads
+        if b.sharded_params:
+            from actorflow.passes.zero import label_gradients
+
+            label_gradients(b, grads)
 
     # -- running ---------------------------------------------------------------------------------
     def _lr_snapshot(self) -> dict:
