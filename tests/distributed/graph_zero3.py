@@ -4,8 +4,10 @@ the losses, parameters and ``state_dict()`` of plain graph data parallelism (and
 with SGD momentum and Adam; between steps each eligible parameter is split(0) (each rank holds
 its rows: the Plan's parameter registers shrink by N, next to stages 0, 1 and 2), the Job
 all-gathers it for use (reason ``zero-3 gather``), reduce-scatters its gradient and gathers
-nothing after the update. argv[1]: "vm" for the reference executor. Prints ``OK rank R`` and,
-on rank 0, one ``BYTES`` line per optimizer with the memory plan's figures of stages 0-3."""
+nothing after the update. Also: gradient accumulation with stage 3, eager use of the model
+after stage-3 steps, LAMB left broadcast. argv[1]: "vm" for the reference executor. Prints
+``OK rank R`` and, on rank 0, one ``BYTES`` line per optimizer with the memory plan's figures
+of stages 0-3."""
 import os
 import sys
 
@@ -127,5 +129,14 @@ assert stages == {"micro"}, stages
 # eager use of the model after stage-3 steps sees the full values (the shards are gathered)
 x = flow.tensor(X, placement=PL, sbp=S0)
 np.testing.assert_allclose(m(x).numpy(), ref_m(x).numpy(), rtol=1e-12, atol=1e-14)
+
+# LAMB's update reads the whole parameter: its parameters and state stay broadcast
+lamb = lambda ps: flow.optim.LAMB(ps, lr=0.05)  # noqa: E731
+(ref_l, ref_sd, *_), (z_l, z_sd, _, opt, m) = run(lamb, 0), run(lamb, 3)
+np.testing.assert_allclose(z_l, ref_l, rtol=1e-12, err_msg=f"rank {r}: LAMB losses")
+for k in ref_sd:
+    np.testing.assert_allclose(z_sd[k], ref_sd[k], rtol=1e-12, atol=1e-14, err_msg=k)
+assert all(nd_attrs(p.sbp) == (("B",),) for p in m.parameters())
+assert all(nd_attrs(s.sbp) == (("B",),) for st in opt.state.values() for s in st.values())
 flow.synchronize()
 print(f"OK rank {r}", flush=True)

@@ -21,7 +21,7 @@ class GraphConfig:
         self.outputs_buffer_size = 2
         self.cache_size = 10
         self.disabled_passes: set = set()
-        self.zero_stage = 0  # 0: off; 1, 2: ZeRO (passes/zero.py)
+        self.zero_stage = 0  # 0: off; 1, 2, 3: ZeRO (passes/zero.py)
         self.zero_shard_min_size = 1024
 
     def enable_amp(self, mode: bool = True, *, dtype=dt.float16) -> None:
@@ -46,9 +46,13 @@ class GraphConfig:
         """ZeRO for data-parallel (broadcast) parameters of a distributed graph: stage 1 keeps
         each rank's split(0) part of the optimizer state and updates only that shard, then
         all-gathers the parameter; stage 2 also reduce-scatters the gradient instead of
-        all-reducing it. Parameters whose shard would have fewer than ``shard_min_size``
-        elements update as without ZeRO. Stage 3 (parameters sharded between steps) is not
-        implemented; ``shard_restore_level`` is accepted for OneFlow's signature only."""
+        all-reducing it; stage 3 also keeps the parameter itself split(0) between steps (it
+        is re-laid out in place before the first trace: ``param.sbp`` shows split(0), while
+        ``param.numpy()`` and ``state_dict()`` give the full values), all-gathers it where the
+        step reads it and updates the shard with no gather after. Parameters whose shard would
+        have fewer than ``shard_min_size`` elements, and updates that read the whole parameter
+        (LAMB), stay broadcast and update as without ZeRO. ``shard_restore_level`` is accepted
+        for OneFlow's signature only. See ``actorflow/passes/zero.py``."""
         if not mode:
             self.zero_stage = 0
             return
