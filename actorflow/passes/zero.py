@@ -34,6 +34,7 @@ holds 1/n of the bytes; ``param.sbp`` shows split(0). Ineligible parameters beha
 from __future__ import annotations
 
 import contextlib
+import weakref
 
 from actorflow.dispatch.global_tensor import GlobalBlob, wrap
 from actorflow.dispatch.nd_sbp import nd_attrs
@@ -139,26 +140,33 @@ def _update_is_elementwise(opt, j: int, p: Tensor, lr: Tensor) -> bool:
     return bool(seen) and all(op.elementwise for op in seen)
 
 
+# id -> parameter re-laid out split(0) by stage 3 (any graph's; weak: a model may go away)
+_SHARDED: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
 def shard_parameters(graph) -> dict:
     """Stage 3: make every eligible parameter of ``graph``'s optimizers split(0) in place (its
     handle keeps this rank's rows; see the module docstring), and its optimizer state of its
-    shape too. Returns ``{id(param): param}`` of the sharded parameters (those sharded by an
-    earlier call included)."""
-    done = graph.__dict__.setdefault("_zero3_params", {})
+    shape too. Returns ``{id(param): param}`` of its sharded parameters (those an earlier call,
+    of this graph or another stage-3 graph over the same model, sharded included)."""
+    done = {}
     names = graph._state_names()
     min_size = graph.config.zero_shard_min_size
     for entry in graph._optimizers:
         opt = entry.optimizer
         for j, group in enumerate(opt.param_groups):
             for p in group["params"]:
-                if (id(p) in done or names.get(id(p), (None, None, None))[2] is not p
-                        or not p.requires_grad or not zero_eligible(p, min_size)
+                if _SHARDED.get(id(p)) is p:
+                    done[id(p)] = p
+                    continue
+                if (names.get(id(p), (None, None, None))[2] is not p or not p.requires_grad
+                        or not zero_eligible(p, min_size)
                         or not _update_is_elementwise(opt, j, p, entry.lr_tensors[j])):
                     continue
                 _shard_states(opt, p, list(opt.state.get(p, {}).values()))
                 p._h = _split_state(p)._h
                 p._vc[0] += 1
-                done[id(p)] = p
+                done[id(p)] = _SHARDED[id(p)] = p
     return done
 
 

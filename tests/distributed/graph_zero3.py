@@ -130,6 +130,20 @@ assert stages == {"micro"}, stages
 x = flow.tensor(X, placement=PL, sbp=S0)
 np.testing.assert_allclose(m(x).numpy(), ref_m(x).numpy(), rtol=1e-12, atol=1e-14)
 
+# a second stage-3 graph over the same model and optimizer gathers the shards as well
+def second_graph(stage):
+    _, _, _, opt, m = run(OPTS["sgd"], stage)
+    g2 = TrainGraph(m, opt, stage)
+    loss = g2(flow.tensor(X, placement=PL, sbp=S0), flow.tensor(Y, placement=PL, sbp=S0))
+    return loss.numpy(), {k: v.numpy() for k, v in m.state_dict().items()}, g2
+
+
+(ref_l, ref_sd, _), (z_l, z_sd, g2) = second_graph(0), second_graph(3)
+np.testing.assert_allclose(z_l, ref_l, rtol=1e-12, err_msg=f"rank {r}: second graph loss")
+for k in ref_sd:
+    np.testing.assert_allclose(z_sd[k], ref_sd[k], rtol=1e-12, atol=1e-14, err_msg=k)
+assert "model.0.weight zero-3 gather" in "\n".join(boxing_report(g2.full_job))
+
 # LAMB's update reads the whole parameter: its parameters and state stay broadcast
 lamb = lambda ps: flow.optim.LAMB(ps, lr=0.05)  # noqa: E731
 (ref_l, ref_sd, *_), (z_l, z_sd, _, opt, m) = run(lamb, 0), run(lamb, 3)
