@@ -92,11 +92,14 @@ class _Stages(nn.Module):
         self.stage1 = nn.Linear(7, 3)
 
 
-def pipe(mode: str = "move", acc: int = 1, acc_on=None):
-    """A two-stage pipeline on ranks [0] and [1]: the activation moved with ``to_global`` in
-    build (``mode="move"``) or by ``set_stage``; ``acc`` micro-batches (``acc_on``:
-    ``(rank, acc)``, a rank that accumulates another number of micro-batches)."""
-    P0, P1 = flow.placement("cpu", [0]), flow.placement("cpu", [1])
+def pipe(mode: str = "move", acc: int = 1, acc_on=None, n: int = 2):
+    """A two-stage pipeline on the first and second half of ``n`` ranks (on 4, each stage data
+    parallel, the batch split): the activation moved with ``to_global`` in build
+    (``mode="move"``) or by ``set_stage``; ``acc`` micro-batches (``acc_on``: ``(rank, acc)``,
+    a rank that accumulates another number of micro-batches)."""
+    P0 = flow.placement("cpu", list(range(n // 2)))
+    P1 = flow.placement("cpu", list(range(n // 2, n)))
+    L = S0 if n > 2 else B
     flow.manual_seed(4)
     m = _Stages().to(flow.float64)
     m.stage0.to_global(placement=P0, sbp=B)
@@ -113,12 +116,12 @@ def pipe(mode: str = "move", acc: int = 1, acc_on=None):
         def forward(self, x):
             h = self.stage0(x)
             if mode == "move":
-                h = h.to_global(placement=P1, sbp=B)
+                h = h.to_global(placement=P1, sbp=L)
             return self.stage1(h)
 
     stages = [("stage0", P0), ("stage1", P1)] if mode == "set_stage" else None
-    x = flow.randn(8, 6, dtype=flow.float64, placement=P0, sbp=B)
-    t = flow.randn(8, 3, dtype=flow.float64, placement=P1, sbp=B)
+    x = flow.randn(8, 6, dtype=flow.float64, placement=P0, sbp=L)
+    t = flow.randn(8, 3, dtype=flow.float64, placement=P1, sbp=L)
     return Train(Pipe(m), opt, _mse, acc=acc, stages=stages), (x, t)
 
 

@@ -22,6 +22,7 @@ GOOD = {
     "dp": (pf.dp, 2), "tp": (pf.tp, 2), "pipe": (pf.pipe, 2),
     "pipe_set_stage": (functools.partial(pf.pipe, "set_stage"), 2),
     "pipe_acc": (functools.partial(pf.pipe, acc=2), 2),
+    "pipe4_acc": (functools.partial(pf.pipe, "set_stage", acc=2, n=4), 4),
     "zero1": (functools.partial(pf.zero, 1, adam=False), 2),
     "zero2": (functools.partial(pf.zero, 2), 2), "nd": (pf.nd, 4),
 }
@@ -56,6 +57,12 @@ def test_every_rank_compiles_and_the_plans_agree(case, monkeypatch):
         assert len(w) == 1 and w[0]["bytes"] == 8 * 6 * 4 and w[0]["shape"] == (8, 6), coll[1]
     elif case == "tp":  # the Megatron all-reduce of the partial output
         assert coll[0][0]["op_type"] == "boxing_p_to_b" and coll[0][0]["shape"] == (5, 3)
+    elif case == "pipe4_acc":  # each stage all-reduces its gradients over its own two ranks
+        assert [{c["ranks"] for c in cs} for cs in coll] == [{(0, 1)}] * 2 + [{(2, 3)}] * 2
+        assert coll[0][1]["shape"] == (7, 6) and coll[2][1]["shape"] == (3, 7), coll
+        # a stage's first rank sends a micro-batch to each rank of the other stage
+        assert sorted(t["peer"] for t in summaries[0]["transfers"] if t["kind"] == "send") \
+            == [2, 3]
     elif case.startswith("pipe"):  # no collective: one send and one recv each way
         acc = 2 if case == "pipe_acc" else 1
         assert coll == [[], []]
