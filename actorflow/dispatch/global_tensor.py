@@ -267,7 +267,8 @@ def to_local(t: Tensor) -> Tensor:
     placement get an empty tensor."""
     h = t._h
     local = h.local
-    if _no_data(h.placement):  # a meta shard (sharing the shard's version counter)
+    if _no_data(h.placement) or (local is not None and type(local._h) is DeviceMetaBlob):
+        # a meta shard (sharing the shard's version counter)
         out = _alias(local) if local is not None else meta_tensor((0,), t.dtype)
     else:
         if local is None:

@@ -215,6 +215,7 @@ def test_simulate_rank_arguments_and_graph_objects():
         assert x.to_local().is_meta and x.to_local().shape == (2, 2)
         with pytest.raises(RuntimeError, match="no values while simulate_rank plays rank 0"):
             x.numpy()
+    assert x.to_local().is_meta  # (a tensor made in the simulation stays without values)
     m = nn.Linear(3, 2)
     g = pf.Train(m, flow.optim.SGD(m.parameters(), lr=0.1), pf._mse)
     g(flow.ones(4, 3), flow.ones(4, 2))
