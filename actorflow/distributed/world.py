@@ -9,6 +9,9 @@ to 127.0.0.1 on one machine (rank 0's host name across machines) and 29500, for 
 them). Without an MPI launch, or with one process, the world has size 1, mpi4py is never
 imported and the environment is left as it is. ``import actorflow`` makes the world, so the
 variables are there from the start.
+
+``simulate_rank(r, n)`` lets one process play rank r of n for a while, to trace and compile
+what that rank would (``plan_check.check_plans(make, world_size=n)``), without communicating.
 """
 from __future__ import annotations
 
@@ -91,7 +94,7 @@ class SimulatedWorld(World):
 
     simulated = True
 
-    def __init__(self, rank: int, size: int):  # noqa: D107  (no MPI, no environment)
+    def __init__(self, rank: int, size: int):  # (no MPI, the environment left alone)
         self.comm = self.control = None
         self.rank, self.size = rank, size
         self.local_rank, self.local_size, self.node_size = rank, size, 1
@@ -108,11 +111,12 @@ def simulate_rank(rank: int, world_size: int):
     (``dispatch.global_tensor``: shapes and SBPs, no values), so no kernel of a global op and
     no collective runs. For tracing and compiling what that rank would
     (``plan_check.check_plans(make, world_size=N)``); not for running graphs. The real world
-    is back on exit, also when the block raises; the VM is drained on entry and exit."""
+    is back on exit, also when the block raises; the VM is drained on entry and on a normal
+    exit. Other threads see the simulated world too: run no graph meanwhile."""
     if not isinstance(world_size, int) or world_size < 1 or not 0 <= rank < world_size:
         raise ValueError(f"simulate_rank: rank {rank!r} of world_size {world_size!r}: need "
                          f"0 <= rank < world_size")
-    from actorflow import vm  # late: the VM sits above nothing distributed
+    from actorflow import vm  # late: the lowest layers import this module
 
     global _world
     if not _simulating.acquire(blocking=False):
