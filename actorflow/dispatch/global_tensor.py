@@ -47,15 +47,21 @@ from actorflow.tensor import DeviceMetaBlob, Tensor, meta_tensor
 _EAGER = EagerInterpreter()
 
 
+def _no_data(pl: placement) -> bool:
+    """Whether global tensors on ``pl`` have meta shards: a ``placement("meta", ...)``, or
+    any placement while ``world.simulate_rank`` plays a rank (no values, no collectives)."""
+    return pl.type == "meta" or world().simulated
+
+
 def _shard_interp(pl: placement):
-    """The interpreter of a placement's shards: the meta one for ``placement("meta", ...)``
-    (global tensors without data: every shard is a meta tensor, ops and boxing infer only)."""
-    return META if pl.type == "meta" else _EAGER
+    """The interpreter of a placement's shards: the meta one without data (``_no_data``:
+    every shard is a meta tensor, ops and boxing infer only)."""
+    return META if _no_data(pl) else _EAGER
 
 
 def _boxer(pl: placement):
     """The ``interp`` argument of ``box_shard``/``box_op`` on a placement (None: eager)."""
-    return META if pl.type == "meta" else None
+    return META if _no_data(pl) else None
 
 
 class GlobalBlob:
@@ -73,6 +79,9 @@ class GlobalBlob:
 
     def get(self) -> np.ndarray:
         pl = self.placement
+        if world().simulated:
+            raise RuntimeError(f"a global tensor of shape {self.shape} on {pl} has no values "
+                               f"while simulate_rank plays rank {world().rank} (shapes only)")
         coords = coords_of(pl, world().rank)
         arr = None
         if coords is not None:
@@ -258,7 +267,8 @@ def to_local(t: Tensor) -> Tensor:
     placement get an empty tensor."""
     h = t._h
     local = h.local
-    if h.placement.type == "meta":  # a meta shard (sharing the shard's version counter)
+    if _no_data(h.placement) or (local is not None and type(local._h) is DeviceMetaBlob):
+        # a meta shard (sharing the shard's version counter)
         out = _alias(local) if local is not None else meta_tensor((0,), t.dtype)
     else:
         if local is None:
@@ -380,7 +390,7 @@ def from_local(t: Tensor, placement_: placement, sbp, check_meta: bool = True) -
                              f"[0, {len(first)}), but got {d}! (split({d}) of local tensors "
                              f"of shape {first})")
         logical = first[:d] + (sum(x[d] for x in shapes),) + first[d + 1:]
-    local = _alias(t) if idx is not None else None
+    local = _shard_from(t, placement_) if idx is not None else None
     if s.is_broadcast and idx is not None and n > 1:
         ranks = placement_.flat_ranks
         bx = _boxer(placement_)
@@ -415,15 +425,22 @@ def _from_local_nd(t: Tensor, pl: placement, sbp: tuple) -> Tensor:
                          f"{hier} (splits as numpy.array_split, axis 0 first)")
     local = None
     if coords is not None:
-        local, cur = _alias(t), sbp_a
+        local, cur, bx = _shard_from(t, pl), sbp_a, _boxer(pl)
         for k, s in enumerate(sbp_a):
             if s == B:  # the values of the group's first rank, as in 1-D
                 mid = cur[:k] + (P,) + cur[k + 1:]
-                local = box_axis(box_axis(local, cur, k, P, logical, pl, coords), mid, k, B,
-                                 logical, pl, coords)
+                local = box_axis(box_axis(local, cur, k, P, logical, pl, coords, bx), mid, k,
+                                 B, logical, pl, coords, bx)
     out = wrap(local, pl, sbp, logical, t.dtype)
     _record("local_to_global", [t], [out], {"sbp": sbp_a})
     return out
+
+
+def _shard_from(t: Tensor, pl: placement) -> Tensor:
+    """The shard that local ``t`` becomes on ``pl``: an alias, or a meta tensor (``_no_data``)."""
+    if _no_data(pl) and type(t._h) is not DeviceMetaBlob:
+        return meta_tensor(t._shape, t.dtype)
+    return _alias(t)
 
 
 def _alias(t: Tensor) -> Tensor:
@@ -442,7 +459,7 @@ def from_full(t: Tensor, placement_: placement, sbp) -> Tensor:
     coords = coords_of(placement_, world().rank)
     local = None
     boxer = None
-    if placement_.type == "meta":  # values are dropped: the shards are meta tensors
+    if _no_data(placement_):  # values are dropped: the shards are meta tensors
         t, boxer = meta_tensor(t._shape, t.dtype), META
     if coords is not None:
         local = box_shard(t, (B,) * len(sbp), nd_attrs(sbp), t._shape, placement_, coords,

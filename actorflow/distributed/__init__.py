@@ -7,8 +7,8 @@ bounds every wait between ranks. The user-facing APIs built on it are ``flow.env
 ``flow.comm`` (collectives on local tensors, run on the VM's communication worker).
 """
 from actorflow.distributed.world import (  # noqa: F401,E402  (flow.distributed's API)
-    get_local_rank, get_node_size, get_rank, get_world_size,
+    get_local_rank, get_node_size, get_rank, get_world_size, simulate_rank,
 )
 from actorflow.distributed.plan_check import (  # noqa: F401,E402
-    check_plans, compare_plans, plan_summary,
+    check_plans, compare_plans, plan_summary, simulate_plans,
 )

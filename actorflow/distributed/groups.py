@@ -1,7 +1,10 @@
 """Communicators for global tensors: one per set of ranks (a placement's), used by the boxing
 kernels on the communication worker, and the control communicator that the caller's thread
 uses to agree on metadata (shard shapes, seeds) without interleaving with the worker's
-collectives."""
+collectives.
+
+Without a control communicator (a world of one, or a ``world.simulate_rank`` world) the
+exchanges are a loopback: every rank is taken to pass what this one does."""
 from __future__ import annotations
 
 from actorflow.distributed import watchdog
@@ -58,8 +61,8 @@ def control():
 def allgather_object(value, what: str):
     """Every rank's ``value`` (a list indexed by rank), over the control communicator."""
     c = control()
-    if c is None:
-        return [value]
+    if c is None:  # (the loopback: see the module docstring)
+        return [value] * world().size
     with watchdog.guarded(what):
         return c.allgather(value)
 

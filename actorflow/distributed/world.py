@@ -9,17 +9,24 @@ to 127.0.0.1 on one machine (rank 0's host name across machines) and 29500, for 
 them). Without an MPI launch, or with one process, the world has size 1, mpi4py is never
 imported and the environment is left as it is. ``import actorflow`` makes the world, so the
 variables are there from the start.
+
+``simulate_rank(r, n)`` lets one process play rank r of n for a while, to trace and compile
+what that rank would (``plan_check.check_plans(make, world_size=n)``), without communicating.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
+import threading
 
 _SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS")
 
 
 class World:
     """Rank, size, local rank and node count of this process (see the module docstring)."""
+
+    simulated = False  # True for a ``simulate_rank`` world (no communicator, no data)
 
     def __init__(self):
         self.comm = None
@@ -80,6 +87,51 @@ def world() -> World:
 
             watchdog.install(_world)
     return _world
+
+
+class SimulatedWorld(World):
+    """Rank ``rank`` of ``size`` processes that don't exist (see ``simulate_rank``)."""
+
+    simulated = True
+
+    def __init__(self, rank: int, size: int):  # (no MPI, the environment left alone)
+        self.comm = self.control = None
+        self.rank, self.size = rank, size
+        self.local_rank, self.local_size, self.node_size = rank, size, 1
+
+
+_simulating = threading.Lock()
+
+
+@contextlib.contextmanager
+def simulate_rank(rank: int, world_size: int):
+    """Within the block this process plays rank ``rank`` of ``world_size``: ``world()``
+    reports them, no communicator exists, metadata exchanges answer as if every rank passed
+    what this one does (``groups.allgather_object``), and global tensors hold meta shards
+    (``dispatch.global_tensor``: shapes and SBPs, no values), so no kernel of a global op and
+    no collective runs. For tracing and compiling what that rank would
+    (``plan_check.check_plans(make, world_size=N)``); not for running graphs. The real world
+    is back on exit, also when the block raises; the VM is drained on entry and on a normal
+    exit. Other threads see the simulated world too: run no graph meanwhile."""
+    if not isinstance(world_size, int) or world_size < 1 or not 0 <= rank < world_size:
+        raise ValueError(f"simulate_rank: rank {rank!r} of world_size {world_size!r}: need "
+                         f"0 <= rank < world_size")
+    from actorflow import vm  # late: the lowest layers import this module
+
+    global _world
+    if not _simulating.acquire(blocking=False):
+        raise RuntimeError("simulate_rank: already simulating a rank (one at a time)")
+    try:
+        vm.synchronize()  # eager work issued in the real world finishes in it
+        real = world()
+        _world = SimulatedWorld(rank, world_size)
+        try:
+            yield _world
+            vm.synchronize()
+        finally:
+            _world = real
+    finally:
+        _simulating.release()
 
 
 def get_rank() -> int:

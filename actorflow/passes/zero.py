@@ -40,7 +40,7 @@ from actorflow.dispatch.global_tensor import GlobalBlob, wrap
 from actorflow.dispatch.nd_sbp import nd_attrs
 from actorflow.job.job import split_blob
 from actorflow.ops.boxing import shard_range
-from actorflow.tensor import Tensor
+from actorflow.tensor import DeviceMetaBlob, Tensor, meta_tensor
 
 _B, _S0 = (("B",),), (("S", 0),)
 
@@ -65,10 +65,13 @@ def _split_state(t: Tensor) -> Tensor:
     from actorflow.distributed.world import world
 
     start, stop = shard_range(t._shape[0], len(ranks), ranks.index(world().rank))
-    rows = h.local.numpy()[start:stop].copy()
     from actorflow.framework.placement import SbpParallel
 
-    return wrap(Tensor._wrap(rows, t.dtype), pl, (SbpParallel.from_attr(("S", 0)),),
+    if type(h.local._h) is DeviceMetaBlob:  # no values (simulate_rank, a meta placement)
+        local = meta_tensor((stop - start,) + tuple(t._shape[1:]), t.dtype)
+    else:
+        local = Tensor._wrap(h.local.numpy()[start:stop].copy(), t.dtype)
+    return wrap(local, pl, (SbpParallel.from_attr(("S", 0)),),
                 tuple(t._shape), t.dtype)
 
 

@@ -156,6 +156,14 @@ class Graph:
         self.config.training = True
 
     def __call__(self, *args, **kwargs):
+        compiled, tensors = self._compiled_for(args, kwargs)
+        return self._run(compiled, tensors)
+
+    forward = __call__
+
+    def _compiled_for(self, args: tuple, kwargs: dict) -> tuple:
+        """``(compiled, input tensors)``: the call's signature compiled (from the cache, or
+        traced and compiled now; nothing runs). ``plan_check`` compiles through it alone."""
         try:
             structure, tensors = args_tree.flatten((args, kwargs))
         except GraphArgumentError:
@@ -181,9 +189,7 @@ class Graph:
         else:
             self._cache.move_to_end(sig)
         self.__dict__["_last"] = compiled
-        return self._run(compiled, tensors)
-
-    forward = __call__
+        return compiled, tensors
 
     # -- arguments -------------------------------------------------------------------------------
     def _build_signature(self) -> inspect.Signature:
