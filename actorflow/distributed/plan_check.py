@@ -231,8 +231,9 @@ class _Numbering:
     count them, and moved past every number used on exit."""
 
     def __init__(self):
-        from actorflow.dispatch import lazy_global
-        from actorflow.nn.graph import graph
+        # late: distributed sits below dispatch and nn.graph, whose counters these are
+        from actorflow.dispatch import lazy_global  # (late, as above)
+        from actorflow.nn.graph import graph  # (late, as above)
 
         self.homes = ((graph, "_graph_ids"), (lazy_global, "_group_ids"))
         self.start = [next(getattr(m, a)) for m, a in self.homes]
