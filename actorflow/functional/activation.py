@@ -118,6 +118,31 @@ def leaky_relu(x: Tensor, negative_slope: float = 0.01, inplace: bool = False) -
     return _call(_leaky_relu, x, {"negative_slope": float(negative_slope)}, inplace)
 
 
+def rrelu(x: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,
+          inplace: bool = False, generator=None) -> Tensor:
+    """Randomized leaky ReLU: in training each negative element is scaled by its own slope
+    drawn uniformly from [lower, upper] (the gradient there is that slope); otherwise
+    ``leaky_relu`` with slope ``(lower + upper) / 2``."""
+    lower, upper = float(lower), float(upper)
+    if lower > upper:
+        raise ValueError(f"rrelu: lower ({lower}) must not exceed upper ({upper})")
+    if not training or lower == upper:
+        return leaky_relu(x, (lower + upper) / 2, inplace)
+    from actorflow.autograd.grad_mode import no_grad
+    from actorflow.functional.creation import rand
+    from actorflow.functional.elementwise import where
+    with no_grad():
+        noise = rand(tuple(x.shape), dtype=x.dtype, generator=generator)
+        slope = where(x >= 0, 1.0, noise * (upper - lower) + lower)
+    return x.mul_(slope) if inplace else x * slope
+
+
+def rrelu_(x: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
+           training: bool = False, generator=None) -> Tensor:
+    """In-place ``rrelu``."""
+    return rrelu(x, lower, upper, training, True, generator)
+
+
 def _elu_call(x: Tensor, alpha: float, scale: float, input_scale: float, inplace: bool):
     attrs = {"alpha": float(alpha), "scale": float(scale), "input_scale": float(input_scale)}
     return _call(_elu, x, attrs, inplace)
@@ -225,7 +250,7 @@ register_tensor_methods({
     "logsigmoid": logsigmoid,
 })
 
-__all__ = ["gelu_grad",
+__all__ = ["gelu_grad", "rrelu", "rrelu_",
     *_UNARY, "isnan", "isinf", "isfinite", "round", "nan_to_num", "absolute", "fix", "arcsin",
     "arccos", "arctan", "arcsinh", "arccosh", "arctanh", "gelu", "silu", "mish", "leaky_relu",
     "elu", "selu", "celu", "softplus", "hardtanh", "relu6", "threshold", "hardsigmoid",

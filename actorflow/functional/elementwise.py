@@ -318,6 +318,12 @@ def where(condition: Tensor, input=None, other=None) -> Tensor:
 
 
 def _where_method(self: Tensor, condition: Tensor, other) -> Tensor:
+    """PyTorch's ``input.where(condition, other)``. A non-bool ``condition`` on a bool or
+    integer tensor (an error in PyTorch) is OneFlow's ``condition.where(x, y)``: ``self`` is
+    the condition, the arguments the values."""
+    if (isinstance(condition, Tensor) and condition.dtype != dt.bool_
+            and self.dtype._category in (0, 1)):
+        return where(self, condition, other)
     return where(condition, self, other)
 
 

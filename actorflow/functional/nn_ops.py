@@ -113,6 +113,20 @@ def dropout_grad(dout: Tensor, mask: Tensor, scale: float) -> Tensor:
     return apply(_DROPOUT_GRAD, [dout, mask], {"scale": float(scale)})[0]
 
 
+class PaddingIndexError(ValueError, AssertionError):
+    """A ``padding_idx`` outside ``[-num_embeddings, num_embeddings)``. Both a ValueError and,
+    as PyTorch's and OneFlow's ``assert`` raise, an AssertionError."""
+
+
+def check_padding_idx(who: str, padding_idx: int, n: int) -> int:
+    """``padding_idx`` as an index in ``[0, n)``; raises PaddingIndexError naming ``who``."""
+    padding_idx = int(padding_idx)
+    if not -n <= padding_idx < n:
+        raise PaddingIndexError(f"{who}: padding_idx {padding_idx} must be within "
+                                f"num_embeddings ({n})")
+    return padding_idx % n
+
+
 def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
               max_norm: float | None = None, norm_type: float = 2.0,
               scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
@@ -123,11 +137,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
     compatibility)."""
     n = weight._shape[0] if len(weight._shape) == 2 else 0
     if padding_idx is not None:
-        padding_idx = int(padding_idx)
-        if not -n <= padding_idx < n:
-            raise ValueError(f"embedding: padding_idx {padding_idx} must be within "
-                             f"num_embeddings ({n})")
-        padding_idx %= n
+        padding_idx = check_padding_idx("embedding", padding_idx, n)
     if max_norm is not None:
         with grad_mode.no_grad():
             apply(_EMBEDDING_RENORM, [weight, input],

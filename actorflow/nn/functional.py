@@ -53,8 +53,8 @@ __all__ = [
 
 # ---- the activation family (its own block: other families add theirs below) ----------------
 from actorflow.functional.activation import (  # noqa: E402,F401
-    celu, hardshrink, hardsigmoid, hardswish, hardtanh, logsigmoid, mish, relu6, selu,
-    softshrink, softsign, threshold,
+    celu, hardshrink, hardsigmoid, hardswish, hardtanh, logsigmoid, mish, relu6, rrelu, rrelu_,
+    selu, softshrink, softsign, threshold,
 )
 from actorflow.functional.activation import threshold as _threshold  # noqa: E402
 from actorflow.functional.special import (  # noqa: E402,F401
@@ -108,7 +108,7 @@ __all__ += [
     "celu", "hardshrink", "hardsigmoid", "hardswish", "hardtanh", "logsigmoid", "mish", "relu6",
     "selu", "softshrink", "softsign", "threshold", "glu", "prelu", "quick_gelu", "square_relu",
     "tanhshrink", "softmin", "relu_", "elu_", "celu_", "selu_", "leaky_relu_", "hardtanh_",
-    "threshold_",
+    "threshold_", "rrelu", "rrelu_",
 ]
 __all__ += ["cosine_similarity", "pairwise_distance"]
 

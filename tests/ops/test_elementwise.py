@@ -182,6 +182,23 @@ def test_where():
         flow.where(c, x)
 
 
+def test_where_method_oneflow_form():
+    """``cond.where(x, y)`` with an integer or bool ``cond`` and non-bool ``x`` (an error in
+    PyTorch) is OneFlow's form: the tensor is the condition; PyTorch's form is unchanged."""
+    xs = np.array([[-0.5, 0.3], [0.4, -0.7]], dtype=np.float32)
+    x, y = flow.tensor(xs), flow.tensor(np.ones((2, 2), np.float32))
+    want = np.where([[0, 1], [1, 0]], xs, 1.0)
+    for cond in (flow.tensor([[0, 1], [1, 0]], dtype=flow.int32),
+                 flow.tensor([[False, True], [True, False]])):
+        np.testing.assert_array_equal(cond.where(x, y).numpy(), want)
+    i = flow.tensor([[1, 2], [3, 4]])
+    mask = flow.tensor([[True, False], [False, True]])
+    assert i.where(mask, 0).tolist() == [[1, 0], [0, 4]]  # PyTorch's form on an int tensor
+    if torch is not None:
+        ti = torch.tensor([[1, 2], [3, 4]])
+        assert ti.where(torch.tensor(mask.numpy()), 0).tolist() == i.where(mask, 0).tolist()
+
+
 def test_clamp_forms():
     a = _rand(3, 4)
     x = flow.tensor(a)

@@ -273,6 +273,13 @@ def test_embedding_errors():
         flow.embedding(flow.tensor([1.0]), w)
     with pytest.raises(ValueError, match="padding_idx"):
         flow.embedding(flow.tensor([1]), w, padding_idx=9)
+    # PyTorch and OneFlow assert: the error is an AssertionError too, from both entry points
+    for bad in (6, -7):
+        with pytest.raises(AssertionError, match="embedding: padding_idx"):
+            flow.embedding(flow.tensor([1]), w, padding_idx=bad)
+        with pytest.raises(AssertionError, match="Embedding: padding_idx"):
+            flow.nn.Embedding(6, 3, padding_idx=bad)
+    assert flow.nn.Embedding(6, 3, padding_idx=-6).padding_idx == 0
 
 
 # ---- scaled dot-product attention ---------------------------------------------------------------

@@ -1,6 +1,7 @@
 """The layers of ``actorflow.nn``, one family per module."""
 from actorflow.nn.modules.activation import (  # noqa: F401
-    ELU, GELU, Dropout, LeakyReLU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Softplus, Tanh,
+    ELU, GELU, Dropout, LeakyReLU, LogSoftmax, ReLU, RReLU, Sigmoid, SiLU, Softmax, Softplus,
+    Tanh,
 )
 from actorflow.nn.modules.activation_pointwise import *  # noqa: F401,F403
 from actorflow.nn.modules.container import (  # noqa: F401
@@ -38,3 +39,4 @@ from actorflow.nn.modules.fused_norm import *  # noqa: F401,F403,E402
 from actorflow.nn.modules.coin_flip import *  # noqa: F401,F403,E402
 from actorflow.nn.modules.margin_loss import *  # noqa: F401,F403,E402
 from actorflow.nn.modules.ctc import *  # noqa: F401,F403,E402
+from actorflow.nn.modules.rnn import *  # noqa: F401,F403,E402

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from actorflow.autograd import no_grad
 from actorflow.functional.creation import empty
+from actorflow.functional.nn_ops import check_padding_idx
 from actorflow.nn import functional as F
 from actorflow.nn import init
 from actorflow.nn.module import Module
@@ -25,10 +26,7 @@ class Embedding(Module):
         self.num_embeddings = num_embeddings
         self.embedding_dim = embedding_dim
         if padding_idx is not None:
-            if not -num_embeddings <= padding_idx < num_embeddings:
-                raise ValueError(f"Embedding: padding_idx {padding_idx} must be within "
-                                 f"num_embeddings ({num_embeddings})")
-            padding_idx %= num_embeddings
+            padding_idx = check_padding_idx("Embedding", padding_idx, num_embeddings)
         self.padding_idx = padding_idx
         self.max_norm = max_norm
         self.norm_type = norm_type
