@@ -471,11 +471,12 @@ class Tensor:
     def __rfloordiv__(self, o):
         return self.rfloor_divide(o)
 
+    # OneFlow's ``%`` is fmod (sign of the dividend), not remainder: docs/oneflow_tests.md
     def __mod__(self, o):
-        return self.remainder(o)
+        return self.fmod(o)
 
     def __rmod__(self, o):
-        return self.rremainder(o)
+        return self.rfmod(o)
 
     def __pow__(self, o):
         return self.pow(o)

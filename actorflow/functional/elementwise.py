@@ -423,7 +423,7 @@ register_tensor_methods({
     "true_divide_": true_divide_, "rsub": rsub,
     "floor_divide": floor_divide, "floor_divide_": floor_divide_,
     "rfloor_divide": reverse_fn(floor_divide), "remainder": remainder, "remainder_": remainder_,
-    "rremainder": reverse_fn(remainder), "fmod": fmod, "fmod_": fmod_,
+    "rremainder": reverse_fn(remainder), "fmod": fmod, "fmod_": fmod_, "rfmod": reverse_fn(fmod),
     "pow": pow, "pow_": pow_, "rpow": rpow, "maximum": maximum, "minimum": minimum,
     "atan2": atan2, "atan2_": atan2_,
     "eq": _cmp_method(eq), "ne": _cmp_method(ne), "lt": lt, "le": le, "gt": gt, "ge": ge,

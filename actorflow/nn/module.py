@@ -344,16 +344,18 @@ class Module:
 
     # -- state dict ------------------------------------------------------------------------------
     def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
+        # the tensors themselves, as OneFlow (PyTorch detaches unless keep_vars)
         for name, p in self._parameters.items():
             if p is not None:
-                destination[prefix + name] = p if keep_vars else p.detach()
+                destination[prefix + name] = p
         for name, b in self._buffers.items():
             if b is not None and name not in self._non_persistent_buffers_set:
-                destination[prefix + name] = b if keep_vars else b.detach()
+                destination[prefix + name] = b
 
     def state_dict(self, destination: dict | None = None, prefix: str = "",
                    keep_vars: bool = False) -> "OrderedDict[str, Tensor]":
-        """Parameters and persistent buffers by dotted name (detached unless ``keep_vars``)."""
+        """Parameters and persistent buffers by dotted name: the tensors themselves, as in
+        OneFlow (``keep_vars`` is accepted for PyTorch code and changes nothing)."""
         if destination is None:
             destination = OrderedDict()
         self._save_to_state_dict(destination, prefix, keep_vars)
