@@ -76,13 +76,16 @@ def test_integer_division_family_signs():
     a = flow.tensor([7, -7, 7, -7])
     b = flow.tensor([2, 2, -2, -2])
     assert (a // b).tolist() == [3, -4, -4, 3]
-    assert (a % b).tolist() == [1, 1, -1, -1]
+    assert a.remainder(b).tolist() == [1, 1, -1, -1]
     assert flow.fmod(a, b).tolist() == [1, -1, 1, -1]
+    assert (a % b).tolist() == [1, -1, 1, -1]  # OneFlow's % is fmod
     assert (a // b).dtype is flow.int64
     assert (-7 // flow.tensor([2])).tolist() == [-4]
-    assert (7 % flow.tensor([-2])).tolist() == [-1]
+    assert flow.remainder(7, flow.tensor([-2])).tolist() == [-1]
+    assert (7 % flow.tensor([-2])).tolist() == [1] and (-7 % flow.tensor([2])).tolist() == [-1]
     f = flow.tensor([-7.5, 7.5])
-    np.testing.assert_allclose((f % 2).numpy(), [0.5, 1.5])
+    np.testing.assert_allclose(f.remainder(2).numpy(), [0.5, 1.5])
+    np.testing.assert_allclose((f % 2).numpy(), [-1.5, 1.5])
     np.testing.assert_allclose(flow.fmod(f, 2).numpy(), [-1.5, 1.5])
 
 
@@ -90,6 +93,8 @@ def test_integer_division_by_zero_raises():
     with pytest.raises(RuntimeError, match="floor_divide.*ZeroDivisionError"):
         (flow.tensor([1, 2]) // 0).numpy()  # kernel errors surface at a sync point
     with pytest.raises(RuntimeError, match="remainder"):
+        flow.tensor([1, 2]).remainder(flow.tensor([1, 0])).numpy()
+    with pytest.raises(RuntimeError, match="fmod"):
         (flow.tensor([1, 2]) % flow.tensor([1, 0])).numpy()
     # floats give inf/nan as in PyTorch
     assert np.isinf((flow.tensor([1.0]) // 0.0).numpy()).all()
