@@ -3,8 +3,9 @@
 Attrs are n-tuples of ints (``kernel_size``, ``stride``, ``padding``, ``dilation``) plus flags.
 Max pooling keeps a running maximum over the strided views of the kernel positions (a few
 passes per position, no gathered window tensor); average pooling sums those views; gradients
-scatter back with a loop over kernel positions (average) or one ``np.bincount`` (max, through
-the argmax indices the forward op returns as its second output).
+scatter back with a loop over kernel positions (average) or through the argmax indices the
+forward op returns as its second output (max: one ``np.bincount``, or a plain scatter when the
+grad op's ``disjoint`` attr says the windows do not overlap).
 """
 from __future__ import annotations
 
@@ -143,9 +144,15 @@ def _max_forward_argmax(xp, out, idx_out, attrs, pads):
     idx_out[...] = index
 
 
-def _max_backward(dout, index, out, attrs=None):
+def _max_backward(dout, index, out, disjoint: bool = False):
     N, C = out.shape[:2]
     size = int(np.prod(out.shape[2:]))
+    if disjoint and out.flags.c_contiguous and size:
+        # windows that do not overlap have distinct argmax positions: assign, nothing to add
+        out[...] = 0
+        np.put_along_axis(out.reshape(N * C, size), index.reshape(N * C, -1),
+                          dout.reshape(N * C, -1), axis=1)
+        return
     flat = index.reshape(N * C, -1) + (np.arange(N * C, dtype=np.int64) * size)[:, None]
     res = np.bincount(flat.ravel(), weights=dout.reshape(-1), minlength=N * C * size)
     out[...] = res.reshape(out.shape)
@@ -271,7 +278,10 @@ def _register(n: int) -> None:
 
     @mp.grad
     def _(ctx, dout, _didx):
-        return F.max_pool_grad(dout, ctx.outputs[1], ctx.input_metas[0][0], ctx.inputs[0])
+        k, s, d = (ctx.attrs[a] for a in ("kernel_size", "stride", "dilation"))
+        disjoint = all(si >= di * (ki - 1) + 1 for ki, si, di in zip(k, s, d))
+        return F.max_pool_grad(dout, ctx.outputs[1], ctx.input_metas[0][0], ctx.inputs[0],
+                               disjoint)
 
     @mpg.infer
     def _(inputs, attrs):
@@ -282,7 +292,7 @@ def _register(n: int) -> None:
 
     @mpg.kernel("cpu")
     def _(ins, outs, attrs):
-        _max_backward(ins[0], ins[1], outs[0])
+        _max_backward(ins[0], ins[1], outs[0], attrs.get("disjoint", False))
 
     @mpg.grad
     def _(ctx, ddx):

@@ -179,6 +179,11 @@ TORCH_CASES = [
     ("max_pool2d", (3,), dict(stride=1, padding=1)),  # overlapping windows share maxima
     ("max_pool1d", (3,), dict(stride=2, padding=1, return_indices=True)),
     ("max_pool3d", (2,), dict(stride=1, padding=1)),
+    # windows that do not overlap: the gradient is a plain scatter (the grad op's disjoint attr)
+    ("max_pool2d", (2,), dict(stride=2)),
+    ("max_pool2d", (2,), dict(stride=3, padding=1, ceil_mode=True, return_indices=True)),
+    ("max_pool2d", ((2, 3),), dict(stride=(3, 5), padding=1, dilation=2)),
+    ("max_pool3d", (2,), dict(stride=2, padding=1)),
     ("avg_pool2d", (3,), dict(stride=2, padding=1, count_include_pad=False)),
     ("avg_pool2d", ((3, 2),), dict(stride=(2, 3), padding=1, ceil_mode=True)),
     ("avg_pool2d", (3,), dict(stride=2, padding=1, divisor_override=4)),
@@ -210,6 +215,7 @@ def test_pool_unbatched_vs_torch():
 def test_pool_gradcheck():
     x = _rand(1, 2, 5, 6)
     gradcheck(lambda t: flow.max_pool2d(t, 3, 2, 1), x)
+    gradcheck(lambda t: flow.max_pool2d(t, 2, 2, 1), x)  # disjoint windows
     gradcheck(lambda t: flow.avg_pool2d(t, 3, 2, 1, True, False), x)
     gradcheck(lambda t: flow.adaptive_avg_pool2d(t, (2, 4)), x)
     gradcheck(lambda t: flow.avg_pool1d(t, 2, 1, 1), _rand(2, 2, 5))
