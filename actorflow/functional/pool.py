@@ -135,12 +135,17 @@ def adaptive_avg_pool3d(input: Tensor, output_size) -> Tensor:
 
 # ---- used by gradient rules -------------------------------------------------------------------
 
-def max_pool_grad(dout: Tensor, indices: Tensor, input_shape, x: Tensor | None = None) -> Tensor:
+def max_pool_grad(dout: Tensor, indices: Tensor, input_shape, x: Tensor | None = None,
+                  disjoint: bool = False) -> Tensor:
     """Scatter ``dout`` to the argmax ``indices`` of a max pooling of an ``input_shape`` input
-    (``x``, the pooled input, if given, links the result to it in the graph)."""
+    (``x``, the pooled input, if given, links the result to it in the graph). ``disjoint``:
+    the windows do not overlap, so no two indices of a plane are equal (a plain scatter)."""
     n = len(input_shape) - 2
     ins = [dout, indices] if x is None else [dout, indices, x]
-    return apply(_MAX_GRAD[n], ins, {"input_shape": tuple(input_shape)})[0]
+    attrs = {"input_shape": tuple(input_shape)}
+    if disjoint:
+        attrs["disjoint"] = True
+    return apply(_MAX_GRAD[n], ins, attrs)[0]
 
 
 def avg_pool_nd(x: Tensor, attrs: dict) -> Tensor:

@@ -6,7 +6,9 @@ the fixed inputs, flagged by the attrs ``has_weight`` / ``has_bias``.
 
 ``batch_norm`` takes the running statistics as inputs 1 and 2 and, in training mode, updates
 them in place (``mutates=(1, 2)``; the variance with Bessel's correction, as PyTorch does).
-``batch_norm_batch_stats`` is the training-mode variant without running statistics.
+``batch_norm_batch_stats`` is the training-mode variant without running statistics. Its
+kernels work in place in the output with per-channel sums as BLAS row sums of the (N*C, rest)
+matrix, and correct the rounded batch mean by the centred values' own mean (as layer_norm).
 """
 from __future__ import annotations
 
@@ -79,30 +81,77 @@ def _channel_view(a, ndim):
     return a.reshape((-1,) + (1,) * (ndim - 2))
 
 
+def _rows_and_sums(x: np.ndarray) -> tuple:
+    """(``x`` as an (N*C, rest) matrix, a function summing such a matrix per channel): row
+    sums are matrix-vector products (BLAS), then N rows per channel are added."""
+    N, C = x.shape[:2]
+    hw = x.size // (N * C)
+    rows = x.reshape(N * C, hw)
+
+    def per_channel(a2: np.ndarray, other: np.ndarray | None = None) -> np.ndarray:
+        r = (np.einsum("ij,ij->i", a2, other) if other is not None
+             else a2 @ ones_vector(hw, a2.dtype))
+        return r.reshape(N, C).sum(axis=0)
+    return rows, per_channel
+
+
 def _bn_kernel(ins, outs, attrs, first):
-    x = compute_array(ins[0])
+    # a few passes in place, in the output: y = (x - mean) * (invstd * w) + b; per-channel sums
+    # as BLAS row sums (x is (N, C, ...), C-contiguous here)
+    x = np.ascontiguousarray(compute_array(ins[0]))
     w, b = _affine(ins, attrs, first)
     y, save_mean, save_invstd = outs
-    axes = (0,) + tuple(range(2, x.ndim))
+    if x.size == 0:
+        _bn_kernel_small(x, w, b, ins, outs, attrs, first)
+        return
+    rows, per_channel = _rows_and_sums(x)
+    yb = y if y.dtype == x.dtype and y.flags.c_contiguous else np.empty(x.shape, x.dtype)
     if attrs["training"]:
-        mean = x.mean(axis=axes)
-        xc = x - _channel_view(mean, x.ndim)
-        var = np.mean(xc * xc, axis=axes)
+        m = x.size // x.shape[1]
+        mean = per_channel(rows) / m
+        np.subtract(x, _channel_view(mean, x.ndim), out=yb)
+        y2 = yb.reshape(rows.shape)
+        # what rounding left of the mean in the centred values (a few ulps of a large mean can
+        # be much of a small spread): it corrects the mean, the variance and the centred values
+        shift = per_channel(y2) / m
+        var = np.maximum(per_channel(y2, y2) / m - shift * shift, 0)
+        mean += shift
         invstd = 1.0 / np.sqrt(var + attrs["eps"])
+        if np.max(np.abs(shift) * invstd) > 8 * np.finfo(x.dtype).eps:  # else a few ulps
+            np.subtract(yb, _channel_view(shift, x.ndim), out=yb)
         if first == 3:  # update the running statistics in place
-            m, mom = x.size // x.shape[1], attrs["momentum"]
+            mom = attrs["momentum"]
             rm, rv = ins[1], ins[2]
             rm[...] = (1 - mom) * rm + mom * mean
             rv[...] = (1 - mom) * rv + mom * var * (m / (m - 1))
     else:
         mean = compute_array(ins[1])
         invstd = 1.0 / np.sqrt(compute_array(ins[2]) + attrs["eps"])
-        xc = x - _channel_view(mean, x.ndim)
-    scale = invstd if w is None else invstd * w
-    res = xc * _channel_view(scale, x.ndim)
+        np.subtract(x, _channel_view(mean, x.ndim), out=yb, casting="unsafe")
+    scale = invstd if w is None else invstd * compute_array(w)
+    np.multiply(yb, _channel_view(scale, x.ndim), out=yb, casting="unsafe")
     if b is not None:
-        res += _channel_view(b, x.ndim)
-    y[...] = res
+        np.add(yb, _channel_view(compute_array(b), x.ndim), out=yb, casting="unsafe")
+    if yb is not y:
+        y[...] = yb
+    save_mean[...] = mean
+    save_invstd[...] = invstd
+
+
+def _bn_kernel_small(x, w, b, ins, outs, attrs, first):
+    """batch_norm by NumPy reductions (empty inputs)."""
+    y, save_mean, save_invstd = outs
+    axes = (0,) + tuple(range(2, x.ndim))
+    with np.errstate(all="ignore"):
+        if attrs["training"]:
+            mean = x.mean(axis=axes)
+            xc = x - _channel_view(mean, x.ndim)
+            var = np.mean(xc * xc, axis=axes)
+            invstd = 1.0 / np.sqrt(var + attrs["eps"])
+        else:
+            mean = compute_array(ins[1])
+            invstd = 1.0 / np.sqrt(compute_array(ins[2]) + attrs["eps"])
+    y[...] = 0
     save_mean[...] = mean
     save_invstd[...] = invstd
 
@@ -148,23 +197,45 @@ def _(inputs, attrs):
 
 @batch_norm_grad.kernel("cpu")
 def _(ins, outs, attrs):
-    dout, x, mean, invstd = (compute_array(a) for a in ins[:4])
+    # dx = scale (dout - sum(dout)/m - xc invstd^2 sum(dout xc)/m), xc = x - mean, built in
+    # place in dx; sum(dout xc) gives dw (times invstd), sum(dout) db
+    dout, x = (np.ascontiguousarray(compute_array(a)) for a in ins[:2])
+    mean, invstd = (compute_array(a) for a in ins[2:4])
     w = compute_array(ins[4]) if attrs["has_weight"] else None
     dx, dw, db = outs
     nd = x.ndim
-    axes = (0,) + tuple(range(2, nd))
-    xhat = (x - _channel_view(mean, nd)) * _channel_view(invstd, nd)
-    sum_dy = dout.sum(axis=axes)
-    sum_dy_xhat = (dout * xhat).sum(axis=axes)
+    if x.size == 0:
+        dx[...] = 0
+        dw[...] = 0
+        db[...] = 0
+        return
+    rows, per_channel = _rows_and_sums(x)
+    xc = dx if dx.dtype == x.dtype and dx.flags.c_contiguous else np.empty(x.shape, x.dtype)
+    np.subtract(x, _channel_view(mean, nd), out=xc, casting="unsafe")
+    drows = dout.reshape(rows.shape)
+    sum_dy = per_channel(drows)
+    sum_dy_xc = per_channel(drows, xc.reshape(rows.shape))
+    if attrs["training"]:
+        # the saved batch mean is rounded (by up to half an ulp of a large mean, which can be
+        # much of a small spread): the centred values' own mean corrects it, as in the forward
+        shift = per_channel(xc.reshape(rows.shape)) / (x.size // x.shape[1])
+        sum_dy_xc -= shift * sum_dy
+        if np.max(np.abs(shift) * invstd) > 8 * np.finfo(x.dtype).eps:
+            np.subtract(xc, _channel_view(shift, nd), out=xc, casting="unsafe")
     db[...] = sum_dy
-    dw[...] = sum_dy_xhat
+    dw[...] = sum_dy_xc * invstd
     scale = invstd if w is None else invstd * w
     if attrs["training"]:
         m = x.size // x.shape[1]
-        g = dout - _channel_view(sum_dy / m, nd) - xhat * _channel_view(sum_dy_xhat / m, nd)
-        dx[...] = g * _channel_view(scale, nd)
+        np.multiply(xc, _channel_view(-(invstd * invstd * sum_dy_xc / m), nd), out=xc,
+                    casting="unsafe")
+        np.subtract(xc, _channel_view(sum_dy / m, nd), out=xc, casting="unsafe")
+        xc += dout
+        np.multiply(xc, _channel_view(scale, nd), out=xc, casting="unsafe")
     else:
-        dx[...] = dout * _channel_view(scale, nd)
+        np.multiply(dout, _channel_view(scale, nd), out=xc, casting="unsafe")
+    if xc is not dx:
+        dx[...] = xc
 
 
 def _no_double_backward(name):

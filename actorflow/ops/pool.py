@@ -1,9 +1,11 @@
 """Pooling (1-d, 2-d, 3-d): max, average and adaptive average, with their gradient ops.
 
 Attrs are n-tuples of ints (``kernel_size``, ``stride``, ``padding``, ``dilation``) plus flags.
-Windows come from the strided view in ``conv.windows`` (no Python loop over pixels); gradients
-scatter back with a loop over kernel positions (average) or one ``np.bincount`` (max, through
-the argmax indices the forward op returns as its second output).
+Max pooling keeps a running maximum over the strided views of the kernel positions (a few
+passes per position, no gathered window tensor); average pooling sums those views; gradients
+scatter back with a loop over kernel positions (average) or through the argmax indices the
+forward op returns as its second output (max: one ``np.bincount``, or a plain scatter when the
+grad op's ``disjoint`` attr says the windows do not overlap).
 """
 from __future__ import annotations
 
@@ -72,8 +74,60 @@ def _max_forward(x, out, idx_out, attrs):
     kernel, dil = attrs["kernel_size"], attrs["dilation"]
     in_sizes, outs = x.shape[2:], out.shape[2:]
     pads = _pad_pairs(in_sizes, outs, attrs, dil)
-    fill = -np.inf if is_floating(x.dtype) else np.iinfo(x.dtype).min
-    win = windows(padded(x, pads, fill), kernel, attrs["stride"], dil)
+    floating = is_floating(x.dtype)
+    fill = -np.inf if floating else np.iinfo(x.dtype).min
+    xp = padded(x, pads, fill)
+    k_count = int(np.prod(kernel))
+    with np.errstate(invalid="ignore", over="ignore"):
+        special = (not np.isfinite(np.sum(x, dtype=x.dtype)) if floating
+                   else xp is not x and x.size and x.min() == fill)
+    # NaN (the first one wins), inf, or an integer equal to the padding's fill
+    if special or k_count > 255:
+        _max_forward_argmax(xp, out, idx_out, attrs, pads)
+        return
+    # running maximum over the strided views of the kernel positions (no gathered windows); a
+    # strictly greater value takes over, so ties keep the first position (np.argmax's rule), and
+    # the position taken last is the largest k with v_k > max(v_0..v_k-1): k_out = max(k * mask)
+    stride = attrs["stride"]
+    best = out if out.dtype == x.dtype and out.flags.c_contiguous else np.empty(out.shape, x.dtype)
+    k_out = np.zeros(out.shape, np.uint8)
+    mask = np.empty(out.shape, bool)
+    k_mask = np.empty(out.shape, np.uint8)
+    for k, kidx in enumerate(np.ndindex(*kernel)):
+        view = xp[(Ellipsis,) + kernel_slices(kidx, outs, stride, dil)]
+        if k == 0:
+            np.copyto(best, view)
+            continue
+        np.greater(view, best, out=mask)
+        np.maximum(best, view, out=best)
+        np.multiply(mask.view(np.uint8), np.uint8(k), out=k_out if k == 1 else k_mask)
+        if k > 1:
+            np.maximum(k_out, k_mask, out=k_out)
+    if best is not out:
+        out[...] = best
+    # the input is finite (above the fill), so the maximum is never in the padding: the flat
+    # input index is base(output position) + offset(kernel position), no clipping
+    offset = np.zeros((), np.int64)
+    base = np.zeros((), np.int64)
+    for dim in range(n):
+        offset = np.add.outer(offset * in_sizes[dim], np.arange(kernel[dim]) * dil[dim])
+        start = np.arange(outs[dim]) * stride[dim] - pads[dim][0]
+        base = np.add.outer(base * in_sizes[dim], start)
+    index = idx_out if idx_out.flags.c_contiguous else np.empty(out.shape, np.int64)
+    np.take(offset.reshape(-1), k_out, out=index)
+    index += base
+    if index is not idx_out:
+        idx_out[...] = index
+
+
+def _max_forward_argmax(xp, out, idx_out, attrs, pads):
+    """Max pooling through the gathered windows and np.argmax (inputs with NaN or inf, over 255
+    kernel positions, or integers equal to the padding's fill)."""
+    n = len(attrs["kernel_size"])
+    kernel, dil = attrs["kernel_size"], attrs["dilation"]
+    outs = out.shape[2:]
+    in_sizes = tuple(L - lo - hi for L, (lo, hi) in zip(xp.shape[2:], pads))
+    win = windows(xp, kernel, attrs["stride"], dil)
     win = win[(Ellipsis,) + tuple(slice(0, o) for o in outs) + (slice(None),) * n]
     flat = win.reshape(win.shape[:2 + n] + (-1,))
     arg = np.argmax(flat, axis=-1)
@@ -90,9 +144,15 @@ def _max_forward(x, out, idx_out, attrs):
     idx_out[...] = index
 
 
-def _max_backward(dout, index, out):
+def _max_backward(dout, index, out, disjoint: bool = False):
     N, C = out.shape[:2]
     size = int(np.prod(out.shape[2:]))
+    if disjoint and out.flags.c_contiguous and size:
+        # windows that do not overlap have distinct argmax positions: assign, nothing to add
+        out[...] = 0
+        np.put_along_axis(out.reshape(N * C, size), index.reshape(N * C, -1),
+                          dout.reshape(N * C, -1), axis=1)
+        return
     flat = index.reshape(N * C, -1) + (np.arange(N * C, dtype=np.int64) * size)[:, None]
     res = np.bincount(flat.ravel(), weights=dout.reshape(-1), minlength=N * C * size)
     out[...] = res.reshape(out.shape)
@@ -218,7 +278,10 @@ def _register(n: int) -> None:
 
     @mp.grad
     def _(ctx, dout, _didx):
-        return F.max_pool_grad(dout, ctx.outputs[1], ctx.input_metas[0][0], ctx.inputs[0])
+        k, s, d = (ctx.attrs[a] for a in ("kernel_size", "stride", "dilation"))
+        disjoint = all(si >= di * (ki - 1) + 1 for ki, si, di in zip(k, s, d))
+        return F.max_pool_grad(dout, ctx.outputs[1], ctx.input_metas[0][0], ctx.inputs[0],
+                               disjoint)
 
     @mpg.infer
     def _(inputs, attrs):
@@ -229,7 +292,7 @@ def _register(n: int) -> None:
 
     @mpg.kernel("cpu")
     def _(ins, outs, attrs):
-        _max_backward(ins[0], ins[1], outs[0])
+        _max_backward(ins[0], ins[1], outs[0], attrs.get("disjoint", False))
 
     @mpg.grad
     def _(ctx, ddx):

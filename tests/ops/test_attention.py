@@ -82,6 +82,20 @@ def test_forward_matches_numpy(case, dtype, tol):
         assert not out.numpy()[..., 1, :].any()  # the fully masked row gives zeros
 
 
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-12), (np.float32, 1e-5)])
+@pytest.mark.parametrize("spread", [1.0, 40.0, 1e4])
+def test_softmax_with_and_without_the_row_max_shift(causal, dtype, tol, spread):
+    # scores within +-64 skip the shift by the row maximum; larger ones (40 * ~|q||k|) and
+    # scores whose exp overflows float32 take the shifted path: both give the softmax
+    q, k, v = _rand(2, 3, 5, 4) * spread, _rand(2, 3, 6, 4), _rand(2, 3, 6, 3)
+    out = _call(*(_t(a.astype(dtype)) for a in (q, k, v)), causal=causal)
+    ref = _ref(q.astype(dtype).astype(np.float64), k.astype(dtype).astype(np.float64), v,
+               causal=causal)
+    np.testing.assert_allclose(out.numpy(), ref, rtol=tol, atol=tol)
+    assert np.isfinite(out.numpy()).all()
+
+
 @pytest.mark.parametrize("dtype", [flow.float16, flow.bfloat16])
 def test_half_precision_computes_in_float32(dtype):
     q, k, v = _rand(2, 3, 8, 4), _rand(2, 3, 8, 4), _rand(2, 3, 8, 4)

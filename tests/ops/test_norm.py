@@ -96,6 +96,30 @@ def test_batch_norm_vs_torch(shape, training, affine, dtype, tol):
 
 
 @pytest.mark.skipif(torch is None, reason="needs PyTorch")
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_float32_offset_and_strided_vs_torch_float64(training):
+    # a large mean beside a small spread (the variance is taken on centred values), and an
+    # input and gradient that are transposed views, not C-contiguous
+    x = (1000.0 + 0.01 * _rand(4, 6, 5, 3)).astype(np.float32).transpose(0, 3, 2, 1)
+    gy = _rand(4, 3, 5, 6).astype(np.float32).transpose(0, 1, 3, 2).copy().transpose(0, 1, 3, 2)
+    w, b = _rand(3).astype(np.float32), _rand(3).astype(np.float32)
+    rm, rv = np.full(3, 1000.0, np.float32), np.full(3, 1e-4, np.float32)
+    fx, fw, fb = _t(x, True), _t(w, True), _t(b, True)
+    y = flow.batch_norm(fx, _t(rm.copy()), _t(rv.copy()), fw, fb, training=training)
+    tx, tw, tb = (to_torch(a.astype(np.float64), True) for a in (x, w, b))
+    ty = torch.nn.functional.batch_norm(tx, to_torch(rm.astype(np.float64)),
+                                        to_torch(rv.astype(np.float64)), tw, tb,
+                                        training=training)
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=1e-3, atol=2e-3)
+    y.backward(flow.tensor(gy))
+    ty.backward(to_torch(gy.astype(np.float64)))
+    for a, t, scale in ((fx, tx, 100.0), (fw, tw, 1.0), (fb, tb, 1.0)):
+        ref = t.grad.numpy()
+        np.testing.assert_allclose(a.grad.numpy(), ref, rtol=1e-3,
+                                   atol=1e-3 * scale * np.abs(ref).max())
+
+
+@pytest.mark.skipif(torch is None, reason="needs PyTorch")
 def test_batch_norm_without_running_stats_vs_torch():
     x = _rand(6, 2, 3)
     fx, tx = _t(x, True), to_torch(x, True)

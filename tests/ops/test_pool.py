@@ -81,6 +81,51 @@ def test_max_pool2d_matches_loops(k, s, p, d, ceil):
     assert idx.dtype == flow.int64
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+@pytest.mark.parametrize("k,s,p,d,ceil", [(2, 2, 0, 1, False), (3, 2, 1, 1, True),
+                                          (2, 1, 1, 2, False), (3, 1, 1, 1, False)])
+def test_max_pool2d_ties_take_the_first_position(dtype, k, s, p, d, ceil):
+    # the running maximum over kernel positions keeps the first of equal values, as argmax
+    x = RNG.integers(-2, 2, (2, 3, 7, 8)).astype(dtype)
+    val, idx = flow.max_pool2d(flow.tensor(x), k, s, p, d, ceil, return_indices=True)
+    rv, ri = max_pool2d_ref(x.astype(np.float64), k, s, p, d, ceil)
+    np.testing.assert_array_equal(val.numpy(), rv.astype(dtype))
+    np.testing.assert_array_equal(idx.numpy(), ri)
+
+
+def test_max_pool2d_integer_minimum_beside_padding():
+    # the padding holds the dtype's minimum; an input equal to it must still get an in-plane index
+    x = RNG.integers(-3, 3, (1, 2, 5, 6)).astype(np.int32)
+    x[0, 0, :2, :3] = np.iinfo(np.int32).min
+    val, idx = flow.max_pool2d(flow.tensor(x), 3, 2, 1, return_indices=True)
+    rv, _ = max_pool2d_ref(x.astype(np.float64), 3, 2, 1)
+    np.testing.assert_array_equal(val.numpy(), rv.astype(np.int32))
+    planes = x.reshape(2, -1)
+    picked = np.take_along_axis(planes, idx.numpy().reshape(2, -1), axis=1)
+    np.testing.assert_array_equal(picked.reshape(val.shape), val.numpy())
+
+
+@pytest.mark.skipif(torch is None, reason="needs PyTorch")
+def test_max_pool_non_finite_and_large_kernels_vs_torch():
+    x = _rand(2, 3, 7, 8).astype(np.float32)
+    x[0, 0, 1, 1] = x[1, 2, 4, 5] = np.inf
+    x[0, 1, :4, :4] = -np.inf  # a window of -inf only, next to the -inf padding
+    tv, ti = torch.nn.functional.max_pool2d(torch.tensor(x), 3, 2, 1, return_indices=True)
+    val, idx = flow.max_pool2d(flow.tensor(x), 3, 2, 1, return_indices=True)
+    np.testing.assert_array_equal(val.numpy(), tv.numpy())
+    finite = np.isfinite(tv.numpy())  # among equal -inf, PyTorch and argmax may differ
+    np.testing.assert_array_equal(idx.numpy()[finite], ti.numpy()[finite])
+    x[1, 1, 2, 3] = np.nan
+    val = flow.max_pool2d(flow.tensor(x), 3, 2, 1).numpy()
+    np.testing.assert_array_equal(val, torch.nn.functional.max_pool2d(torch.tensor(x), 3, 2, 1))
+    # 7x7x7 = 343 kernel positions: more than the running maximum's uint8 position counter
+    x = _rand(1, 2, 8, 9, 8)
+    tv, ti = torch.nn.functional.max_pool3d(torch.tensor(x), 7, 1, 3, return_indices=True)
+    val, idx = flow.max_pool3d(flow.tensor(x), 7, 1, 3, return_indices=True)
+    np.testing.assert_array_equal(val.numpy(), tv.numpy())
+    np.testing.assert_array_equal(idx.numpy(), ti.numpy())
+
+
 @pytest.mark.parametrize("k,s,p,ceil,inc", [(2, 2, 0, False, True), (3, 2, 1, False, True),
                                             (3, 2, 1, False, False), (3, 2, 1, True, True),
                                             (3, 2, 1, True, False), (2, 3, 1, True, True)])
@@ -134,6 +179,11 @@ TORCH_CASES = [
     ("max_pool2d", (3,), dict(stride=1, padding=1)),  # overlapping windows share maxima
     ("max_pool1d", (3,), dict(stride=2, padding=1, return_indices=True)),
     ("max_pool3d", (2,), dict(stride=1, padding=1)),
+    # windows that do not overlap: the gradient is a plain scatter (the grad op's disjoint attr)
+    ("max_pool2d", (2,), dict(stride=2)),
+    ("max_pool2d", (2,), dict(stride=3, padding=1, ceil_mode=True, return_indices=True)),
+    ("max_pool2d", ((2, 3),), dict(stride=(3, 5), padding=1, dilation=2)),
+    ("max_pool3d", (2,), dict(stride=2, padding=1)),
     ("avg_pool2d", (3,), dict(stride=2, padding=1, count_include_pad=False)),
     ("avg_pool2d", ((3, 2),), dict(stride=(2, 3), padding=1, ceil_mode=True)),
     ("avg_pool2d", (3,), dict(stride=2, padding=1, divisor_override=4)),
@@ -165,6 +215,7 @@ def test_pool_unbatched_vs_torch():
 def test_pool_gradcheck():
     x = _rand(1, 2, 5, 6)
     gradcheck(lambda t: flow.max_pool2d(t, 3, 2, 1), x)
+    gradcheck(lambda t: flow.max_pool2d(t, 2, 2, 1), x)  # disjoint windows
     gradcheck(lambda t: flow.avg_pool2d(t, 3, 2, 1, True, False), x)
     gradcheck(lambda t: flow.adaptive_avg_pool2d(t, (2, 4)), x)
     gradcheck(lambda t: flow.avg_pool1d(t, 2, 1, 1), _rand(2, 2, 5))
