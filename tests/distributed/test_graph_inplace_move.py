@@ -138,3 +138,11 @@ def test_gradient_through_in_place_global_ops_equals_eager_global():
         num[i] = (f(wv + d) - f(wv - d)) / (2 * eps)
     np.testing.assert_allclose(wv - wb, num, rtol=1e-6, atol=1e-6)
     assert la == pytest.approx((h * h).sum(), rel=1e-12)
+
+
+@needs_mpi
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("executor", ["actors", "vm"])
+def test_moves_between_placements_sharing_ranks_train_like_one_process(executor):
+    code, _, out = run_ranks(2, "graph_move_shared.py", executor, timeout=290)
+    _ok(code, out, 2)
