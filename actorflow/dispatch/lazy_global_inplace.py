@@ -48,8 +48,9 @@ def _to_layout(interp, r: Tensor, t: Tensor, op_name: str) -> Tensor:
 
 
 def _assign(interp, eager: Tensor, value: Tensor) -> Tensor:
-    """Write global lazy ``value`` (laid out as ``eager``) into eager global state ``eager`` at
-    run time; the lazy tensor later reads of ``eager`` in this trace see."""
+    """Write global lazy ``value`` into eager state ``eager`` at run time (global, laid out as
+    ``value``; or local, e.g. a GradScaler's scale: ``value`` is then broadcast); the lazy
+    tensor later reads of ``eager`` in this trace see."""
     from actorflow.dispatch.lazy_global import global_tags
 
     tr = interp.tracer
@@ -62,9 +63,9 @@ def _assign(interp, eager: Tensor, value: Tensor) -> Tensor:
         return fresh
     start = len(tr.job.ops)
     tr._assign(eager, value)
-    sbp = nd_attrs(eager.sbp)
+    sbp = nd_attrs(value._h.sbp)
     for conf in tr.job.ops[start:]:
-        conf.tags["global"] = global_tags(eager.placement, (sbp, sbp), (), [])
+        conf.tags["global"] = global_tags(value._h.placement, (sbp, sbp), (), [])
     return tr.lazy_of(eager)
 
 
@@ -91,7 +92,7 @@ def write_in_place(interp, op, inputs: list, attrs: dict, out: list, record_: bo
             t._h = r._h
             t._vc[0] += 1
             written.append(t)
-        else:  # eager global state used directly
+        else:  # eager state used directly (a local one counts as broadcast)
             written.append(_assign(interp, t, r))
     return list(out), saved, written
 

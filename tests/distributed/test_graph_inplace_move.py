@@ -146,3 +146,53 @@ def test_gradient_through_in_place_global_ops_equals_eager_global():
 def test_moves_between_placements_sharing_ranks_train_like_one_process(executor):
     code, _, out = run_ranks(2, "graph_move_shared.py", executor, timeout=290)
     _ok(code, out, 2)
+
+
+@needs_mpi
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("executor", ["actors", "vm"])
+def test_amp_data_and_tensor_parallel_graphs_close_to_one_process_amp(executor):
+    code, _, out = run_ranks(2, "graph_amp.py", executor, timeout=290)
+    _ok(code, out, 2)
+
+
+@pytest.mark.timeout(60)
+def test_amp_global_graph_in_one_process_equals_local_amp_graph():
+    # the float16 GradScaler's in-place updates of its (local) state run in the global Job;
+    # the AMP casts carry placement and sbp
+    pl = flow.placement("cpu", ranks=[0])
+    rng = np.random.default_rng(7)
+    xv = rng.standard_normal((6, 4)).astype(np.float32)
+
+    def train(glob: bool):
+        flow.manual_seed(2)
+        m = nn.Sequential(nn.Linear(4, 5), nn.ReLU(), nn.Linear(5, 2))
+        x = flow.tensor(xv)
+        if glob:
+            m.to_global(placement=pl, sbp=flow.sbp.broadcast)
+            x = flow.tensor(xv, placement=pl, sbp=flow.sbp.split(0))
+
+        class Train(nn.Graph):
+            def __init__(self):
+                super().__init__()
+                self.m = m
+                self.add_optimizer(flow.optim.SGD(m.parameters(), lr=0.1))
+                self.config.enable_amp(True)
+
+            def build(self, x):
+                loss = (self.m(x) ** 2).mean()
+                loss.backward()
+                return loss
+
+        g = Train()
+        losses = [float(g(x).numpy()) for _ in range(3)]
+        return losses, [p.numpy() for p in m.parameters()], g
+
+    la, pa, _ = train(False)
+    lb, pb, g = train(True)
+    np.testing.assert_allclose(lb, la, rtol=1e-6)
+    for a, b in zip(pa, pb):
+        np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-7)
+    casts = [o for o in g.full_job.ops if "amp_cast" in o.name]
+    assert casts and all(o.tags["global"]["placement"] == "cpu:0" for o in casts)
+    assert any(o.op_type == "assign" and "_grad_scaler" in o.inputs[0] for o in g.full_job.ops)
