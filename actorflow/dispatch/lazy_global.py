@@ -23,8 +23,10 @@ tracing. Per call it
 Local tensors meeting global ones in a graph (learning rates, constants) count as broadcast.
 Placements may be n-d (``[[0, 1], [2, 3]]``: one sbp per hierarchy axis, tags such as
 ``"(S(0), B)"``). An op whose placement leaves out this rank is another pipeline stage's: it
-is not traced here (its outputs have no blob on this rank), and moves between (1-D)
-placements become send/recv ops (``actorflow.dispatch.lazy_move``).
+is not traced here (its outputs have no blob on this rank), and moves between placements
+become send/recv ops, or local copies on ranks of both (``actorflow.dispatch.lazy_move``).
+In-place calls run out of place and rebind the written tensor, keeping its sbp
+(``actorflow.dispatch.lazy_global_inplace``).
 The boxing ops of one traced Job use their own communicators (attr ``group``, made on the
 tracing thread when the Job first needs them; on an n-d placement one per hierarchy axis, of
 the ranks along it), so a graph's collectives never interleave with eager collectives or

@@ -196,3 +196,39 @@ def test_amp_global_graph_in_one_process_equals_local_amp_graph():
     casts = [o for o in g.full_job.ops if "amp_cast" in o.name]
     assert casts and all(o.tags["global"]["placement"] == "cpu:0" for o in casts)
     assert any(o.op_type == "assign" and "_grad_scaler" in o.inputs[0] for o in g.full_job.ops)
+
+
+@pytest.mark.timeout(60)
+def test_in_place_misuse_in_a_global_graph_raises_as_eagerly():
+    pl = flow.placement("cpu", ranks=[0])
+    w = nn.Parameter(flow.randn(3, 3, placement=pl, sbp=flow.sbp.broadcast))
+
+    class Train(nn.Graph):
+        def __init__(self, f):
+            super().__init__()
+            self.h = nn.Module()
+            self.h.w = w
+            self.f = f
+            self.add_optimizer(flow.optim.SGD([w], lr=0.1))
+
+        def build(self, x):
+            loss = self.f(x, self.h.w)
+            loss.backward()
+            return loss
+
+    def overwrite_saved(x, w):   # relu_ saves its output, += then overwrites it
+        h = flow.matmul(x, w)
+        h.relu_()
+        h += x
+        return h.sum()
+
+    def write_leaf(x, w):
+        w.add_(1)
+        return (x * w).sum()
+
+    x = flow.randn(3, 3, placement=pl, sbp=flow.sbp.split(0))
+    with pytest.raises(RuntimeError, match="relu_backward: one of the tensors needed for "
+                                           "gradient computation has been modified"):
+        Train(overwrite_saved)(x)
+    with pytest.raises(RuntimeError, match="scalar_add_: a leaf tensor that requires grad"):
+        Train(write_leaf)(x)
