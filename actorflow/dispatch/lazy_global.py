@@ -23,8 +23,10 @@ tracing. Per call it
 Local tensors meeting global ones in a graph (learning rates, constants) count as broadcast.
 Placements may be n-d (``[[0, 1], [2, 3]]``: one sbp per hierarchy axis, tags such as
 ``"(S(0), B)"``). An op whose placement leaves out this rank is another pipeline stage's: it
-is not traced here (its outputs have no blob on this rank), and moves between (1-D)
-placements become send/recv ops (``actorflow.dispatch.lazy_move``).
+is not traced here (its outputs have no blob on this rank), and moves between placements
+become send/recv ops, or local copies on ranks of both (``actorflow.dispatch.lazy_move``).
+In-place calls run out of place and rebind the written tensor, keeping its sbp
+(``actorflow.dispatch.lazy_global_inplace``).
 The boxing ops of one traced Job use their own communicators (attr ``group``, made on the
 tracing thread when the Job first needs them; on an n-d placement one per hierarchy axis, of
 the ranks along it), so a graph's collectives never interleave with eager collectives or
@@ -371,11 +373,15 @@ class LazyGlobalInterpreter:
     def apply(self, op, inputs: list, attrs: dict, out: list | None, record_: bool):
         """``(results, node inputs, node outputs)``: see ``actorflow.dispatch.apply``."""
         if out is not None:
-            raise NotImplementedError(f"{op.name}: in-place writes into global tensors inside "
-                                      f"nn.Graph build() are not supported yet; use the "
-                                      f"out-of-place op")
+            return self._write_in_place(op, inputs, attrs, out, record_)
+        pl = self._placement(op, inputs)
+        gins = [self.as_global(op, t, pl) for t in inputs]
+        results = self._run(op, gins, attrs, pl, None)
+        return results, gins, results
+
+    def _placement(self, op, tensors: list) -> placement:
         pl = None
-        for t in inputs:
+        for t in tensors:
             p = getattr(t._h, "placement", None) if getattr(t._h, "is_global", False) else None
             if p is None:
                 continue
@@ -384,17 +390,28 @@ class LazyGlobalInterpreter:
             elif p != pl:
                 raise NotImplementedError(
                     f"nn.Graph: {op.name}: inputs are on different placements, {pl} and {p}: "
-                    f"moving a tensor between placements is not supported yet in a graph")
-        gins = [self.as_global(op, t, pl) for t in inputs]
+                    f"move one with to_global(placement=..., sbp=...) first")
+        return pl
+
+    def _run(self, op, gins: list, attrs: dict, pl: placement, keep: list | None) -> list:
+        """The op on global lazy ``gins`` out of place: boxing, the op on this rank's shards;
+        the global lazy results. ``keep``: the written tensors of an in-place call, whose sbp
+        a signature keeps if one can (else the caller boxes the results back)."""
         metas = infer(op, gins, attrs)
-        sig = gt.choose_signature(op, gins, attrs, None, metas, pl)
+        sig = None
+        if keep is not None:
+            try:
+                sig = gt.choose_signature(op, gins, attrs, keep, metas, pl)
+            except ValueError:
+                sig = None
+        if sig is None:
+            sig = gt.choose_signature(op, gins, attrs, None, metas, pl)
         coords = coords_of(pl, world().rank)
         tr = self.tracer
         if coords is None:  # another stage's op: not in this rank's Job (lazy_move.py)
-            results = [Tensor._from_handle(LazyGlobalBlob(tr, None, pl, tuple(
+            return [Tensor._from_handle(LazyGlobalBlob(tr, None, pl, tuple(
                 SbpParallel.from_attr(a) for a in sig.outs[k])), tuple(m[0]), m[1])
                 for k, m in enumerate(metas)]
-            return results, gins, results
         shards = []
         for i, (t, s) in enumerate(zip(gins, sig.ins)):
             if nd_attrs(t.sbp) != s:
@@ -414,7 +431,14 @@ class LazyGlobalInterpreter:
                     f"{op.name}: SBP signature {sig.ins} -> {sig.outs} gave a shard of shape "
                     f"{tuple(locals_[k]._shape)} for a logical output of shape {tuple(m[0])}")
             results.append(global_lazy(tr, locals_[k]._h.name, pl, sig.outs[k], m[0], m[1]))
-        return results, gins, results
+        return results
+
+    def _write_in_place(self, op, inputs: list, attrs: dict, out: list, record_: bool):
+        """An in-place call in a global Job is the op out of place (``lazy_global_inplace``)."""
+        # late: the in-place half lives in its own module
+        from actorflow.dispatch.lazy_global_inplace import write_in_place
+
+        return write_in_place(self, op, inputs, attrs, out, record_)
 
 
 # ---- what a Job's boxing costs ------------------------------------------------------------------

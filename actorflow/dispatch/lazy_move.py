@@ -5,10 +5,14 @@ which moves back) becomes, in each rank's physical Job:
 
 * on the source placement's ranks: the boxing to broadcast (``box_to``; tagged ``keep``, as
   the other source ranks read nothing of it but must take part), then on its first rank one
-  ``pipe_send`` per target rank;
+  ``pipe_send`` per target rank that is not a source rank;
 * on the target placement's ranks: a ``pipe_recv`` of the whole tensor from the source's first
-  rank, then the (local) boxing from broadcast to the target sbp;
+  rank - or, on a rank of both placements, which holds the whole tensor after the boxing
+  already, a local ``copy`` of it - then the (local) boxing from broadcast to the target sbp;
 * on other ranks: nothing; the result is a global lazy tensor with no shard here.
+
+So placements may share ranks (``[0, 1] -> [1]``, ``[0] -> [0, 1]``, ``[0, 1] -> [1, 0]``) and
+be n-d (broadcast is all-broadcast on every hierarchy axis).
 
 The transfer ops carry the transfer's number in the trace (every rank traces the same calls in
 the same order, also the calls of ops it does not run, so the numbers agree), which makes
@@ -17,8 +21,7 @@ them send/recv tasks (``compiler/transfer.py``), the runtime non-blocking transf
 (``runtime/transfer.py``); the reference executor runs the blocking kernels in Job order.
 
 Ops whose placement leaves out this rank are not traced here at all
-(``lazy_global.LazyGlobalInterpreter.apply``): each rank's Job holds its own stage. For now a
-move takes 1-D placements with no rank in common.
+(``lazy_global.LazyGlobalInterpreter.apply``): each rank's Job holds its own stage.
 """
 from __future__ import annotations
 
@@ -62,16 +65,9 @@ def move(t: Tensor, dst_pl: placement, sbp) -> Tensor:
     tr = h.tracer
     src_pl = h.placement
     sbp = as_sbp_tuple(sbp, "to_global")
-    if len(src_pl.hierarchy) != 1 or len(dst_pl.hierarchy) != 1 or len(sbp) != 1:
-        raise NotImplementedError(
-            f"nn.Graph: to_global: a move between placements (from {src_pl} to {dst_pl}, sbp "
-            f"{sbp}) takes 1-D placements only in a graph for now")
-    common = set(src_pl.flat_ranks) & set(dst_pl.flat_ranks)
-    if common:
-        raise NotImplementedError(
-            f"nn.Graph: to_global: moving a tensor of shape {tuple(t._shape)} from {src_pl} "
-            f"to {dst_pl}: placements sharing ranks {sorted(common)} are not supported yet "
-            f"in a graph (use placements with no rank in common, as pipeline stages)")
+    if len(sbp) != len(dst_pl.hierarchy):
+        raise ValueError(f"nn.Graph: to_global with {len(sbp)} sbp on placement {dst_pl} of "
+                         f"hierarchy {dst_pl.hierarchy}: give one sbp per hierarchy axis")
     number = tr.__dict__.get("_n_moves", 0)
     tr.__dict__["_n_moves"] = number + 1
     if number >= _MAX_TRANSFERS:
@@ -79,40 +75,55 @@ def move(t: Tensor, dst_pl: placement, sbp) -> Tensor:
                                   f"placements in one graph")
     interp = interpreter_for(tr)
     rank = world().rank
-    root = src_pl.flat_ranks[0]
+    src_ranks, dst_ranks = src_pl.flat_ranks, dst_pl.flat_ranks
+    root = src_ranks[0]
+    whole_src, whole_dst = (B,) * len(src_pl.hierarchy), (B,) * len(dst_pl.hierarchy)
     dst = nd_attrs(sbp)
     reason = f"to_global in {scope.current_path() or 'build'}"
     shape, dtype = tuple(t._shape), t.dtype
     common_attrs = {"tag": number * TAG_SPAN}
     blob = None
-    if rank in src_pl.flat_ranks:
+    full_dst = None  # the whole tensor on this rank as a tensor of the target placement
+    if rank in src_ranks:
         start = len(tr.job.ops)
-        full = interp.box_to(t, (B,), reason) if nd_attrs(h.sbp) != (B,) else t
+        full = interp.box_to(t, whole_src, reason) if nd_attrs(h.sbp) != whole_src else t
         for conf in tr.job.ops[start:]:  # the other source ranks take part, read nothing
             conf.tags["keep"] = True
         if rank == root:
-            for peer in dst_pl.flat_ranks:
+            for peer in dst_ranks:
+                if peer in src_ranks:  # it has the whole tensor already
+                    continue
                 ranks = tuple(sorted((rank, peer)))
                 attrs = dict(common_attrs, peer=peer, ranks=ranks, group=_group(tr, ranks))
                 start = len(tr.job.ops)
                 tr.apply(registry.get("pipe_send"), [_shard(tr, full._h.name)], attrs, None,
                          False)
                 for conf in tr.job.ops[start:]:
-                    conf.tags["global"] = global_tags(src_pl, ((B,),), ((B,),), [(0,)])
+                    conf.tags["global"] = global_tags(src_pl, (whole_src,), (whole_src,),
+                                                      [(0,)])
                     conf.tags["transfer"] = {"to": peer, "bytes": t.numel() * dtype.itemsize,
                                              "reason": reason}
-    elif rank in dst_pl.flat_ranks:
+        if rank in dst_ranks:  # in both placements: a local copy onto the target
+            start = len(tr.job.ops)
+            got = tr.apply(registry.get("copy"), [_shard(tr, full._h.name)], {}, None,
+                           False)[0][0]
+            for conf in tr.job.ops[start:]:
+                conf.tags["global"] = global_tags(dst_pl, (whole_src,), (whole_dst,), [shape])
+            full_dst = got._h.name
+    elif rank in dst_ranks:
         ranks = tuple(sorted((rank, root)))
         attrs = dict(common_attrs, peer=root, ranks=ranks, group=_group(tr, ranks),
                      shape=shape, dtype=dtype.name)
         start = len(tr.job.ops)
         got = tr.apply(registry.get("pipe_recv"), [], attrs, None, False)[0][0]
         for conf in tr.job.ops[start:]:
-            conf.tags["global"] = global_tags(dst_pl, (), ((B,),), [shape])
+            conf.tags["global"] = global_tags(dst_pl, (), (whole_dst,), [shape])
             conf.tags["transfer"] = {"from": root, "bytes": t.numel() * dtype.itemsize,
                                      "reason": reason}
-        full = global_lazy(tr, got._h.name, dst_pl, (B,), shape, dtype)
-        out = interp.box_to(full, dst, reason) if dst != (B,) else full
+        full_dst = got._h.name
+    if full_dst is not None:
+        full = global_lazy(tr, full_dst, dst_pl, whole_dst, shape, dtype)
+        out = interp.box_to(full, dst, reason) if dst != whole_dst else full
         blob = out._h.name
     out = Tensor._from_handle(LazyGlobalBlob(tr, blob, dst_pl, tuple(sbp)), shape, dtype)
     gt._record("boxing_move", [t], [out], {"in_ranks": src_pl.flat_ranks,

@@ -15,7 +15,8 @@ keeps as white / black / gray lists):
 Each op's outputs are re-inferred from its new inputs, so shapes and dtypes stay consistent down
 the Job. One cast op is made per (blob, dtype) and reused by later readers (a weight is cast to
 half once and read by the forward and the backward matmul); a cast takes the tags of the op it
-was made for (phase, ``checkpointing``), so activation checkpointing recomputes it too.
+was made for (phase, ``checkpointing``), so activation checkpointing recomputes it too; in a
+distributed graph it runs on the shards, tagged with the placement and sbp of the blob it casts.
 Gradients of variables (``job.train["grads"]``) come back to the variable's dtype with a cast
 right after they are produced (a backward op), so accumulation and updates see float32.
 
@@ -66,6 +67,7 @@ def insert_casts(job: Job, low) -> Job:
         grad_vars.setdefault(blob, []).append(var)
     var_dtype = {o.name: o.outputs[0].dtype for o in job.ops_of_type("variable")}
     casts: dict = {}   # (blob, dtype) -> cast blob
+    layout: dict = {}  # blob -> (placement, sbp, logical shape) of a distributed graph's blob
     fixed: dict = {}   # half gradient blob -> its float32 cast (for non-backward readers)
     out: list = []
 
@@ -76,6 +78,10 @@ def insert_casts(job: Job, low) -> Job:
             return hit
         d = descs[blob]
         tags = {k: v for k, v in like.tags.items() if k in ("phase", "checkpointing", "stage")}
+        g = layout.get(blob)
+        if g is not None:  # a distributed graph's blob: the cast keeps its placement and sbp
+            tags["global"] = {"placement": g[0], "in": (g[1],), "out": (g[1],),
+                              "logical": (g[2],)}
         c = OpConf(unique_name(f"{split_blob(blob)[0]}-amp_cast_{to.name}", names), "cast", [blob],
                    {"dtype": to}, [BlobDesc(tuple(d.shape), to)], like.scope, tags=tags)
         out.append(c)
@@ -96,8 +102,11 @@ def insert_casts(job: Job, low) -> Job:
                 for d in (low, dt.float32):  # a cast made before this write would be stale
                     casts.pop((o.inputs[i], d), None)
         out.append(o)
+        g = o.tags.get("global")
         for i, d in enumerate(o.outputs):
             descs[o.out(i)] = d
+            if g is not None and i < len(g["out"]):
+                layout[o.out(i)] = (g["placement"], g["out"][i], g["logical"][i])
             blob = o.out(i)
             want = {var_dtype.get(v) for v in grad_vars.get(blob, ())}
             want.discard(None)

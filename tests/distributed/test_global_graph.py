@@ -242,13 +242,6 @@ def test_errors_name_the_op():
     with pytest.raises(ValueError, match="matmul: mixes a local tensor that requires grad"):
         Mixed()(flow.randn(5, 4, placement=pl, sbp=flow.sbp.split(0)))
 
-    class InPlace(nn.Graph):
-        def build(self, x):
-            return x.add_(1)
-
-    with pytest.raises(NotImplementedError, match="in-place writes into global tensors"):
-        InPlace()(flow.randn(5, 4, placement=pl, sbp=flow.sbp.split(0)))
-
 
 @needs_mpi
 @pytest.mark.timeout(300)
@@ -303,7 +296,7 @@ def test_nd_placement_in_one_process_graph_trains_like_eager():
 
 
 @pytest.mark.timeout(60)
-def test_moves_and_wrong_sbp_counts_are_refused_naming_them():
+def test_moves_to_nd_and_wrong_sbp_counts_naming_them():
     pl, pl2 = flow.placement("cpu", ranks=[0]), flow.placement("cpu", ranks=[[0]])
     bb = (flow.sbp.broadcast, flow.sbp.broadcast)
 
@@ -316,9 +309,16 @@ def test_moves_and_wrong_sbp_counts_are_refused_naming_them():
             return self.fn(x)
 
     x = flow.randn(5, 4, placement=pl, sbp=flow.sbp.split(0))
-    with pytest.raises(NotImplementedError, match=r"nn.Graph: to_global: a move between "
-                                                  r"placements .*1-D placements only"):
-        Fwd(lambda x: x.to_global(placement=pl2, sbp=bb))(x)   # a move to an n-d one
+    # a move to an n-d placement sharing rank 0: a local copy, no transfer
+    g = Fwd(lambda x: x.to_global(placement=pl2, sbp=(flow.sbp.broadcast, flow.sbp.split(1))))
+    y = g(x)
+    assert y.placement == pl2 and y.sbp == (flow.sbp.broadcast, flow.sbp.split(1))
+    np.testing.assert_array_equal(y.numpy(), x.numpy())
+    kinds = [o.op_type for o in g.forward_job.ops]
+    assert "copy" in kinds and not any(k.startswith("pipe_") for k in kinds), kinds
+    with pytest.raises(ValueError, match=r"to_global with 1 sbp on placement .* hierarchy "
+                                         r"\(1, 1\): give one sbp per hierarchy axis"):
+        Fwd(lambda x: x.to_global(placement=pl2, sbp=flow.sbp.broadcast))(x)
     with pytest.raises(ValueError, match=r"to_global with 2 sbp on placement .* hierarchy "
                                          r"\(1,\): give one sbp per hierarchy axis"):
         Fwd(lambda x: x.to_global(sbp=bb))(x)
