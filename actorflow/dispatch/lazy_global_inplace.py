@@ -30,8 +30,8 @@ def _old_identity(t: Tensor) -> Tensor:
 
 def _to_layout(interp, r: Tensor, t: Tensor, op_name: str) -> Tensor:
     """Result ``r`` as ``t`` is laid out and typed (the value ``t`` takes)."""
-    # late: functional sits above dispatch (it calls dispatch.apply)
     from actorflow.dispatch.lazy_global import LazyGlobalBlob
+    # late: functional sits above dispatch (it calls dispatch.apply)
     from actorflow.functional import cast
 
     want = nd_attrs(t.sbp)
