@@ -372,7 +372,8 @@ def test_uint8_plus_300_wraps_as_in_pytorch():
 WRAP_OPS = {
     "add": lambda x, s: x + s, "radd": lambda x, s: s + x, "sub": lambda x, s: x - s,
     "rsub": lambda x, s: s - x, "mul": lambda x, s: x * s, "floordiv": lambda x, s: x // s,
-    "rfloordiv": lambda x, s: s // x, "mod": lambda x, s: x % s, "and": lambda x, s: x & s,
+    "rfloordiv": lambda x, s: s // x, "mod": lambda x, s: x.remainder(s),
+    "fmod": lambda x, s: x.fmod(s), "and": lambda x, s: x & s,
     "or": lambda x, s: x | s, "xor": lambda x, s: x ^ s, "eq": lambda x, s: x == s,
     "gt": lambda x, s: x > s, "le": lambda x, s: x <= s, "rpow": lambda x, s: s ** x,
     "add_": lambda x, s: x.clone().add_(s), "mul_": lambda x, s: x.clone().mul_(s),
@@ -396,7 +397,7 @@ def test_integer_scalar_wraparound_matches_pytorch(dtype, values, scalars, op):
         x = flow.tensor(values, dtype=getattr(flow, dtype))
         tx = torch.tensor(values, dtype=getattr(torch, dtype))
     for s in scalars:
-        if op in ("floordiv", "mod", "rfloordiv", "rpow"):
+        if op in ("floordiv", "mod", "fmod", "rfloordiv", "rpow"):
             try:
                 ref = fn(tx, s)
             except (RuntimeError, ZeroDivisionError):
