@@ -37,9 +37,9 @@ class G(nn.Graph):
 
     def build(self, x, idx):
         h = self.fc0(x).to_global(placement=P1, sbp=B)
-        # the embedding is upstream of the gradient rank 1 sends back: when it fails, rank 0's
-        # receive of that gradient is left pending
-        loss = self.fc1(h + self.emb(idx).sum()).sum()
+        # the gradient rank 1 sends back depends on the embedding's value (through the square):
+        # when the embedding fails, rank 0's receive of that gradient is left pending
+        loss = (self.fc1(h + self.emb(idx).sum()) ** 2).sum()
         loss.backward()
         return loss
 
