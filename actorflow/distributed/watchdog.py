@@ -10,21 +10,22 @@ a different collective. The guards, installed when the program runs on several p
   non-zero.
 * ``wait(request, op, detail, group)``: how a distributed graph's collectives and transfers
   (ops with a ``group`` attr: the graph's own communicators) complete their non-blocking MPI
-  request: a short spin of ``Test``, then ``Test`` between sleeps growing to 2 ms, so a wait
-  does not take a core from compute. It leaves by raising ``RemoteRankError`` (the graph call
-  fails; the runtime aborts and its threads leave) when another rank's call of the same graph
-  failed (a failure notice, below), when the request passed ``ACTORFLOW_COMM_TIMEOUT``, or
-  when this thread's runtime already stopped. The runtime's transfer poller applies the same
-  tests (``abandon_error``) to the requests it watches.
+  request: a spin of ``Test`` for 2 ms, then ``Test`` between sleeps growing to 1 ms, so a
+  wait for a late peer does not take a core from compute. It leaves by raising
+  ``RemoteRankError`` (the graph call fails; the runtime aborts and its threads leave) when
+  another rank's call of the same graph failed (a failure notice, below), when the request
+  passed ``ACTORFLOW_COMM_TIMEOUT``, or when this thread's runtime already stopped. The
+  runtime's transfer poller applies the same tests (``abandon_error``) to the requests it
+  watches.
 * failure notices: a rank whose distributed graph call failed (``notify_failure``) sends the
   error's first line, the graph's communicator key and the call's number to every other rank
   on a communicator of its own. The watchdog thread receives them (every 50 ms) and marks the
   graph failed ("poisoned"): that graph's waits pending then, or started before this rank's
   own call of that number failed, raise naming the failing rank, its op and module path. A
-  notice of a call that failed on this rank too is dropped (both ranks already stopped, so a
-  program that catches the error on every rank carries on in step). A notice that comes while
-  a *blocking* guarded call is pending still aborts the job at once, as before (that call
-  cannot be left otherwise).
+  notice of a call that failed on this rank too is dropped (``call_failed``). The graph then
+  refuses later calls on every rank (``nn.graph.compiled``: an abandoned collective would pair
+  with the next call's). A notice that comes while a *blocking* guarded call is pending still
+  aborts the job at once, as before (that call cannot be left otherwise).
 * an exception hook: an uncaught exception on any rank is printed with the rank, then the job
   is aborted (MPI would otherwise wait in finalisation for ranks that will never come).
 
@@ -53,8 +54,10 @@ _notice_comm = None      # a duplicate of the world communicator, only for failu
 _sent: list = []         # the notices' send requests (kept until they complete)
 NOTICE_TAG = 31337
 POLL_S = 0.05            # how often the watchdog thread looks for notices and stuck calls
-SPIN_S = 0.0003          # a graph wait tests its request this long before it sleeps
-MAX_SLEEP_S = 0.002      # the longest sleep between two tests of a pending request
+# a graph wait tests its request this long before it sleeps (a blocking MPICH wait spins for
+# as long as it waits; 0.3 ms made a 2-rank DP step's tiny all-reduces several times slower)
+SPIN_S = 0.002
+MAX_SLEEP_S = 0.001      # the longest sleep between two tests of a pending request
 GRACE_S = 0.05           # a notice fails a wait whose request is still pending this long after
 # graph key -> {call: [text, arrived, answered]}: the failure notices of other ranks' calls of
 # that graph; ``answered``: when this rank's own call of that number (or a later one) failed,
