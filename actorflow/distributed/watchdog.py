@@ -207,6 +207,14 @@ def notify_failure(message: str, group: str | None = None, call: int = 0) -> Non
             _sent.append(comm.isend(note, dest=peer, tag=NOTICE_TAG))
 
 
+def _take_notice(key: str, call: int, text: str, arrived: float) -> None:
+    """Poison graph ``key`` with another rank's failure of its call ``call`` (dropped if this
+    rank's own call of that number failed too)."""
+    with _lock:
+        if call not in _failed_calls.get(key, ()):
+            _poison.setdefault(key, {}).setdefault(call, [text, arrived, None])
+
+
 def _receive_notices() -> None:
     """Take the failure notices that came: poison their graphs, and abort if a blocking call
     of this rank was already pending as one came."""
@@ -219,9 +227,7 @@ def _receive_notices() -> None:
         _, key, call, text = msg.recv()
         arrived = time.monotonic()
         if key is not None:
-            with _lock:
-                if call not in _failed_calls.get(key, ()):
-                    _poison.setdefault(key, {}).setdefault(call, [text, arrived, None])
+            _take_notice(key, call, text, arrived)
         waiting = [(op, d) for op, d, t0 in list(_calls.values()) if t0 < arrived]
         if waiting:
             op, detail = waiting[0]
