@@ -22,6 +22,15 @@ class KernelError(RuntimeError):
     issued_at = False
 
 
+class RemoteRankError(KernelError):
+    """A collective or transfer of a distributed graph call was abandoned: another rank's call
+    of the same graph failed (its failure notice names the rank, op and module path), or the
+    peer did not answer within ``ACTORFLOW_COMM_TIMEOUT``. ``from_notice`` is True in the
+    first case (this rank did not fail itself, so it sends no notice of its own)."""
+
+    from_notice = False
+
+
 def kernel_failure(op: str, path: str, shapes, exc: BaseException) -> KernelError:
     """The ``KernelError`` for ``exc`` raised by the kernel of ``op`` (its label), called in
     module ``path`` on inputs of ``shapes`` (None: unknown); chained to ``exc``."""
@@ -39,10 +48,12 @@ def with_issue_site(err: KernelError, stack_text: str, what: str = "op") -> Kern
     """``err`` with the user's call site appended (once)."""
     if err.issued_at:
         return err
-    new = KernelError(f"{err}\nThe {what} was issued at (most recent call last):\n"
+    new = type(err)(f"{err}\nThe {what} was issued at (most recent call last):\n"
                       f"{stack_text}".rstrip("\n"))
     new.__cause__ = err.__cause__ if err.__cause__ is not None else err
     new.issued_at = True
+    if isinstance(err, RemoteRankError):
+        new.from_notice = err.from_notice
     return new
 
 

@@ -1,18 +1,39 @@
-"""No wait between ranks is unbounded.
+"""No wait between ranks is unbounded, and a graph call that fails on one rank fails on all.
 
 With plain MPI a rank blocked in a collective waits forever when a peer died, raised, or issued
-a different collective. Two guards, installed when the program runs on several processes:
+a different collective. The guards, installed when the program runs on several processes:
 
-* ``guarded(op, detail)``: a context around each blocking MPI call. A watchdog thread checks
-  the call's age; past ``ACTORFLOW_COMM_TIMEOUT`` seconds (default 300) it prints which op, rank
-  and shapes were stuck and aborts the MPI job, so every rank exits non-zero.
+* ``guarded(op, detail)``: a context around each blocking MPI call (eager ``flow.comm`` and
+  eager global boxings, communicator creation, the caller thread's metadata exchanges). A
+  watchdog thread checks the call's age; past ``ACTORFLOW_COMM_TIMEOUT`` seconds (default 300)
+  it prints which op, rank and shapes were stuck and aborts the MPI job, so every rank exits
+  non-zero.
+* ``wait(request, op, detail, group)``: how a distributed graph's collectives and transfers
+  (ops with a ``group`` attr: the graph's own communicators) complete their non-blocking MPI
+  request: a spin of ``Test`` for 2 ms, then ``Test`` between sleeps growing to 1 ms, so a
+  wait for a late peer does not take a core from compute. It leaves by raising
+  ``RemoteRankError`` (the graph call fails; the runtime aborts and its threads leave) when
+  another rank's call of the same graph failed (a failure notice, below), when the request
+  passed ``ACTORFLOW_COMM_TIMEOUT``, or when this thread's runtime already stopped. The
+  runtime's transfer poller applies the same tests (``abandon_error``) to the requests it
+  watches.
+* failure notices: a rank whose distributed graph call failed (``notify_failure``) sends the
+  error's first line, the graph's communicator key and the call's number to every other rank
+  on a communicator of its own. The watchdog thread receives them (every 50 ms) and marks the
+  graph failed ("poisoned"): that graph's waits pending then, or started before this rank's
+  own call of that number failed, raise naming the failing rank, its op and module path. A
+  notice of a call that failed on this rank too is dropped (``call_failed``). The graph then
+  refuses later calls on every rank (``nn.graph.compiled``: an abandoned collective would pair
+  with the next call's). A notice that comes while a *blocking* guarded call is pending still
+  aborts the job at once, as before (that call cannot be left otherwise).
 * an exception hook: an uncaught exception on any rank is printed with the rank, then the job
   is aborted (MPI would otherwise wait in finalisation for ranks that will never come).
-* failure notices: a rank whose graph call failed (``notify_failure``) sends the error's first
-  line to every other rank on a communicator of its own; the watchdog thread polls for notices
-  and, when a blocking call of this rank was already pending as the notice came, aborts the job
-  at once naming the failing rank and op, instead of waiting for the timeout. (It cannot make
-  the blocked MPI call raise; a call started after the notice is left to complete.)
+
+Exit after an abandoned wait: its request may never complete. It is kept (with its buffers,
+so a late completion never writes into freed memory) in ``_abandoned`` until exit, and the
+process exits normally: MPICH's ``MPI_Finalize`` returns with such requests pending (its
+collectives and point-to-point requests on a duplicate communicator were checked), so a rank
+that caught the error exits 0 and one that did not goes through the exception hook.
 """
 from __future__ import annotations
 
@@ -21,6 +42,7 @@ import sys
 import threading
 import time
 
+from actorflow.errors import RemoteRankError
 from actorflow.settings import env_int
 
 TIMEOUT_VAR = "ACTORFLOW_COMM_TIMEOUT"
@@ -31,11 +53,30 @@ _world = None
 _notice_comm = None      # a duplicate of the world communicator, only for failure notices
 _sent: list = []         # the notices' send requests (kept until they complete)
 NOTICE_TAG = 31337
+POLL_S = 0.05            # how often the watchdog thread looks for notices and stuck calls
+# a graph wait tests its request this long before it sleeps (a blocking MPICH wait spins for
+# as long as it waits; 0.3 ms made a 2-rank DP step's tiny all-reduces several times slower)
+SPIN_S = 0.002
+MAX_SLEEP_S = 0.001      # the longest sleep between two tests of a pending request
+GRACE_S = 0.05           # a notice fails a wait whose request is still pending this long after
+# graph key -> {call: [text, arrived, answered]}: the failure notices of other ranks' calls of
+# that graph; ``answered``: when this rank's own call of that number (or a later one) failed,
+# after which waits started later ignore the notice
+_poison: dict = {}
+_failed_calls: dict = {}  # graph key -> numbers of this rank's failed calls (the latest ones)
+_lock = threading.Lock()
+_abandoned: list = []     # (request, buffers) of waits given up on, kept until exit
+_local = threading.local()  # .stopped: a callable, True once this thread's runtime stopped
 
 
 def timeout() -> float:
     """Seconds a blocking call between ranks may take (``ACTORFLOW_COMM_TIMEOUT``)."""
     return float(env_int(TIMEOUT_VAR, 300, minimum=1))
+
+
+def graph_of(group: str) -> str:
+    """The graph key of a graph's communicator key (its transfers' ``<key>_p2p`` included)."""
+    return group[:-4] if group.endswith("_p2p") else group
 
 
 class guarded:
@@ -55,6 +96,71 @@ class guarded:
         return False
 
 
+def _what(op: str, detail) -> str:
+    detail = detail() if callable(detail) else detail
+    return f"{op}{' ' + detail if detail else ''}"
+
+
+def set_stopped_check(fn) -> None:
+    """Make this thread's graph waits leave once ``fn()`` is True (its runtime stopped)."""
+    _local.stopped = fn
+
+
+def abandon_error(group: str, op: str, detail, started: float,
+                  limit: float) -> RemoteRankError | None:
+    """Why a graph wait on ``group`` pending since ``started`` (``time.monotonic``) must be
+    given up, or None (see the module docstring); ``limit``: ``timeout()``."""
+    now = time.monotonic()
+    notes = _poison.get(graph_of(group))
+    if notes:
+        for text, arrived, answered in list(notes.values()):
+            if now - arrived > GRACE_S and (answered is None or started < answered):
+                err = RemoteRankError(f"{_what(op, detail)} abandoned: {text}")
+                err.from_notice = True
+                return err
+    if now - started > limit:
+        return RemoteRankError(
+            f"{_what(op, detail)} did not complete in {now - started:.1f} s "
+            f"({TIMEOUT_VAR}={limit:g}): another rank failed, exited or issued a different "
+            f"collective")
+    stopped = getattr(_local, "stopped", None)
+    if stopped is not None and stopped():
+        return RemoteRankError(f"{_what(op, detail)} abandoned: the runtime stopped")
+    return None
+
+
+def abandon(request, keep=()) -> None:
+    """Keep ``request`` (never completed) and the buffers it uses alive until exit."""
+    _abandoned.append((request, keep))
+
+
+def wait(request, op: str, detail, group: str | None, keep=()) -> None:
+    """Complete the non-blocking MPI ``request`` of a collective or transfer (``keep``: the
+    buffers it uses). A graph's (``group``: its communicator key) raises ``RemoteRankError``
+    instead of waiting on for a peer that failed; without a group (eager) the wait is a
+    blocking ``guarded`` one. See the module docstring."""
+    if request.Test():
+        return
+    if group is None:
+        with guarded(op, detail):
+            request.Wait()
+        return
+    end = time.perf_counter() + SPIN_S
+    while time.perf_counter() < end:
+        if request.Test():
+            return
+    started, limit, delay = time.monotonic(), timeout(), 2e-5
+    while True:
+        time.sleep(delay)
+        if request.Test():
+            return
+        delay = min(delay * 2, MAX_SLEEP_S)
+        err = abandon_error(group, op, detail, started, limit)
+        if err is not None:
+            abandon(request, keep)
+            raise err
+
+
 def abort(message: str, code: int = 1) -> None:
     """Print ``message`` naming this rank and end every rank of the job."""
     rank = _world.rank if _world is not None else 0
@@ -70,46 +176,75 @@ def abort(message: str, code: int = 1) -> None:
     os._exit(code)
 
 
-def notify_failure(message: str) -> None:
-    """Tell every other rank that this rank failed (``message``: what failed); see the module
+def call_failed(group: str, call: int) -> None:
+    """Record that this rank's call number ``call`` of the graph of ``group`` failed: a notice
+    of that call (or an earlier one) no longer fails waits started from now on."""
+    key = graph_of(group)
+    with _lock:
+        calls = _failed_calls.setdefault(key, [])
+        calls.append(call)
+        del calls[:-64]
+        now = time.monotonic()
+        notes = _poison.get(key, {})
+        for c, note in list(notes.items()):
+            if note[2] is None and c <= call:
+                note[2] = now
+            elif note[2] is not None and now - note[2] > timeout() + 1:
+                del notes[c]   # no wait started before its answer is still pending
+
+
+def notify_failure(message: str, group: str | None = None, call: int = 0) -> None:
+    """Tell every other rank that this rank's call number ``call`` of the graph whose
+    communicator key is ``group`` failed (``message``: what failed); see the module
     docstring. Does nothing in one process."""
     comm = _notice_comm
     if comm is None:
         return
-    text = f"rank {_world.rank} failed: {message}"
+    note = (_world.rank, None if group is None else graph_of(group), call,
+            f"rank {_world.rank} failed: {message}")
     for peer in range(comm.Get_size()):
         if peer != comm.Get_rank():
-            _sent.append(comm.isend(text, dest=peer, tag=NOTICE_TAG))
+            _sent.append(comm.isend(note, dest=peer, tag=NOTICE_TAG))
 
 
-def _notice_abort() -> None:
-    """Abort if another rank's failure notice came while a blocking call here was pending."""
+def _take_notice(key: str, call: int, text: str, arrived: float) -> None:
+    """Poison graph ``key`` with another rank's failure of its call ``call`` (dropped if this
+    rank's own call of that number failed too)."""
+    with _lock:
+        if call not in _failed_calls.get(key, ()):
+            _poison.setdefault(key, {}).setdefault(call, [text, arrived, None])
+
+
+def _receive_notices() -> None:
+    """Take the failure notices that came: poison their graphs, and abort if a blocking call
+    of this rank was already pending as one came."""
     from mpi4py import MPI
 
-    status = MPI.Status()
-    while _notice_comm.iprobe(source=MPI.ANY_SOURCE, tag=NOTICE_TAG, status=status):
-        text = _notice_comm.recv(source=status.Get_source(), tag=NOTICE_TAG)
+    while True:
+        msg = _notice_comm.improbe(source=MPI.ANY_SOURCE, tag=NOTICE_TAG)
+        if msg is None:
+            return
+        _, key, call, text = msg.recv()
         arrived = time.monotonic()
+        if key is not None:
+            _take_notice(key, call, text, arrived)
         waiting = [(op, d) for op, d, t0 in list(_calls.values()) if t0 < arrived]
         if waiting:
             op, detail = waiting[0]
-            detail = detail() if callable(detail) else detail
-            abort(f"{op}{' ' + detail if detail else ''} abandoned: {text}; aborting every "
-                  "rank")
+            abort(f"{_what(op, detail)} abandoned: {text}; aborting every rank")
 
 
 def _watch() -> None:
     while True:
-        time.sleep(0.2)
+        time.sleep(POLL_S)
         if _notice_comm is not None:
-            _notice_abort()
+            _receive_notices()
         limit = timeout()
         now = time.monotonic()
         stuck = [(op, d, now - t0) for op, d, t0 in list(_calls.values()) if now - t0 > limit]
         if stuck:
             op, detail, age = stuck[0]
-            detail = detail() if callable(detail) else detail
-            abort(f"{op}{' ' + detail if detail else ''} did not complete in {age:.1f} s "
+            abort(f"{_what(op, detail)} did not complete in {age:.1f} s "
                   f"({TIMEOUT_VAR}={limit:g}): another rank failed, exited or issued a "
                   f"different collective; aborting every rank")
 

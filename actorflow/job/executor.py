@@ -27,7 +27,7 @@ import threading
 
 import numpy as np
 
-from actorflow.errors import kernel_failure
+from actorflow.errors import RemoteRankError, kernel_failure
 from actorflow.job.job import Job
 from actorflow.job.schedule import STAGES, accumulation_steps, draw_seeds, seed_draw_order, \
     stage_of
@@ -208,6 +208,8 @@ class ReferenceExecutor(Executor):
                 ctx.fut.wrote_state = True
             try:
                 s.kernel(ins, outs, attrs)
+            except RemoteRankError:   # another rank failed: its error, as it is
+                raise
             except Exception as e:
                 conf = s.conf
                 raise kernel_failure(f"{conf.op_type} (op {conf.name})", conf.scope,

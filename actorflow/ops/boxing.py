@@ -81,26 +81,71 @@ def _comm(attrs: dict):
     return groups.comm_for(attrs["ranks"], attrs.get("group"))
 
 
-def _guard(name: str, x: np.ndarray):
+def _detail(x: np.ndarray):
+    return lambda: f"shard {tuple(x.shape)} {x.dtype}"
+
+
+def _wait(request, name: str, x: np.ndarray, attrs: dict, keep) -> None:
     # late: the watchdog belongs to the distributed layer, above the ops
     from actorflow.distributed import watchdog
-    return watchdog.guarded(name, f"shard {tuple(x.shape)} {x.dtype}")
+    watchdog.wait(request, name, _detail(x), attrs.get("group"), keep)
 
 
-def _allgather(name: str, x: np.ndarray, attrs: dict) -> list:
+def _bytes(a: np.ndarray) -> np.ndarray:
+    """``a`` (contiguous) as flat bytes: every dtype (half types, bool) travels as MPI.BYTE."""
+    return np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+
+
+def _layout(shapes: list, dtype) -> tuple:
+    """(byte counts, byte offsets) of arrays of ``shapes`` laid end to end."""
+    counts = [int(np.prod(s, dtype=np.int64)) * dtype.itemsize for s in shapes]
+    return counts, [int(v) for v in np.cumsum([0] + counts[:-1])]
+
+
+def _unpack(buf: np.ndarray, shapes: list, offsets: list, counts: list, dtype) -> list:
+    return [buf[o:o + c].view(dtype).reshape(s) for s, o, c in zip(shapes, offsets, counts)]
+
+
+def _allgather(name: str, x: np.ndarray, attrs: dict, shapes: list | None = None) -> list:
+    """Every rank's ``x`` (their ``shapes``; default: all of ``x``'s), through a non-blocking
+    all-gather completed by the watchdog's wait (a graph's raises if another rank failed)."""
     c = _comm(attrs)
     if c is None:
         return [x]
-    with _guard(name, x):
-        return c.allgather(np.ascontiguousarray(x))
+    from mpi4py import MPI
+
+    n = c.Get_size()
+    shapes = shapes or [tuple(x.shape)] * n
+    if tuple(shapes[c.Get_rank()]) != tuple(x.shape):
+        raise OpError(f"{name}: this rank's shard is {tuple(x.shape)}, expected "
+                      f"{tuple(shapes[c.Get_rank()])}")
+    send = _bytes(x)
+    counts, offsets = _layout(shapes, x.dtype)
+    recv = np.empty(sum(counts), np.uint8)
+    if len(set(counts)) == 1:
+        req = c.Iallgather([send, MPI.BYTE], [recv, MPI.BYTE])
+    else:
+        req = c.Iallgatherv([send, MPI.BYTE], [recv, counts, offsets, MPI.BYTE])
+    _wait(req, name, x, attrs, (send, recv))
+    return _unpack(recv, shapes, offsets, counts, x.dtype)
 
 
-def _alltoall(name: str, pieces: list, attrs: dict) -> list:
+def _alltoall(name: str, pieces: list, shapes: list, attrs: dict) -> list:
+    """The pieces every rank sent this one (``shapes``: theirs), for ``pieces`` (one per
+    rank), through a non-blocking all-to-all (see ``_allgather``)."""
     c = _comm(attrs)
     if c is None:
         return pieces
-    with _guard(name, pieces[0]):
-        return c.alltoall([np.ascontiguousarray(p) for p in pieces])
+    from mpi4py import MPI
+
+    dtype = pieces[0].dtype
+    send = np.concatenate([_bytes(p) for p in pieces])
+    scounts, soffsets = _layout([p.shape for p in pieces], dtype)
+    rcounts, roffsets = _layout(shapes, dtype)
+    recv = np.empty(sum(rcounts), np.uint8)
+    req = c.Ialltoallv([send, scounts, soffsets, MPI.BYTE], [recv, rcounts, roffsets, MPI.BYTE])
+    _wait(req, name, pieces[0], attrs, (send, recv))
+    return _unpack(recv, shapes, roffsets, rcounts, dtype)
 
 
 def _sum(parts: list, out: np.ndarray) -> None:
@@ -145,7 +190,9 @@ def _sbp_value(attr: tuple) -> SbpParallel:
 
 
 def _s_to_b(ins, outs, attrs):
-    parts = _allgather("boxing S->B (all-gather)", ins[0], attrs)
+    n, d = len(attrs["ranks"]), attrs["in_dim"]
+    shapes = [shard_shape(attrs["shape"], S(d), n, k) for k in range(n)]
+    parts = _allgather("boxing S->B (all-gather)", ins[0], attrs, shapes)
     outs[0][...] = np.concatenate(parts, axis=attrs["in_dim"])
 
 
@@ -168,8 +215,9 @@ def _pm_to_b(ins, outs, attrs):
 def _p_to_s(ins, outs, attrs):
     n, d = len(attrs["ranks"]), attrs["out_dim"]
     x = ins[0]
+    mine = shard_shape(x.shape, S(d), n, attrs["index"])
     parts = _alltoall("boxing P->S (reduce-scatter)", [_piece(x, d, n, k) for k in range(n)],
-                      attrs)
+                      [mine] * n, attrs)
     _sum(parts, outs[0])
 
 
@@ -186,8 +234,10 @@ def _b_to_p(ins, outs, attrs):
 
 def _s_to_s(ins, outs, attrs):
     n, i, j = len(attrs["ranks"]), attrs["in_dim"], attrs["out_dim"]
-    x = ins[0]
-    parts = _alltoall("boxing S->S (all-to-all)", [_piece(x, j, n, k) for k in range(n)], attrs)
+    x, me, shape = ins[0], attrs["index"], attrs["shape"]
+    shapes = [shard_shape(shard_shape(shape, S(i), n, k), S(j), n, me) for k in range(n)]
+    parts = _alltoall("boxing S->S (all-to-all)", [_piece(x, j, n, k) for k in range(n)],
+                      shapes, attrs)
     outs[0][...] = np.concatenate(parts, axis=i)
 
 
@@ -230,9 +280,14 @@ def _(ins, outs, attrs):
     if c is None:
         outs[0][...] = ins[0]
         return
-    with _guard("boxing move (broadcast to another placement)", outs[0]):
-        got = c.bcast(np.ascontiguousarray(ins[0]) if root else None, root=0)
-    outs[0][...] = got
+    out = outs[0]
+    buf = np.ascontiguousarray(ins[0]) if root else np.empty(out.shape, out.dtype)
+    if buf.shape != out.shape:
+        raise OpError(f"boxing_move: the root's input is {buf.shape}, the output {out.shape}")
+    wire = _bytes(buf)
+    req = c.Ibcast(wire, root=0)
+    _wait(req, "boxing move (broadcast to another placement)", out, attrs, (wire,))
+    out[...] = buf
 
 
 @boxing_move.grad

@@ -8,8 +8,9 @@ the pair uses, ``group`` names the graph's own), ``tag`` (the transfer's number 
 times ``TAG_SPAN``: it identifies the register's transfer; the runtime adds the iteration),
 ``shape`` and ``dtype`` (recv). Both have the trait ``transfer``: never folded or removed,
 and the compiler makes them send/recv tasks on the rank's ``p2p`` stream, whose actors post
-non-blocking MPI calls (``actorflow.runtime.transfer``). The kernels here are the blocking
-form the reference executor (ops in Job order) runs, through the watchdog. ``pipe_send``'s
+non-blocking MPI calls (``actorflow.runtime.transfer``). The kernels here are the form the
+reference executor (ops in Job order) runs: a non-blocking call completed by
+``watchdog.wait`` (it raises if another rank's call of the graph failed). ``pipe_send``'s
 output is an empty marker (the register that tells the iteration the transfer is done).
 """
 from __future__ import annotations
@@ -34,11 +35,11 @@ def comm_and_peer(attrs: dict):
     return c, list(attrs["ranks"]).index(int(attrs["peer"]))
 
 
-def _guard(what: str, attrs: dict, a: np.ndarray):
+def _wait(request, what: str, attrs: dict, a: np.ndarray) -> None:
     # late: the watchdog belongs to the distributed layer, above the ops
     from actorflow.distributed import watchdog
-    return watchdog.guarded(what, f"to/from rank {attrs['peer']} tag {attrs['tag']} "
-                                  f"{tuple(a.shape)} {a.dtype}")
+    watchdog.wait(request, what, lambda: f"to/from rank {attrs['peer']} tag {attrs['tag']} "
+                                         f"{tuple(a.shape)} {a.dtype}", attrs.get("group"), (a,))
 
 
 pipe_send = register(
@@ -58,8 +59,7 @@ def _(ins, outs, attrs):
     if c is None:
         raise OpError("pipe_send: a transfer between ranks needs several processes")
     a = np.ascontiguousarray(ins[0])
-    with _guard("pipe_send", attrs, a):
-        c.Send(a, dest=peer, tag=int(attrs["tag"]))
+    _wait(c.Isend(a, dest=peer, tag=int(attrs["tag"])), "pipe_send", attrs, a)
 
 
 @pipe_send.sbp
@@ -86,8 +86,7 @@ def _(ins, outs, attrs):
         raise OpError("pipe_recv: a transfer between ranks needs several processes")
     out = outs[0]
     buf = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
-    with _guard("pipe_recv", attrs, buf):
-        c.Recv(buf, source=peer, tag=int(attrs["tag"]))
+    _wait(c.Irecv(buf, source=peer, tag=int(attrs["tag"])), "pipe_recv", attrs, buf)
     if buf is not out:
         out[...] = buf
 

@@ -24,7 +24,7 @@ from actorflow.compiler.task_id import thread_id_of
 from actorflow.runtime.buffer import BufferStatus
 from actorflow.runtime.message import ACK, EORD, REGST, START
 from actorflow.runtime.regst import make_regsts
-from actorflow.errors import KernelError, UnboundVariableError, kernel_failure
+from actorflow.errors import KernelError, RemoteRankError, UnboundVariableError, kernel_failure
 from actorflow.tensor import unsynced_array
 
 
@@ -205,6 +205,8 @@ class KernelActor(Actor):
                 fut.wrote_state = True
         try:
             self.kernel(arrays, out.arrays, attrs)
+        except RemoteRankError:   # another rank failed: its error, as it is
+            raise
         except Exception as e:
             raise self.fail(e, arrays) from e
 

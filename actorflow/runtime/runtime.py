@@ -10,7 +10,10 @@ Several calls may be in flight.
 actor sends EORD, every actor leaves once its producers sent EORD and its registers came back,
 then each thread gets STOP_THREAD and is joined. A kernel error (or any exception on an actor
 thread) calls ``abort``: buffers close, every pending call fails with the error, threads are
-woken and stop; nothing waits forever.
+woken and stop; nothing waits forever. In a distributed graph a failure on another rank comes
+the same way: the collective or transfer waiting for that rank raises ``RemoteRankError``
+(``distributed.watchdog``) and this runtime aborts with it; a thread waiting in such a
+collective leaves once the runtime aborted.
 """
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ import threading
 from collections import deque
 
 from actorflow.compiler.task_id import describe_thread
+from actorflow.distributed import watchdog
 from actorflow.runtime.message import CONSTRUCT_ACTOR, STOP_THREAD
 
 
@@ -41,6 +42,8 @@ class ActorThread:
         self.ident = threading.get_ident()
         self.rt.thread_started(self)
         local, channel, actors, rt = self.local, self.channel, self.actors, self.rt
+        # a graph collective waiting on this thread leaves once the runtime aborted
+        watchdog.set_stopped_check(lambda: rt.aborted)
         try:
             while True:
                 if local:

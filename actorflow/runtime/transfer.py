@@ -16,8 +16,11 @@ The tag of a message is the transfer's number (``attrs["tag"]``, a multiple of `
 plus the iteration (and micro-batch) modulo ``TAG_SPAN``, so both sides name the same register
 of the same iteration. One ``TransferPoller`` thread per runtime tests the posted requests and
 wakes the actor (a ``START`` message carrying the request) on its own thread when one
-completes; a request pending past ``ACTORFLOW_COMM_TIMEOUT`` makes the watchdog abort every
-rank, naming the transfer, so a rank that failed never leaves the other one waiting.
+completes. A request pending past ``ACTORFLOW_COMM_TIMEOUT``, or when another rank's call of
+the graph failed (its failure notice, ``distributed.watchdog``), aborts the runtime with a
+``RemoteRankError`` naming the transfer and the failing rank: the pending graph calls raise
+it and the runtime's threads leave, so a rank that failed never leaves the other one waiting.
+Requests given up on are kept with their buffers until exit (``watchdog.abandon``).
 """
 from __future__ import annotations
 
@@ -40,17 +43,22 @@ class TransferPoller:
 
     def __init__(self, rt):
         self.rt = rt
-        self.pending: list = []   # [request, actor, token, what, posted at]
+        self.pending: list = []   # [request, actor, token, what, posted at, group]
         self.cond = threading.Condition()
         self.thread = threading.Thread(target=self._run, name="actorflow-p2p-poller",
                                        daemon=True)
         self.thread.start()
 
-    def add(self, request, actor, token, what: str) -> None:
-        """Watch ``request``; when it completes, wake ``actor`` with ``token``."""
+    def add(self, request, actor, token, what: str, group: str) -> None:
+        """Watch ``request`` (on the communicator ``group`` of the graph); when it completes,
+        wake ``actor`` with ``token``."""
         with self.cond:
-            self.pending.append([request, actor, token, what, time.monotonic()])
+            self.pending.append([request, actor, token, what, time.monotonic(), group])
             self.cond.notify()
+
+    def _give_up(self, work: list) -> None:
+        for w in work:
+            watchdog.abandon(w[0], w[2])
 
     def _run(self) -> None:
         rt = self.rt
@@ -62,22 +70,24 @@ class TransferPoller:
                     self.cond.wait(0.05)
                 work = list(self.pending)
             if rt.aborted:
+                self._give_up(work)
                 return
             done = [w for w in work if w[0].Test()]
             if done:
                 with self.cond:
                     for w in done:
                         self.pending.remove(w)
-                for _, actor, token, _, _ in done:
+                for _, actor, token, _, _, _ in done:
                     rt.threads[thread_id_of(actor.id)].enqueue((START, actor.id, actor.id,
                                                                  token))
                 continue
-            now, limit = time.monotonic(), watchdog.timeout()
-            for _, _, _, what, t0 in work:
-                if now - t0 > limit:
-                    watchdog.abort(f"{what} did not complete in {now - t0:.1f} s "
-                                   f"({watchdog.TIMEOUT_VAR}={limit:g}): the other rank failed "
-                                   f"or exited; aborting every rank")
+            limit = watchdog.timeout()
+            for _, _, _, what, t0, group in work:
+                err = watchdog.abandon_error(group, what, "", t0, limit)
+                if err is not None:
+                    self._give_up(work)
+                    rt.abort(err)
+                    return
             time.sleep(0.0002)
 
 
@@ -139,7 +149,7 @@ class _TransferActor(Actor):
         verb = "send" if isinstance(self, SendActor) else "receive"
         self.poller.add(req, self, rec, f"{verb} {self.task.op_name} (rank "
                                         f"{self.task.attrs['peer']}, tag {tag}, iteration "
-                                        f"{first.piece})")
+                                        f"{first.piece})", self.task.attrs.get("group") or "")
 
     def post(self, ins: list, out, tag: int):
         """Post the non-blocking call; ``(request, buffer it uses)``."""

@@ -122,6 +122,52 @@ def test_a_failing_rank_stops_every_rank_in_bounded_time(mode, expect):
     assert "finished" not in out or mode == "exit", out
 
 
+class _Request:
+    """A stand-in for an MPI request that completes at its ``n``-th test (never if None)."""
+
+    def __init__(self, n):
+        self.n, self.tests = n, 0
+
+    def Test(self):
+        self.tests += 1
+        return self.n is not None and self.tests >= self.n
+
+
+def test_a_failure_notice_fails_the_graphs_waits_until_this_rank_failed_that_call(monkeypatch):
+    """The bookkeeping of failure notices (one process, no MPI): a notice of another rank's
+    call of graph ``g1`` makes the waits of ``g1`` (and its transfers, ``g1_p2p``) raise a
+    RemoteRankError naming that rank's error, not another graph's; once this rank's call of
+    that number failed, waits started later ignore it; a notice of a call that already
+    failed here is dropped; a wait past the timeout raises without a notice."""
+    from actorflow.distributed import watchdog as w
+    from actorflow.errors import KernelError, RemoteRankError
+
+    for name, value in [("_poison", {}), ("_failed_calls", {}), ("_abandoned", []),
+                        ("GRACE_S", 0.0)]:
+        monkeypatch.setattr(w, name, value)
+    text = "rank 1 failed: embedding (op emb-embedding-0): kernel failed [in module emb]"
+    w._take_notice("g1", 3, text, time.monotonic())
+    time.sleep(0.01)
+    assert w.abandon_error("g2", "op", "", time.monotonic() - 1, 60) is None
+    req = _Request(None)
+    with pytest.raises(RemoteRankError, match=r"pipe_recv x abandoned: rank 1 failed: "
+                                              r"embedding .*\[in module emb\]") as info:
+        w.wait(req, "pipe_recv", lambda: "x", "g1_p2p", keep=("buffer",))
+    assert info.value.from_notice and isinstance(info.value, KernelError)
+    assert w._abandoned == [(req, ("buffer",))] and req.tests > 2
+    w.wait(_Request(3), "op", "", "g1_p2p")   # a request that completes is not given up
+    before = time.monotonic()
+    time.sleep(0.01)
+    w.call_failed("g1", 3)   # this rank's call 3 failed too
+    time.sleep(0.01)
+    assert w.abandon_error("g1", "op", "", before, 60) is not None   # pending before that
+    assert w.abandon_error("g1", "op", "", time.monotonic(), 60) is None
+    w._take_notice("g1", 3, text, time.monotonic())   # a notice of a call failed here too
+    assert w.abandon_error("g1", "op", "", time.monotonic(), 60) is None
+    err = w.abandon_error("g3", "boxing", "shard (2,)", time.monotonic() - 5, 2)
+    assert "boxing shard (2,) did not complete in 5.0 s" in str(err) and not err.from_notice
+
+
 @needs_mpi
 @pytest.mark.timeout(120)
 def test_module_to_global_and_back():

@@ -52,6 +52,14 @@ class CompiledGraph:
         # a distributed Job's random ops run on every rank with rank 0's seeds (as eager-global
         # ops do), so broadcast values agree
         self._distributed = _plan_world_size(full_job) > 1
+        # its communicators' key (failure notices name it) and its calls so far (every rank
+        # calls a distributed graph the same number of times: notices name the call)
+        self._group = full_job.train.get("comm_group")
+        self._calls = 0
+        # after a failed call of a distributed graph: why later calls are refused (its
+        # communicators may hold a collective another rank never joins, which would pair with
+        # the next call's: see ``_refuse``)
+        self._broken: str | None = None
         self._agree_seeds = world().size > 1 and any(self._seed_order.values()) and any(
             "global" in o.tags for o in full_job.ops)
         self.out_descs = [o.outputs[0] for o in full_job.outputs]
@@ -93,8 +101,12 @@ class CompiledGraph:
             seeds = groups.bcast_object(seeds, 0, f"{name} seeds")
         bindings = self.run_bindings
         inputs = [physical(t) for t in inputs]
+        call, self._calls = self._calls, self._calls + 1
 
         def run(finish) -> None:
+            if self._broken is not None:
+                self._refuse(call, finish)
+                return
             arrays = []
             for t in inputs:
                 a = unsynced_array(t)
@@ -104,10 +116,17 @@ class CompiledGraph:
             def done(f) -> None:
                 err = f.exception()
                 if err is not None:
-                    err = _with_state_note(err, f.wrote_state)
-                    if self._distributed:  # the other ranks may wait for this one
-                        watchdog.notify_failure(str(err).splitlines()[0])
-                    finish(err)
+                    if self._distributed:
+                        if self._broken is None:
+                            self._broken = f"call {call} failed: {str(err).splitlines()[0]}"
+                        if self._group is not None:
+                            watchdog.call_failed(self._group, call)
+                        # the other ranks may wait for this one (one that only gave up
+                        # because of another's notice has nothing to add)
+                        if not getattr(err, "from_notice", False):
+                            watchdog.notify_failure(str(err).splitlines()[0], self._group,
+                                                    call)
+                    finish(_with_state_note(err, f.wrote_state))
                     return
                 # into the blobs' own arrays: eager ops issued on an output before the call
                 # finished already hold those arrays
@@ -123,6 +142,19 @@ class CompiledGraph:
         self.last_call = vm.launch(run, reads=[*inputs, *read], writes=written, creates=blobs,
                                    name=f"{name}-call", deferred=True, chain=self)
         return blobs
+
+    def _refuse(self, call: int, finish) -> None:
+        """Fail call number ``call`` at once, posting nothing: an earlier call of this
+        distributed graph failed, on this rank or (through its failure notice) on another, so
+        a collective of that call may be left pending on a rank and would pair with this
+        call's. The other ranks hear of it as of any failed call."""
+        err = KernelError(f"graph call refused: {self._broken}; a distributed graph is not "
+                          f"called again after a failed call (its communicators may hold an "
+                          f"abandoned collective): build a new nn.Graph")
+        if self._group is not None:
+            watchdog.call_failed(self._group, call)
+        watchdog.notify_failure(str(err).splitlines()[0], self._group, call)
+        finish(err)
 
     def outputs(self, blobs: list) -> list:
         """The call's output tensors over ``blobs``: global ones (this rank's shard) where the
@@ -155,8 +187,9 @@ def _with_state_note(err: BaseException, wrote_state: bool) -> BaseException:
                 "they hold what it wrote (readable, and overwritten by the next good call)")
     else:
         note = "parameters and optimizer state are as they were before this call"
-    if isinstance(err, KernelError):
-        new = KernelError(f"{err}\n({note})")
+    if isinstance(err, KernelError):   # (RemoteRankError included: it stays one)
+        new = type(err)(f"{err}\n({note})")
+        new.from_notice = getattr(err, "from_notice", False)
         new.__cause__ = err.__cause__ if err.__cause__ is not None else err
         return new
     new = KernelError(f"graph call failed: {type(err).__name__}: {err}\n({note})")
