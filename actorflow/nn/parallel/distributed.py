@@ -188,7 +188,7 @@ def _reduce(params: list, n: int) -> None:
         _comm()._all_reduce(flat, small=False)  # queued: backward goes on issuing meanwhile
         vm.push_worker(vm.pool().comm)
         try:
-            flat = F.div(flat, float(n))
+            flat.div_(float(n))  # in place: no second bucket-sized array per step
             off = 0
             for g in grads:
                 k = g.numel()
