@@ -130,8 +130,16 @@ def all_reduce(tensor: Tensor) -> None:
                     and (x is None or (x.done and x.error is None)) \
                     and (not s.readers or _settled(s.readers)) and _profiler.ACTIVE is None:
                 f = a.flags
-                if f.c_contiguous and f.writeable:
-                    _direct_all_reduce(tensor, a, op, d)
+                if f.c_contiguous and f.writeable:  # direct: a plain MPI call (see _direct_failed)
+                    sl = watchdog.slot()
+                    sl.enter("comm.all_reduce", _describe, tensor)
+                    try:
+                        d.comm.Allreduce(d.in_place, a, op=op)
+                    except Exception as e:
+                        sl.leave()
+                        _direct_failed(tensor, e)
+                        return
+                    sl.leave()
                     return
     _check("all_reduce", tensor)
     _all_reduce(tensor, tensor.numel() <= SMALL_ALL_REDUCE)
@@ -169,28 +177,17 @@ def _settled(readers: list) -> bool:
     return True
 
 
-def _direct_all_reduce(tensor: Tensor, a: np.ndarray, op, d: _Direct) -> None:
-    """The all-reduce as a plain MPI call on this thread: no VM instruction reads or writes
-    ``tensor``'s memory any more and the communication worker is idle, so running it now is
-    what the VM would do, minus the instruction. Watched like any other call (the watchdog's
-    per-thread ``slot``); a failure is handed to the VM as a failed instruction writing
-    ``tensor``, so it is reported where the VM would report it (at once in blocking mode, else
-    at the next sync point)."""
-    sl = watchdog.slot()
-    sl.enter("comm.all_reduce", _describe, tensor)
-    try:
-        d.comm.Allreduce(d.in_place, a, op=op)
-    except Exception as e:
-        sl.leave()
-        err = e
+def _direct_failed(tensor: Tensor, exc: Exception) -> None:
+    """``all_reduce``'s direct path: no VM instruction reads or writes ``tensor``'s memory any
+    more and the communication worker is idle, so a plain MPI call on this thread is what the
+    VM would do, minus the instruction; it is watched like any other call (the watchdog's
+    per-thread ``slot``). When that call raised ``exc``, it is handed to the VM as a failed
+    instruction writing ``tensor``, so it is reported where the VM would report it (at once in
+    blocking mode, else at the next sync point)."""
+    def fail():
+        raise exc
 
-        def fail():
-            raise err
-
-        _issue("all_reduce", fail, writes=[tensor], detail=lambda: _describe(tensor),
-               small=True)
-        return
-    sl.leave()
+    _issue("all_reduce", fail, writes=[tensor], detail=lambda: _describe(tensor), small=True)
 
 
 def _all_reduce(tensor: Tensor, small: bool) -> None:
