@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from actorflow import profiler as _profiler
 from actorflow import vm
 from actorflow.distributed import watchdog
 from actorflow.distributed.world import world
 from actorflow.framework import dtype as dt
-from actorflow.tensor import Tensor, unsynced_array
+from actorflow.tensor import EagerBlob, Tensor, unsynced_array
 
 _META_TAG, _DATA_TAG = 31001, 31002
 
@@ -112,9 +113,81 @@ def all_reduce(tensor: Tensor) -> None:
     A contiguous tensor of a type MPI sums is reduced in its own memory; others through a
     copy. One of at most ``SMALL_ALL_REDUCE`` elements runs on the calling thread when the
     communication worker is idle (no hand-off between threads: what bounds a small message's
-    time)."""
+    time); when moreover nothing in the VM is still to read or write its memory, it is a plain
+    MPI call, with no VM instruction at all (``_direct``)."""
+    d = _direct
+    if d is None and _comm() is not None:
+        d = _setup_direct()
+    if d is not None and isinstance(tensor, Tensor):
+        h = tensor._h
+        if type(h) is EagerBlob:
+            a = h.raw
+            op = d.ops.get(a.dtype)
+            s = h.storage
+            x = s.writer
+            w = d.worker
+            if op is not None and a.size <= SMALL_ALL_REDUCE and w.issued == w.finished \
+                    and (x is None or (x.done and x.error is None)) \
+                    and (not s.readers or _settled(s.readers)) and _profiler.ACTIVE is None:
+                f = a.flags
+                if f.c_contiguous and f.writeable:  # direct: a plain MPI call (see _direct_failed)
+                    sl = watchdog.slot()
+                    sl.enter("comm.all_reduce", _describe, tensor)
+                    try:
+                        d.comm.Allreduce(d.in_place, a, op=op)
+                    except Exception as e:
+                        sl.leave()
+                        _direct_failed(tensor, e)
+                        return
+                    sl.leave()
+                    return
     _check("all_reduce", tensor)
     _all_reduce(tensor, tensor.numel() <= SMALL_ALL_REDUCE)
+
+
+class _Direct:
+    """What ``all_reduce``'s direct path looks up once per process: the communicator, the
+    communication worker (it must be idle: collectives keep their issue order), MPI's in-place
+    marker and the reduction op of each dtype MPI sums as it is."""
+
+    __slots__ = ("comm", "worker", "in_place", "ops")
+
+    def __init__(self, comm, worker):
+        MPI = _mpi()
+        self.comm, self.worker, self.in_place = comm, worker, MPI.IN_PLACE
+        self.ops = {np.dtype(t): MPI.SUM for t in (np.float32, np.float64, np.int8, np.int16,
+                                                  np.int32, np.int64, np.uint8)}
+        self.ops[np.dtype(np.bool_)] = MPI.LOR
+
+
+_direct: _Direct | None = None   # set on the first all_reduce of a multi-process program
+
+
+def _setup_direct() -> _Direct:
+    global _direct
+    _direct = _Direct(_comm(), vm.pool().comm)
+    return _direct
+
+
+def _settled(readers: list) -> bool:
+    """Whether every instruction in ``readers`` has run."""
+    for y in readers:
+        if not y.done:
+            return False
+    return True
+
+
+def _direct_failed(tensor: Tensor, exc: Exception) -> None:
+    """``all_reduce``'s direct path: no VM instruction reads or writes ``tensor``'s memory any
+    more and the communication worker is idle, so a plain MPI call on this thread is what the
+    VM would do, minus the instruction; it is watched like any other call (the watchdog's
+    per-thread ``slot``). When that call raised ``exc``, it is handed to the VM as a failed
+    instruction writing ``tensor``, so it is reported where the VM would report it (at once in
+    blocking mode, else at the next sync point)."""
+    def fail():
+        raise exc
+
+    _issue("all_reduce", fail, writes=[tensor], detail=lambda: _describe(tensor), small=True)
 
 
 def _all_reduce(tensor: Tensor, small: bool) -> None:

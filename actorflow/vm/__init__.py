@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from actorflow.vm.blas import shorten_blas_spin
 from actorflow.vm.instruction import Instruction, KernelError, Storage
-from actorflow.vm.memory import TUNING_VAR, tune_malloc
+from actorflow.vm.memory import TUNING_VAR, no_huge_pages, tune_malloc
 from actorflow.vm.scheduler import (
     BLOCKING_VAR, INLINE_VAR, _raise, current_worker, is_blocking, issue, pool, pop_worker,
     push_worker, set_blocking, sync_read, sync_write, synchronize, unreported_errors, wait_for,
@@ -28,6 +28,7 @@ from actorflow.vm.scheduler import (
 from actorflow.vm.worker import DEFAULT_LIMIT, LIMIT_VAR, STREAM_KINDS, Stream, Worker
 
 tune_malloc()  # freed tensor memory stays in the process (see actorflow/vm/memory.py)
+no_huge_pages()  # large arrays without NumPy's huge pages (ditto)
 shorten_blas_spin()  # idle BLAS threads sleep instead of spinning (see actorflow/vm/blas.py)
 
 

@@ -15,12 +15,22 @@ step for a graph run on a VM worker); ``M_ARENA_MAX = 1`` makes every thread all
 main arena. The threads' Python work is serialised by the GIL anyway, so the shared arena's lock
 costs little.
 
-Applied once, at import, on glibc only. ``ACTORFLOW_MALLOC_TUNING=0`` leaves malloc alone.
+NumPy asks the kernel for transparent huge pages (``madvise(MADV_HUGEPAGE)``) on every
+allocation of 4 MiB or more. Where the kernel's THP defrag setting is ``madvise`` (common), a
+fault in such a block may compact memory and zeroes 2 MiB at a time, in the faulting thread:
+measured on the MLP benchmark, 10-20 ms of system time per step in one process (5.7 without),
+and in two data-parallel processes 40-57 ms per step on the communication worker, whose
+bucket ``cat`` and division each allocate 7 MB (12-14 ms without). ``no_huge_pages`` turns it
+off (unless ``NUMPY_MADVISE_HUGEPAGE`` is set: NumPy's own choice stands).
+
+Applied once, at import (the thresholds on glibc only). ``ACTORFLOW_MALLOC_TUNING=0`` leaves
+malloc and NumPy's huge pages alone.
 """
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 import sys
 
 from actorflow.settings import env_flag
@@ -33,6 +43,25 @@ MMAP_THRESHOLD = 32 * 1024 * 1024   # glibc's maximum on 64-bit: blocks below it
 TRIM_THRESHOLD = 512 * 1024 * 1024  # free memory kept at the top of a heap before trimming
 
 applied = False
+
+
+HUGEPAGE_VAR = "NUMPY_MADVISE_HUGEPAGE"
+
+
+def no_huge_pages() -> bool:
+    """Stop NumPy's ``madvise(MADV_HUGEPAGE)`` on large arrays (see the module docstring);
+    True if done. Leaves it when ``NUMPY_MADVISE_HUGEPAGE`` is set or the tuning is off."""
+    if os.environ.get(HUGEPAGE_VAR) is not None or not env_flag(TUNING_VAR, True):
+        return False
+    try:
+        from numpy._core.multiarray import _set_madvise_hugepage
+    except ImportError:
+        try:
+            from numpy.core.multiarray import _set_madvise_hugepage
+        except ImportError:  # a NumPy without the switch
+            return False
+    _set_madvise_hugepage(False)
+    return True
 
 
 def tune_malloc() -> bool:

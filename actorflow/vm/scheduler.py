@@ -386,18 +386,22 @@ def synchronize() -> None:
     """Wait for every instruction issued so far (all workers, deferred launches included);
     then raise the oldest unreported kernel error, if any."""
     _drain()
-    raise_pending()
+    if _errors:
+        _raise(_errors[0])
 
 
 def _drain() -> None:
     """Wait for every queued instruction (FIFO: the last one of each worker) and every
     deferred launch issued so far."""
-    for w in _pool.workers():
+    for w in _pool.all:
         tail = w.tail
         if tail:
-            wait_for(tail[-1])
-    for d in list(_deferred):
-        wait_for(d)
+            last = tail[-1]
+            if not last.done:
+                wait_for(last)
+    if _deferred:
+        for d in list(_deferred):
+            wait_for(d)
 
 
 # ---- modes and worker selection ---------------------------------------------------------------

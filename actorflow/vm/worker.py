@@ -105,6 +105,9 @@ class WorkerPool:
         self._lock = threading.Lock()
         self._workers: dict[int, Worker] = {0: Worker(0, run)}
         self._in_use: set[int] = set()
+        # every worker made so far, as a tuple replaced (under the lock) when one is added: the
+        # sync points iterate it without the lock
+        self.all: tuple = tuple(self._workers.values())
 
     @property
     def default(self) -> Worker:
@@ -118,6 +121,7 @@ class WorkerPool:
         if w is None:
             with self._lock:
                 w = self._workers.setdefault(COMM_WORKER, Worker(COMM_WORKER, self._run))
+                self.all = tuple(self._workers.values())
         return w
 
     def acquire(self) -> Worker:
@@ -130,6 +134,7 @@ class WorkerPool:
                     w = self._workers.get(wid)
                     if w is None:
                         w = self._workers[wid] = Worker(wid, self._run)
+                        self.all = tuple(self._workers.values())
                     return w
         raise RuntimeError(
             f"flow.asyncs.Thread: all {limit} worker threads are in use ({LIMIT_VAR}={limit}); "
@@ -154,5 +159,4 @@ class WorkerPool:
             return set(self._in_use)
 
     def workers(self) -> list:
-        with self._lock:
-            return list(self._workers.values())
+        return list(self.all)

@@ -122,5 +122,59 @@ w = flow.tensor(rank_data(r, (300, 300))) @ flow.ones(300, 2)
 flow.comm.all_reduce(w)
 check(w.numpy(), sum(rank_data(k, (300, 300)).astype(np.float64) @ np.ones((300, 2))
                      for k in range(n)), "small all_reduce after its producer", rtol=1e-5)
+
+# the direct path (a plain MPI call, no VM instruction) is taken only when nothing in the VM
+# still reads or writes the tensor and the communication worker is idle; it adds no writer
+idle = flow.tensor(rank_data(r, (4,)))
+flow.synchronize()
+before = idle._h.storage.writer
+flow.comm.all_reduce(idle)
+assert idle._h.storage.writer is before, "the direct path issued an instruction"
+check((idle + 1).numpy(), sum(rank_data(k, (4,)) for k in range(n)) + 1,
+      "an op after a direct all_reduce sees its result")
+# a pending reader of the tensor (write-after-read): the reader sees the values before the sum
+m = flow.tensor(rank_data(r, (200, 200)).astype(np.float64) / 1e4)
+big = flow.ones(600, 600, dtype=flow.float64)
+flow.synchronize()
+slow = big @ big  # queued first on the same worker: the reader below is surely pending
+prod = m @ m @ m  # reads m
+flow.comm.all_reduce(m)
+local = rank_data(r, (200, 200)).astype(np.float64) / 1e4
+check(prod.numpy(), local @ local @ local, "a reader issued before the all_reduce", rtol=1e-9)
+check(m.numpy(), sum(rank_data(k, (200, 200)).astype(np.float64) / 1e4 for k in range(n)),
+      "all_reduce after a pending reader")
+# a pending in-place writer (write-after-write): the sum is of the written values
+acc = flow.zeros(200, 200, dtype=flow.float64)
+flow.synchronize()
+slow = big @ big
+acc.add_(m @ m)  # pending behind slow
+flow.comm.all_reduce(acc)
+msum = m.numpy()
+check(acc.numpy(), n * (msum @ msum), "all_reduce after a pending in-place writer", rtol=1e-9)
+# a failing direct call is reported as a failure of comm.all_reduce (at once in blocking mode,
+# else at the next sync point), and leaves the tensor usable
+direct = flow.comm._direct
+real = direct.comm
+
+
+class _Broken:
+    def Allreduce(self, *args, **kw):
+        raise RuntimeError("injected MPI failure")
+
+
+bad = flow.ones(3)
+flow.synchronize()
+direct.comm = _Broken()
+try:
+    flow.comm.all_reduce(bad)
+    bad.numpy()
+except flow.vm.KernelError as e:
+    assert "comm.all_reduce" in str(e) and "injected MPI failure" in str(e), str(e)
+else:
+    raise AssertionError("the failed direct all_reduce was not reported")
+finally:
+    direct.comm = real
+flow.comm.all_reduce(bad)
+check(bad.numpy(), np.full(3, n), "all_reduce after a failed one")
 flow.comm.barrier()
 print(f"OK rank {r}", flush=True)

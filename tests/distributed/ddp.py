@@ -191,7 +191,8 @@ for bucket in (1, 3):
                                    err_msg=f"rank {r} bucket {bucket} w{k}")
 
 # overlap (async VM only): the first bucket (the last layer's gradients, final early in
-# backward) is flattened on the communication worker while worker 0 still computes the rest;
+# backward) is copied into its flat buffer on the communication worker while worker 0 still
+# computes the rest;
 # also when backward accumulates into existing .grad (the add is issued inside the walk)
 if os.environ.get("ACTORFLOW_EAGER_BLOCKING") != "1":
     flow.manual_seed(0)
@@ -205,9 +206,12 @@ if os.environ.get("ACTORFLOW_EAGER_BLOCKING") != "1":
             ddp(xb).square().mean().backward()
             flow.synchronize()
         ins = prof.instructions()
-        cats = [e["start"] for e in ins if e["thread"].endswith("comm") and e["name"] == "cat"]
+        # per bucket of 2: 2 copies into the flat buffer, 2 back into the gradients
+        copies = [e["start"] for e in ins
+                  if e["thread"].endswith("comm") and e["name"] == "copy"]
         compute = [e["start"] for e in ins if e["thread"].endswith("worker-0")]
         if step > 0:
-            assert len(cats) == 6 and min(cats) < max(compute), (step, cats, max(compute))
+            assert len(copies) == 24 and min(copies) < max(compute), \
+                (step, copies, max(compute))
 flow.synchronize()
 print(f"OK rank {r}", flush=True)

@@ -8,10 +8,13 @@ import actorflow as flow
 
 mode = sys.argv[1]
 r = flow.env.get_rank()
-x = flow.ones(4, 8)
+# small: a plain MPI call on this thread (comm.all_reduce's direct path); large: queued on the
+# communication worker
+x = flow.ones(flow.comm.SMALL_ALL_REDUCE + 1) if mode == "stall_large" else flow.ones(4, 8)
+flow.synchronize()  # nothing pending on x: a small one takes the direct path
 if mode == "raise" and r == 1:
     raise ValueError("bad input on rank 1 only")
-if mode == "stall" and r == 1:
+if mode in ("stall", "stall_large") and r == 1:
     time.sleep(120)  # alive, but never joins the collective
 if mode == "exit" and r == 1:
     sys.exit(0)  # leaves without joining the collective

@@ -111,6 +111,7 @@ def test_the_launcher_maps_oneflow_flags():
     ("kernel", "embedding"),
     ("stall", "comm.all_reduce (4, 8) actorflow.float32 did not complete"),
     ("exit", "comm.all_reduce (4, 8) actorflow.float32 did not complete"),
+    ("stall_large", "comm.all_reduce (1048577,) actorflow.float32 did not complete"),
 ])
 def test_a_failing_rank_stops_every_rank_in_bounded_time(mode, expect):
     code, seconds, out = run_ranks(2, "failures.py", mode, timeout=100,

@@ -8,8 +8,9 @@ parameters). Each parameter gets a post-accumulation hook, which the engine call
 the parameter's gradient is final, while backward's remaining ops are still being issued;
 when every parameter of a bucket has its gradient, and every earlier bucket was reduced (so
 every rank reduces the buckets in one order, whatever order its backward made them ready
-in), the bucket is flattened, all-reduced (``flow.comm.all_reduce``), divided by the
-world size (OneFlow averages) and copied back into the gradients. All three steps are issued on
+in), the bucket's gradients are copied into its flat buffer (kept from step to step),
+all-reduced (``flow.comm.all_reduce``), divided by the world size (OneFlow averages) and
+copied back into the gradients. All three steps are issued on
 the VM's communication worker, so they wait only for the bucket's own gradients and run while
 worker 0 still computes the rest of backward; the optimizer's update waits for them through the
 ordinary storage dependencies.
@@ -38,11 +39,12 @@ def _comm():
 
 
 class _Bucket:
-    __slots__ = ("params", "ready")
+    __slots__ = ("params", "ready", "flat")
 
     def __init__(self, params: list):
         self.params = params
         self.ready: set = set()
+        self.flat = None  # the bucket's gradients, flattened (kept from step to step)
 
 
 class DistributedDataParallel(Module):
@@ -130,7 +132,7 @@ class DistributedDataParallel(Module):
             done = buckets[self._next]
             done.ready.clear()
             self._next += 1
-            _reduce(done.params, self._world)
+            _reduce(done, self._world)
 
     def _end_of_backward(self) -> None:
         """Parameters that got no gradient in this backward (unused on this rank) take part
@@ -174,21 +176,31 @@ class DistributedDataParallel(Module):
         return self.module(*args, **kwargs)
 
 
-def _reduce(params: list, n: int) -> None:
-    """Average the gradients of ``params`` over the ranks: flatten, all-reduce, scale, copy
-    back, all on the communication worker."""
-    grads = [p.grad for p in params]
+def _reduce(bucket: _Bucket, n: int) -> None:
+    """Average the gradients of ``bucket``'s parameters over the ranks: copy them into the
+    bucket's flat buffer, all-reduce it, scale it and copy it back, all on the communication
+    worker. The buffer is kept from step to step: a fresh bucket-sized array per step costs
+    more in page faults than its copy (measured on the MLP: ~1,700 faults per step); the VM
+    orders the next step's copies in after this step's copies back."""
+    grads = [p.grad for p in bucket.params]
     with no_grad():
         vm.push_worker(vm.pool().comm)
         try:
-            flat = F.cat([g.reshape(-1) for g in grads]) if len(grads) > 1 \
-                else grads[0].reshape(-1).clone()
+            total = sum(g.numel() for g in grads)
+            flat = bucket.flat
+            if flat is None or flat.numel() != total or flat.dtype is not grads[0].dtype:
+                flat = bucket.flat = F.empty(total, dtype=grads[0].dtype)
+            off = 0
+            for g in grads:
+                k = g.numel()
+                flat[off:off + k].copy_(g.reshape(-1))
+                off += k
         finally:
             vm.pop_worker()
         _comm()._all_reduce(flat, small=False)  # queued: backward goes on issuing meanwhile
         vm.push_worker(vm.pool().comm)
         try:
-            flat = F.div(flat, float(n))
+            flat.div_(float(n))  # in place
             off = 0
             for g in grads:
                 k = g.numel()
