@@ -145,6 +145,7 @@ class LazyInterpreter:
     def __exit__(self, *exc):
         s, self._scope = self._scope, None
         s.__exit__(*exc)
+        self.__dict__.pop("_views", None)  # lazy_views' notes: the trace's views are done
         return False
 
     def note_module_call(self, module) -> None:
