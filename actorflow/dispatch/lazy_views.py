@@ -28,6 +28,8 @@ import numpy as np
 
 from actorflow.autograd import grad_mode
 from actorflow.dispatch.common import where
+from actorflow.ops._common import F, norm_axis
+from actorflow.ops.index import index_shape
 from actorflow.tensor import Tensor
 
 _SLICE_ALL = ("slice", None, None, None)
@@ -137,31 +139,21 @@ def after_write(tracer, op, out: list) -> None:
         # rules may save it, and ``base`` itself is rebound below
         old = _old_identity(tracer, base)
         new_base = _written_back(op, view_op, attrs, idx, old, t)
-        # late: functional sits above dispatch
-        from actorflow.functional.elementwise import copy_
-
-        copy_(base, new_base)  # an in-place call itself: chains, eager state, autograd
+        base.copy_(new_base)  # an in-place call itself: chains, eager state, autograd
         entry[6] = _handle_of(tracer, base)
 
 
 def _written_back(writer, op, attrs: dict, idx: int, base, view):
     """``base`` with ``view``'s elements replaced by the values of ``view`` (out of place)."""
-    # late: functional sits above dispatch
-    from actorflow.functional.elementwise import where as where_
-    from actorflow.functional.index import setitem_by_spec
-    from actorflow.functional.shape import permute, reshape
-    from actorflow.ops._common import norm_axis
-    from actorflow.ops.index import index_shape
-
     shape = tuple(base._shape)
     name = op.name
     if name == "reshape":
-        return reshape(view, shape)
+        return F.reshape(view, shape)
     if name == "transpose":
         inv = [0] * len(attrs["perm"])
         for i, p in enumerate(attrs["perm"]):
             inv[p] = i
-        return permute(view, inv)
+        return F.permute(view, inv)
     if name in ("getitem", "narrow", "split"):
         if name == "getitem":
             index = tuple(attrs["index"])
@@ -174,19 +166,14 @@ def _written_back(writer, op, attrs: dict, idx: int, base, view):
                 stop = start + attrs["sizes"][idx]
             index = (_SLICE_ALL,) * d + (("slice", start, stop, None),)
         target = tuple(index_shape("setitem", index, shape, ()))
-        value = view if tuple(view._shape) == target else reshape(view, target)
-        return setitem_by_spec(base, index, (), value)
+        value = view if tuple(view._shape) == target else F.reshape(view, target)
+        return F.setitem_by_spec(base, index, (), value)
     if name == "diagonal":
-        from actorflow.dispatch import apply
-        from actorflow.functional.creation import ones_like
-        from actorflow.ops import registry
-
-        bw = registry.get("diagonal_backward")
         a = {"shape": shape, "offset": attrs["offset"], "dim1": attrs["dim1"],
              "dim2": attrs["dim2"]}
         with grad_mode.no_grad():
-            mask = apply(bw, [ones_like(view)], a)[0] != 0
-        return where_(mask, apply(bw, [view], a)[0], base)
+            mask = F.call("diagonal_backward", F.ones_like(view), **a) != 0
+        return F.where(mask, F.call("diagonal_backward", view, **a), base)
     raise RuntimeError(where(
         f"{writer.name}_: nn.Graph can't write through a view made by {name!r} (an in-place write "
         f"into it would have to reach the base tensor of shape {shape}, but {name} views "
