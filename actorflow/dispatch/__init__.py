@@ -23,9 +23,10 @@ from __future__ import annotations
 from actorflow.autograd import grad_mode
 from actorflow.dispatch.common import check_inplace, infer, record
 from actorflow.dispatch.eager import EagerInterpreter
-from actorflow.dispatch import lazy_global
+from actorflow.dispatch import lazy_global, lazy_views
 from actorflow.dispatch.global_tensor import GLOBAL, GlobalBlob, GlobalInterpreter
 from actorflow.dispatch.meta import META, MetaInterpreter
+from actorflow.dispatch.lazy import current_tracer
 from actorflow.dispatch.lazy_global import LazyGlobalBlob
 from actorflow.ops.registry import Meta, Op
 from actorflow.scope import current_interpreter, interpreter_scope, state as _scope_state
@@ -61,10 +62,21 @@ def apply(op: Op, inputs: list, attrs: dict, out: list | None = None) -> list:
         if out is not None and interp is None:
             kinds = {type(t._h) for t in out}
             interp = GLOBAL if GlobalBlob in kinds else META if DeviceMetaBlob in kinds else None
+    tracer = current_tracer() if interp is not None else None
+    if tracer is not None:  # a Graph traces: views whose base was written are made again
+        for t in inputs:
+            lazy_views.refresh(tracer, t)
+        for t in out or ():
+            lazy_views.refresh(tracer, t)
     results, node_inputs, node_outputs = (EAGER if interp is None else interp).apply(
         op, inputs, attrs, out, rec)
     if rec:
         record(op, node_inputs, node_outputs, attrs)
+    if tracer is not None:
+        if out is not None:  # a write through a view reaches its base
+            lazy_views.after_write(tracer, op, out)
+        elif op.view_fn is not None:
+            lazy_views.note_view(tracer, op, inputs, attrs, results)
     return results
 
 

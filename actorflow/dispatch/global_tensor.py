@@ -187,7 +187,13 @@ class GlobalInterpreter:
         metas = infer(op, inputs, attrs)
         if op.random and attrs.get("seed") is None:
             attrs = dict(attrs, seed=agreed_seed())
-        sig = choose_signature(op, inputs, attrs, out, metas, pl)
+        if out is not None and not (op.mutates or op.mutates_fn is not None):
+            try:
+                sig = choose_signature(op, inputs, attrs, out, metas, pl)
+            except ValueError:  # no signature keeps the written sbp: out of place, boxed back
+                return _write_boxed_back(self, op, inputs, attrs, out, metas, pl, record_)
+        else:
+            sig = choose_signature(op, inputs, attrs, out, metas, pl)
         coords = coords_of(pl, world().rank)
         hier = pl.hierarchy
         saved = inputs
@@ -232,6 +238,28 @@ class GlobalInterpreter:
                 if copied:
                     t._copied_view = True
         return results, inputs, results
+
+
+def _write_boxed_back(interp, op, inputs, attrs, out, metas, pl, record_):
+    """An in-place call none of whose op's signatures keeps the written tensors' sbp (e.g.
+    ``t[0] = 1.0`` on a split(0) ``t``: setitem runs broadcast): the op out of place, each
+    result boxed to its tensor's sbp and copied into its shard, so the write keeps the layout
+    (as in a trace: ``lazy_global_inplace``)."""
+    check_inplace(op, inputs, out, metas, record_)
+    saved = inputs
+    if record_:
+        saved = [_old_identity(t) if any(t is o for o in out) else t for t in inputs]
+    with grad_mode.no_grad():
+        results = interp.apply(op, inputs, attrs, None, False)[0]
+        coords = coords_of(pl, world().rank)
+        for t, r in zip(out, results):
+            r = box(r, t.sbp)
+            if coords is not None and t._h.local is not None:
+                _shard_interp(pl).apply(registry.get("copy"), [r._h.local], {},
+                                        [t._h.local], False)
+    for t in out:
+        t._vc[0] += 1
+    return list(out), saved, list(out)
 
 
 def _old_identity(t: Tensor) -> Tensor:

@@ -22,6 +22,16 @@ def is_scalar(x) -> bool:
     return isinstance(x, (numbers.Number, np.bool_, np.number)) and not isinstance(x, Tensor)
 
 
+def replicated_like(t: Tensor, like: Tensor | None) -> Tensor:
+    """Local ``t`` made from Python data (a number, a list) as it meets ``like``: unchanged,
+    or replicated (broadcast) on ``like``'s placement when ``like`` is global, as in OneFlow."""
+    if like is not None and like.is_global:
+        from actorflow.dispatch import global_tensor as gt
+        from actorflow.framework.placement import SbpParallel
+        return gt.from_full(t, like.placement, (SbpParallel.from_attr(("B",)),))
+    return t
+
+
 def as_tensor_like(x, like: Tensor | None = None, op_name: str = "as_tensor_like") -> Tensor:
     """A tensor for ``x``: tensors pass through, arrays and Python data are wrapped.
 
@@ -41,12 +51,7 @@ def as_tensor_like(x, like: Tensor | None = None, op_name: str = "as_tensor_like
         if d._category == 1:
             check_int_scalar(op_name, x, d, exact=True)
             x = int_scalar(x, d.np)
-        t = Tensor._wrap(np.array(x, dtype=d.np), d)
-        if like is not None and like.is_global:  # a scalar meeting a global tensor: replicated
-            from actorflow.dispatch import global_tensor as gt
-            from actorflow.framework.placement import SbpParallel
-            t = gt.from_full(t, like.placement, (SbpParallel.from_attr(("B",)),))
-        return t
+        return replicated_like(Tensor._wrap(np.array(x, dtype=d.np), d), like)
     from actorflow.functional.creation import tensor
     return tensor(x)
 

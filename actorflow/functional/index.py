@@ -13,7 +13,7 @@ import numpy as np
 
 from actorflow.dispatch import apply
 from actorflow.framework import dtype as dt
-from actorflow.functional._base import as_tensor_like, is_scalar
+from actorflow.functional._base import as_tensor_like, is_scalar, replicated_like
 from actorflow.functional.elementwise import cast, expand
 from actorflow.functional.shape import reshape
 from actorflow.ops import registry
@@ -141,7 +141,12 @@ def _check_values(op: str, t: Tensor, size: int, d: int, shape: tuple,
 
 def parse_index(x: Tensor, index, op: str = "getitem") -> tuple:
     """``(entries, tensors)`` for ``x[index]``: the ``index`` attr and the index tensors."""
-    raw = [_classify(op, i) for i in _items(index)]
+    items = _items(index)
+    raw = [_classify(op, i) for i in items]
+    if x.is_global:  # index arrays from Python data (lists, ndarrays): replicated, as numbers
+        given = {id(i) for i in items if isinstance(i, Tensor)}
+        raw = [(r[0], replicated_like(r[1], x)) + r[2:]
+               if r[0] in ("idx", "mask") and id(r[1]) not in given else r for r in raw]
     shape = x._shape
     ndim = len(shape)
     used = 0
@@ -241,10 +246,11 @@ def _getitem(self: Tensor, index) -> Tensor:
 def _value_tensor(value, like: Tensor) -> Tensor:
     if isinstance(value, Tensor):
         return value if value.dtype is like.dtype else cast(value, like.dtype)
-    if is_scalar(value):
-        return Tensor._wrap(np.asarray(value).astype(like.dtype.np), like.dtype)
+    if is_scalar(value):  # Python data meeting a global tensor: replicated on its placement
+        return replicated_like(Tensor._wrap(np.asarray(value).astype(like.dtype.np),
+                                            like.dtype), like)
     arr = np.asarray(_nested_arrays(value))
-    return Tensor._wrap(arr.astype(like.dtype.np), like.dtype)
+    return replicated_like(Tensor._wrap(arr.astype(like.dtype.np), like.dtype), like)
 
 
 def _setitem(self: Tensor, index, value) -> None:

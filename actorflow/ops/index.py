@@ -327,7 +327,7 @@ def _(ctx, dout):
     entries, tensors = ctx.attrs["index"], tuple(saved)
     dx = dv = None
     if ctx.needs_input_grad[0]:
-        dx = F.setitem_by_spec(dout, entries, tensors, F.zeros((), dtype=dout.dtype))
+        dx = F.setitem_by_spec(dout, entries, tensors, F.as_tensor_like(0, dout))
     if ctx.needs_input_grad[1]:
         dv = F.sum_to(F.getitem_by_spec(dout, entries, tensors), ctx.input_metas[1][0])
     return (dx, dv) + (None,) * len(tensors)

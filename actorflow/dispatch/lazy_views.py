@@ -1,0 +1,183 @@
+"""Writes through views while ``nn.Graph`` traces ``build`` (functionalization of views).
+
+Eagerly a view (``y[:, 0]``, ``y.view(..)``, ``y.transpose(..)``, ``narrow``, ``split``,
+``diagonal``...) shares its base's memory, so ``y[:, 0].mul_(2)`` changes ``y``. A trace has no
+shared memory: an in-place call is its op out of place and the written tensor is rebound to
+the result (``LazyInterpreter._write_in_place``). This module keeps the eager meaning:
+
+* every view op traced (an op with a ``view`` function) is noted: the view tensor, its base
+  (the tensor object it was made of, itself possibly a view), the op, its attrs, and the
+  base's handle it was made from;
+* after an in-place call writes a noted view, the new view value is written back into its
+  base out of place (``setitem`` for getitem / narrow / split, the inverse reshape or
+  permutation, a masked select for diagonal) and the base takes the result with ``copy_``,
+  itself an in-place call: a view of a view writes back along the chain, and a base that is
+  eager state (a parameter, a buffer) is assigned at run time as any in-place write is;
+* a noted view whose base has since been written (through it, through another view, or
+  directly) is made again from the base's new value before its next use in an op or as an
+  output (``refresh``); its version counter moves, so a gradient rule that saved the old value
+  reports the change as eagerly.
+
+Autograd follows the out-of-place ops, so gradients through the written base are those of
+eager (PyTorch) semantics. A view the trace can't write back (``expand``: many view elements
+share one base element) raises an error naming the op and the module path.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from actorflow.autograd import grad_mode
+from actorflow.dispatch.common import where
+from actorflow.ops._common import F, norm_axis
+from actorflow.ops.index import index_shape
+from actorflow.tensor import Tensor
+
+_SLICE_ALL = ("slice", None, None, None)
+
+
+def _views(tracer) -> dict:
+    return tracer.__dict__.setdefault("_views", {})
+
+
+def _handle_of(tracer, base):
+    """The handle that holds ``base``'s current value in the trace."""
+    if getattr(base._h, "tracer", None) is tracer:
+        return base._h
+    hit = tracer._lazy_of_eager.get(id(base))
+    return hit[1]._h if hit is not None and hit[0] is base else None
+
+
+def _old_identity(tracer, base):
+    """``base``'s current value and autograd identity as a tensor of its own (lazy values are
+    never overwritten: sharing the handle is sharing the value)."""
+    t = base if getattr(base._h, "tracer", None) is tracer else tracer.lazy_of(base)
+    a = Tensor._from_handle(t._h, tuple(t._shape), t.dtype)
+    a.requires_grad, a.grad_fn, a._out_idx = t.requires_grad, t.grad_fn, t._out_idx
+    return a
+
+
+def _probe(shape: tuple) -> np.ndarray:
+    """A C-contiguous array of ``shape`` over a 1-byte buffer: only its strides matter."""
+    strides, step = [], 1
+    for s in reversed(shape):
+        strides.append(step)
+        step *= max(int(s), 1)
+    return np.lib.stride_tricks.as_strided(np.zeros(1, np.uint8), tuple(shape),
+                                           tuple(reversed(strides)), writeable=False)
+
+
+def _probes(op, base_probe: np.ndarray, attrs: dict, results: list):
+    """The strided arrays ``op`` makes of ``base_probe`` as eager mode would, or None where
+    eager mode copies (a reshape its input's strides can't express) and nothing aliases."""
+    try:
+        if op.name == "reshape":
+            views = [base_probe.reshape(tuple(results[0]._shape), copy=False)]
+        else:
+            views = op.view_fn([base_probe], attrs)
+    except Exception:  # noqa: BLE001 - not expressible as a view: a copy
+        return None
+    if not all(v.size == 0 or np.may_share_memory(v, base_probe) for v in views):
+        return None
+    return list(views)
+
+
+def note_view(tracer, op, inputs: list, attrs: dict, results: list) -> None:
+    """Record the view tensors ``results`` that ``op`` made of ``inputs[0]`` (views that eager
+    mode would make as copies are not views)."""
+    if getattr(tracer, "_regenerating", False) or len(inputs) != 1:
+        return
+    base = inputs[0]
+    reg = _views(tracer)
+    parent = reg.get(id(base))
+    probe = parent[8] if parent is not None and parent[0] is base else \
+        _probe(tuple(base._shape))
+    probes = _probes(op, probe, attrs, results)
+    if probes is None:
+        return
+    seen = _handle_of(tracer, base)
+    enabled = grad_mode._state.enabled
+    for i, t in enumerate(results):
+        reg[id(t)] = [t, base, op, dict(attrs), [], i, seen, enabled, probes[i]]
+
+
+def refresh(tracer, t) -> None:
+    """Make view ``t`` again from its base's current value if the base was written since."""
+    entry = _views(tracer).get(id(t))
+    if entry is None or entry[0] is not t:
+        return
+    _, base, op, attrs, extras, idx, seen, enabled, _ = entry
+    refresh(tracer, base)
+    now = _handle_of(tracer, base)
+    if now is seen:
+        return
+    # late: dispatch.apply is the caller of this module
+    from actorflow.dispatch import apply
+
+    tracer._regenerating = True
+    try:
+        with grad_mode.set_grad_enabled(enabled):
+            fresh = apply(op, [base, *extras], attrs)[idx]
+    finally:
+        tracer._regenerating = False
+    t._h = fresh._h
+    t.requires_grad = fresh.requires_grad
+    t.grad_fn, t._out_idx = fresh.grad_fn, fresh._out_idx
+    t._vc[0] += 1  # a gradient rule that saved the old value must not read the new one
+    entry[6] = now
+
+
+def after_write(tracer, op, out: list) -> None:
+    """In-place ``op`` wrote ``out``: write the written views back into their bases."""
+    reg = _views(tracer)
+    for t in out:
+        entry = reg.get(id(t))
+        if entry is None or entry[0] is not t:
+            continue
+        _, base, view_op, attrs, _, idx, _, _, _ = entry
+        refresh(tracer, base)
+        # the base's value before the write, as a tensor of its own: the write-back's gradient
+        # rules may save it, and ``base`` itself is rebound below
+        old = _old_identity(tracer, base)
+        new_base = _written_back(op, view_op, attrs, idx, old, t)
+        base.copy_(new_base)  # an in-place call itself: chains, eager state, autograd
+        entry[6] = _handle_of(tracer, base)
+
+
+def _written_back(writer, op, attrs: dict, idx: int, base, view):
+    """``base`` with ``view``'s elements replaced by the values of ``view`` (out of place)."""
+    shape = tuple(base._shape)
+    name = op.name
+    if name == "reshape":
+        return F.reshape(view, shape)
+    if name == "transpose":
+        inv = [0] * len(attrs["perm"])
+        for i, p in enumerate(attrs["perm"]):
+            inv[p] = i
+        return F.permute(view, inv)
+    if name in ("getitem", "narrow", "split"):
+        if name == "getitem":
+            index = tuple(attrs["index"])
+        else:
+            d = norm_axis(name, attrs["dim"], len(shape))
+            if name == "narrow":
+                start, stop = attrs["start"], attrs["start"] + attrs["length"]
+            else:
+                start = sum(attrs["sizes"][:idx])
+                stop = start + attrs["sizes"][idx]
+            index = (_SLICE_ALL,) * d + (("slice", start, stop, None),)
+        target = tuple(index_shape("setitem", index, shape, ()))
+        value = view if tuple(view._shape) == target else F.reshape(view, target)
+        return F.setitem_by_spec(base, index, (), value)
+    if name == "diagonal":
+        a = {"shape": shape, "offset": attrs["offset"], "dim1": attrs["dim1"],
+             "dim2": attrs["dim2"]}
+        with grad_mode.no_grad():
+            mask = F.call("diagonal_backward", F.ones_like(view), **a) != 0
+        return F.where(mask, F.call("diagonal_backward", view, **a), base)
+    raise RuntimeError(where(
+        f"{writer.name}_: nn.Graph can't write through a view made by {name!r} (an in-place write "
+        f"into it would have to reach the base tensor of shape {shape}, but {name} views "
+        f"can't be written back); clone() the view before writing into it", [base]))
+
+
+__all__ = ["note_view", "refresh", "after_write"]
