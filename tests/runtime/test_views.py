@@ -129,6 +129,8 @@ class BufferNet(nn.Module):
 
 @pytest.mark.timeout(60)
 def test_in_place_write_after_a_view_matches_the_reference(monkeypatch, fold):
+    # views taken before an in-place write of their base see the write, as in eager (the trace
+    # rebuilds them from the written base: dispatch/lazy_views.py), on both executors
     rng = np.random.default_rng(3)
     xs = [rng.standard_normal((4, 3)).astype(np.float32) for _ in range(3)]
     results = {}
@@ -138,20 +140,17 @@ def test_in_place_write_after_a_view_matches_the_reference(monkeypatch, fold):
         g = FnGraph(m)
         results[mode] = [[o.numpy().copy() for o in g(flow.from_numpy(x))] for x in xs]
         results[mode].append(m.buf.numpy().copy())
-    assert {"transpose", "getitem"} <= _view_tasks(g)
-    for a, b in zip(results["runtime"], results["reference"]):
-        for u, w in zip(a, b):
-            assert np.array_equal(u, w)
-    # the readers of the views act before the assign writes the buffer
+    eager = BufferNet()
+    results["eager"] = [[o.numpy().copy() for o in eager(flow.from_numpy(x))] for x in xs]
+    results["eager"].append(eager.buf.numpy().copy())
+    for a, b, e in zip(results["runtime"], results["reference"], results["eager"]):
+        for u, w, v in zip(a, b, e):
+            assert np.array_equal(u, w) and np.array_equal(u, v)
+    # the written buffer's readers read the new value, not the variable's register
     plan = g.plan
-    assign = next(t for t in plan.tasks if t.op_type == "assign")
-    ctrl = set(assign.consumed_regsts.get("in_ctrl", ()))
     buf = next(t for t in plan.tasks if t.kind == "variable").produced_regsts["out"]
-    views = {t.produced_regsts["out"] for t in plan.tasks
-             if t.kind == "view" and t.input_blobs[0][0] == buf}
-    readers = [t for t in plan.tasks if any(rid in views for rid, _ in t.input_blobs)]
-    assert len(views) == 2 and len(readers) == 2
-    assert all(t.produced_regsts["out"] in ctrl for t in readers)
+    readers = {t.op_type for t in plan.tasks if any(rid == buf for rid, _ in t.input_blobs)}
+    assert "mul" not in readers and "scalar_add" not in readers
 
 
 @pytest.mark.timeout(60)
