@@ -32,13 +32,14 @@ a different collective. The guards, installed when the program runs on several p
   is aborted (MPI would otherwise wait in finalisation for ranks that will never come).
 
 Exit after an abandoned wait: its request may never complete. It is kept (with its buffers,
-so a late completion never writes into freed memory) in ``_abandoned`` until exit, and the
+so a late completion never writes into freed memory) until the process ends, and the
 process exits normally: MPICH's ``MPI_Finalize`` returns with such requests pending (its
 collectives and point-to-point requests on a duplicate communicator were checked), so a rank
 that caught the error exits 0 and one that did not goes through the exception hook.
 """
 from __future__ import annotations
 
+import ctypes
 import functools
 import os
 import sys
@@ -137,8 +138,14 @@ def abandon_error(group: str, op: str, detail, started: float,
 
 
 def abandon(request, keep=()) -> None:
-    """Keep ``request`` (never completed) and the buffers it uses alive until exit."""
-    _abandoned.append((request, keep))
+    """Keep ``request`` (never completed) and the buffers it uses alive until the process
+    ends, past the interpreter's teardown: mpi4py calls ``MPI_Finalize`` after Python objects
+    are freed, and MPICH may still complete the request there (a peer's late message landing
+    in a receive buffer); a freed buffer then corrupts the heap (seen as glibc's "corrupted
+    double linked list" at exit). One reference is never given back."""
+    item = (request, keep)
+    _abandoned.append(item)
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(item))
 
 
 def wait(request, op: str, detail, group: str | None, keep=()) -> None:
