@@ -23,7 +23,7 @@ from __future__ import annotations
 from actorflow.autograd import grad_mode
 from actorflow.dispatch.common import check_inplace, infer, record
 from actorflow.dispatch.eager import EagerInterpreter
-from actorflow.dispatch import lazy_global, lazy_views
+from actorflow.dispatch import eager_views, lazy_global, lazy_views
 from actorflow.dispatch.global_tensor import GLOBAL, GlobalBlob, GlobalInterpreter
 from actorflow.dispatch.meta import META, MetaInterpreter
 from actorflow.dispatch.lazy import current_tracer
@@ -72,6 +72,11 @@ def apply(op: Op, inputs: list, attrs: dict, out: list | None = None) -> list:
         op, inputs, attrs, out, rec)
     if rec:
         record(op, node_inputs, node_outputs, attrs)
+    if out is not None and interp is None and _grad.enabled:
+        for t in out:  # an eager write into a view (or a base with views) rebases histories
+            if t._base is not None or t._views is not None or (not rec and t.grad_fn):
+                eager_views.after_write(inputs, out, rec)
+                break
     if tracer is not None:
         if out is not None:  # a write through a view reaches its base
             lazy_views.after_write(tracer, op, out)
