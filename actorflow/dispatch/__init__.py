@@ -74,7 +74,7 @@ def apply(op: Op, inputs: list, attrs: dict, out: list | None = None) -> list:
         record(op, node_inputs, node_outputs, attrs)
     if out is not None and interp is None and _grad.enabled:
         for t in out:  # an eager write into a view (or a base with views) rebases histories
-            if t._base is not None or t._views is not None or (not rec and t.grad_fn):
+            if t._base is not None or t._views is not None or (t.grad_fn and not rec):
                 eager_views.after_write(inputs, out, rec)
                 break
     if tracer is not None:

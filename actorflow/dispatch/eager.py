@@ -130,7 +130,7 @@ def _apply_inplace(op, inputs, attrs, out, metas, record):
     outs, out_storages = [], []
     for t in out:
         s, a = storage_and_array(t)
-        if not a.flags.writeable:
+        if t._base is not None and not a.flags.writeable:  # (expand's views are read-only)
             raise RuntimeError(where(
                 f"{op.name}_: unsupported operation: more than one element of the written-to "
                 f"tensor refers to a single memory location (an expanded view, shape "
