@@ -54,8 +54,9 @@ def register(root: Tensor, views: list) -> None:
         reg = root._views = []
     for v in views:
         reg.append(weakref.ref(v))
-    if len(reg) >= 64 and (len(reg) & (len(reg) - 1)) == 0:
-        reg[:] = [r for r in reg if r() is not None]
+        n = len(reg)
+        if n >= 64 and (n & (n - 1)) == 0:
+            reg[:] = [r for r in reg if r() is not None]
 
 
 def _bare(cls, op: _NodeOp, in_metas: list, out_metas: list, edges: list):
@@ -96,18 +97,29 @@ def positions(root: np.ndarray, view: np.ndarray) -> np.ndarray:
 
 
 class _Geometry:
-    """Where a view lies in its base: computed at the first backward, then kept."""
+    """Where a view lies in its base (flat positions): from the arrays (local views, computed
+    at the first backward, then kept) or given (global views: replayed view ops)."""
 
-    __slots__ = ("root", "view", "_pos")
+    __slots__ = ("root", "view", "_np", "_pos")
 
-    def __init__(self, root: np.ndarray, view: np.ndarray):
-        self.root, self.view, self._pos = root, view, None
+    def __init__(self, root: np.ndarray | None, view: np.ndarray | None, pos=None):
+        self.root, self.view, self._np, self._pos = root, view, pos, None
 
-    def pos(self) -> Tensor:
-        if self._pos is None:
-            p = positions(self.root, self.view).reshape(-1)
-            self._pos = Tensor._wrap(np.ascontiguousarray(p), _int64())
+    def positions(self) -> np.ndarray:
+        if self._np is None:
+            self._np = np.ascontiguousarray(positions(self.root, self.view).reshape(-1))
             self.root = self.view = None
+        return self._np
+
+    def pos(self, like: Tensor) -> Tensor:
+        """The positions as an int64 tensor to index ``like`` (global: broadcast on its
+        placement)."""
+        if getattr(like, "is_global", False):
+            from actorflow import sbp  # late: the sbp module sits above dispatch
+            return F.tensor(self.positions(), dtype=_int64(), placement=like.placement,
+                            sbp=sbp.broadcast)
+        if self._pos is None:
+            self._pos = Tensor._wrap(self.positions(), _int64())
         return self._pos
 
 
@@ -126,7 +138,7 @@ class CopySlices(Node):
 
     def apply(self, douts: list) -> tuple:
         g = douts[0]
-        pos = self.geom.pos()
+        pos = self.geom.pos(g)
         flat = F.reshape(g, (-1,))
         grads = ()
         gself = None
@@ -160,11 +172,14 @@ class _ViewOf(Node):
 
     def apply(self, douts: list) -> tuple:
         g = douts[0]
-        m = self.input_metas[0]
         n = int(np.prod(self.base_shape))
-        base = F.zeros((n,), dtype=m[1])
-        return (F.reshape(F.scatter(base, 0, self.geom.pos(), F.reshape(g, (-1,))),
-                          self.base_shape),)
+        flat = F.reshape(g, (-1,))
+        if getattr(g, "is_global", False):
+            from actorflow import sbp  # late: the sbp module sits above dispatch
+            base = F.zeros((n,), dtype=g.dtype, placement=g.placement, sbp=sbp.broadcast)
+        else:
+            base = F.zeros((n,), dtype=g.dtype)
+        return (F.reshape(F.scatter(base, 0, self.geom.pos(g), flat), self.base_shape),)
 
 
 class _Overwritten(Node):
@@ -182,8 +197,9 @@ def _aliases(t: Tensor, root: Tensor) -> bool:
     return type(h) is EagerBlob and type(rh) is EagerBlob and h.storage is rh.storage
 
 
-def _regenerate(root: Tensor, extra: Tensor | None = None) -> None:
-    """Every live view of ``root`` (and ``extra``) becomes a view of its new history."""
+def _regenerate(root: Tensor, extra: Tensor | None = None, geom=None) -> None:
+    """Every live view of ``root`` (and ``extra``, at ``geom``) becomes a view of its new
+    history."""
     edge = _edge(root)
     if edge is None:
         return
@@ -192,23 +208,25 @@ def _regenerate(root: Tensor, extra: Tensor | None = None) -> None:
     if reg:
         alive = [v for v in (r() for r in reg) if v is not None]
         reg[:] = [weakref.ref(v) for v in alive]
-        views = [v for v in alive if _aliases(v, root)]
-    if extra is not None and not any(v is extra for v in views):
-        views.append(extra)
+        views = [(v, None) for v in alive if v is not extra and _aliases(v, root)]
+    if extra is not None:
+        views.append((extra, geom))
     meta = (root._shape, root.dtype)
     base_shape = tuple(root._shape)
-    for v in views:
+    for v, g in views:
         if not v.dtype.is_differentiable:
             continue
         n = _bare(_ViewOf, _AS_STRIDED, [meta], [(v._shape, v.dtype)], [edge])
-        n.geom, n.base_shape = _Geometry(root._h.raw, v._h.raw), base_shape
+        n.geom = g if g is not None else _Geometry(root._h.raw, v._h.raw)
+        n.base_shape = base_shape
         v.grad_fn, v._out_idx, v.requires_grad = n, 0, True
 
 
-def after_write(inputs: list, out: list, rec: bool) -> None:
-    """Called by ``dispatch.apply`` after an eager in-place call with grad mode on (``rec``:
-    autograd recorded the op, so each written tensor's ``grad_fn`` is its node)."""
-    for t in out:
+def after_write(inputs: list, out: list, rec: bool, prev: list | None = None) -> None:
+    """Called by ``dispatch.apply`` after an eager (local or global) in-place call with grad
+    mode on (``rec``: autograd recorded the op, so each written tensor's ``grad_fn`` is its
+    node; ``prev``: global calls, each written tensor's ``(grad_fn, out_idx)`` before it)."""
+    for k, t in enumerate(out):
         root = t._base
         if root is None:
             if not rec and t.grad_fn is not None:  # overwritten by values needing no grad
@@ -218,29 +236,64 @@ def after_write(inputs: list, out: list, rec: bool) -> None:
             if t._views is not None:
                 _regenerate(t)
             continue
-        if not (rec or root.requires_grad) or not _aliases(t, root):
+        if not (rec or root.requires_grad):
             continue
-        _rebase(t, root, inputs, t.grad_fn if rec else None)
+        inner = t.grad_fn if rec else None
+        self_pos = tuple(i for i, x in enumerate(inputs) if x is t) if rec else ()
+        if type(t._h) is EagerBlob:
+            if not _aliases(t, root):
+                continue
+            geom = _Geometry(root._h.raw, t._h.raw)
+        elif getattr(t._h, "is_global", False) and getattr(root._h, "is_global", False):
+            # global views: the view ops recorded since the base, replayed on its positions
+            pos = _replayed(root, *prev[k]) if prev is not None else None
+            if pos is None:
+                continue
+            geom = _Geometry(None, None, pos)
+        else:
+            continue
+        _rebase(t, root, self_pos, inner, geom)
 
 
-def _rebase(v: Tensor, root: Tensor, inputs: list, inner: Node | None) -> None:
-    """``root``'s history after in-place ``inner`` (None: values needing no grad) wrote its
-    view ``v``."""
-    if inner is not None:
-        # the written view among the op's inputs (its node saved a copy of the old value)
-        self_pos = tuple(i for i, t in enumerate(inputs) if t is v)
-        others = [i for i in range(len(inner.next_edges)) if i not in self_pos]
-    else:
-        self_pos, others = (), []
+def _replayed(root: Tensor, node, idx: int):
+    """Flat positions in ``root`` of the view whose history is output ``idx`` of ``node``:
+    its view ops (recorded from ``root``) replayed on ``root``'s positions; None if the
+    history is not a chain of view ops from ``root``."""
+    steps = []
+    while True:
+        if node is None:
+            return None
+        if isinstance(node, _ViewOf):  # a view already rebased onto root
+            a = node.geom.positions().reshape(node.output_metas[0][0])
+            break
+        if node.op is None or getattr(node.op, "view_fn", None) is None or not node._inputs:
+            return None
+        steps.append((node, idx))
+        t = node._inputs[0]
+        if t is root:
+            a = np.arange(int(np.prod(root._shape)), dtype=np.int64).reshape(root._shape)
+            break
+        node, idx = t.grad_fn, t._out_idx
+    for node, idx in reversed(steps):
+        if node.op.name == "reshape":
+            a = a.reshape(node.output_metas[idx][0])
+        else:
+            a = node.op.view_fn([a], node.attrs)[idx]
+    return np.ascontiguousarray(a).reshape(-1)
+
+
+def _rebase(v: Tensor, root: Tensor, self_pos: tuple, inner: Node | None, geom) -> None:
+    """``root``'s history after in-place ``inner`` (None: values needing no grad; the
+    written view's old value is its inputs ``self_pos``) wrote its view ``v`` at ``geom``."""
+    others = [i for i in range(len(inner.next_edges)) if i not in self_pos] if inner else []
     meta = (root._shape, root.dtype)
-    edges = [_edge(root)] + ([inner.next_edges[i] for i in others] if inner else [])
-    metas = [meta] + ([inner.input_metas[i] for i in others] if inner else [])
+    edges = [_edge(root)] + [inner.next_edges[i] for i in others]
+    metas = [meta] + [inner.input_metas[i] for i in others]
     c = _bare(CopySlices, _COPY_SLICES, metas, [meta], edges)
-    c.inner, c.self_pos = inner, self_pos
-    c.geom = _Geometry(root._h.raw, v._h.raw)
+    c.inner, c.self_pos, c.geom = inner, self_pos, geom
     c.view_shape, c.base_shape = tuple(v._shape), tuple(root._shape)
     root.grad_fn, root._out_idx, root.requires_grad = c, 0, True
-    _regenerate(root, v)
+    _regenerate(root, v, geom)
 
 
 __all__ = ["after_write", "register", "positions", "CopySlices"]
