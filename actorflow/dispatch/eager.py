@@ -130,7 +130,8 @@ def _apply_inplace(op, inputs, attrs, out, metas, record):
     outs, out_storages = [], []
     for t in out:
         s, a = storage_and_array(t)
-        if t._base is not None and not a.flags.writeable:  # (expand's views are read-only)
+        if t._base is not None and not a.flags.writeable and any(
+                st == 0 and n > 1 for n, st in zip(a.shape, a.strides)):  # expand's views
             raise RuntimeError(where(
                 f"{op.name}_: unsupported operation: more than one element of the written-to "
                 f"tensor refers to a single memory location (an expanded view, shape "
