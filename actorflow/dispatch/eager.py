@@ -10,13 +10,16 @@ from __future__ import annotations
 import numpy as np
 
 from actorflow import scope, vm
-from actorflow.dispatch.common import check_inplace, infer
+from actorflow.autograd import grad_mode
+from actorflow.dispatch import eager_views
+from actorflow.dispatch.common import check_inplace, infer, where
 from actorflow.ops.registry import Op
 from actorflow.random import default_generator
 from actorflow.tensor import EagerBlob, Tensor
 from actorflow.vm import scheduler as _scheduler
 
 _state = scope.state
+_grad = grad_mode._state
 
 
 class EagerInterpreter:
@@ -113,6 +116,8 @@ def _apply_view(op: Op, inputs: list, attrs: dict, metas: list) -> list:
     root = base if base._base is None else base._base
     for t in results:
         t._base = root
+    if _grad.enabled and views != ():  # later in-place writes rebase the views' histories
+        eager_views.register(root, results)
     return results
 
 
@@ -125,6 +130,12 @@ def _apply_inplace(op, inputs, attrs, out, metas, record):
     outs, out_storages = [], []
     for t in out:
         s, a = storage_and_array(t)
+        if t._base is not None and not a.flags.writeable and any(
+                st == 0 and n > 1 for n, st in zip(a.shape, a.strides)):  # expand's views
+            raise RuntimeError(where(
+                f"{op.name}_: unsupported operation: more than one element of the written-to "
+                f"tensor refers to a single memory location (an expanded view, shape "
+                f"{tuple(t._shape)}); clone() the tensor before writing into it", inputs))
         outs.append(a)
         if s is not None:
             out_storages.append(s)

@@ -61,4 +61,22 @@ w = np.random.default_rng(0).standard_normal(full.shape)
 (ys[0] * flow.tensor(w, placement=PL, sbp=B)).sum().backward()
 (ys[1] * flow.tensor(w)).sum().backward()
 np.testing.assert_allclose(x.grad.numpy(), xl.grad.numpy())
+
+# a chain of views written from a tensor that requires grad, the view used again after the
+# write: eager-local rebases the base's history as PyTorch (dispatch/eager_views.py)
+x, xl = pair()
+wg = flow.tensor(w[:, 0], placement=PL, sbp=B, requires_grad=True)
+wl = flow.tensor(w[:, 0], requires_grad=True)
+losses = []
+for t, s in ((x, wg), (xl, wl)):
+    y = t * 3
+    c = y.t()[1:]
+    c[0].copy_(s * 2)
+    c.mul_(0.5)
+    losses.append((y * y).sum() + (c * c).sum())
+losses[0].backward()
+losses[1].backward()
+np.testing.assert_allclose(losses[0].numpy(), losses[1].numpy())
+np.testing.assert_allclose(x.grad.numpy(), xl.grad.numpy())
+np.testing.assert_allclose(wg.grad.numpy(), wl.grad.numpy())
 print(f"OK rank {r}", flush=True)

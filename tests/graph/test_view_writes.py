@@ -1,6 +1,7 @@
 """In-place writes through views inside ``nn.Graph.build`` reach the viewed tensor, as eagerly
 (views share memory): values, gradients through the written base and a training step compared
-with PyTorch, on both graph executors (``actorflow/dispatch/lazy_views.py``)."""
+with PyTorch and with eager mode, on both graph executors (``actorflow/dispatch/lazy_views.py``;
+eagerly ``actorflow/dispatch/eager_views.py``)."""
 from __future__ import annotations
 
 import importlib.util
@@ -94,6 +95,13 @@ def _graph(view, write, xs, ws, ps):
     return y.numpy(), loss.numpy(), ps - m.p.numpy()  # lr 1: the step is the gradient
 
 
+def _eager(view, write, xs, ws, ps):
+    p = flow.tensor(ps, requires_grad=True)
+    y, loss = _run(flow, view, write, flow.tensor(xs), flow.tensor(ws), p)
+    loss.backward()  # eager autograd rebases the written base (dispatch/eager_views.py)
+    return y.detach().numpy(), loss.detach().numpy(), p.grad.numpy()
+
+
 @pytest.mark.parametrize("executor", EXECUTORS)
 @pytest.mark.parametrize("write", list(WRITES))
 @pytest.mark.parametrize("view", list(VIEWS))
@@ -103,8 +111,10 @@ def test_write_through_view_in_graph_matches_torch(view, write, executor, monkey
     xs, ws, ps = (rng.standard_normal((4, 6)) for _ in range(3))
     ref = _torch(view, write, xs, ws, ps)
     got = _graph(view, write, xs, ws, ps)
-    for what, a, b in zip(("value", "loss", "gradient"), got, ref):
+    eager = _eager(view, write, xs, ws, ps)
+    for what, a, b, e in zip(("value", "loss", "gradient"), got, ref, eager):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12, err_msg=what)
+        np.testing.assert_allclose(a, e, rtol=1e-12, atol=1e-12, err_msg=f"{what}: eager")
 
 
 def _eager_and_graph(fn, *arrays):
