@@ -37,7 +37,7 @@ def _op(conf):
     return None if is_system_op(conf.op_type) else registry.get(conf.op_type)
 
 
-def _probe(shape: tuple) -> np.ndarray:
+def stride_probe(shape: tuple) -> np.ndarray:
     """A C-contiguous array of ``shape`` with 1-byte items over a 1-byte buffer: only its
     strides are looked at (never its values), so view functions can be tried on it for free."""
     strides, step = [], 1
@@ -109,7 +109,7 @@ def alias_views(job: Job, order: list) -> tuple:
         src = o.inputs[0]
         probe = probes.get(src)
         if probe is None:
-            probe = _probe(tuple(descs[src].shape))
+            probe = stride_probe(tuple(descs[src].shape))
         views = _view_of_probe(op, o, probe)
         if views is None:
             continue

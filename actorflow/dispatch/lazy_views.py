@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from actorflow.autograd import grad_mode
+from actorflow.compiler.views import stride_probe
 from actorflow.dispatch.common import where
 from actorflow.ops._common import F, norm_axis
 from actorflow.ops.index import index_shape
@@ -56,16 +57,6 @@ def _old_identity(tracer, base):
     return a
 
 
-def _probe(shape: tuple) -> np.ndarray:
-    """A C-contiguous array of ``shape`` over a 1-byte buffer: only its strides matter."""
-    strides, step = [], 1
-    for s in reversed(shape):
-        strides.append(step)
-        step *= max(int(s), 1)
-    return np.lib.stride_tricks.as_strided(np.zeros(1, np.uint8), tuple(shape),
-                                           tuple(reversed(strides)), writeable=False)
-
-
 def _probes(op, base_probe: np.ndarray, attrs: dict, results: list):
     """The strided arrays ``op`` makes of ``base_probe`` as eager mode would, or None where
     eager mode copies (a reshape its input's strides can't express) and nothing aliases."""
@@ -90,7 +81,7 @@ def note_view(tracer, op, inputs: list, attrs: dict, results: list) -> None:
     reg = _views(tracer)
     parent = reg.get(id(base))
     probe = parent[8] if parent is not None and parent[0] is base else \
-        _probe(tuple(base._shape))
+        stride_probe(tuple(base._shape))
     probes = _probes(op, probe, attrs, results)
     if probes is None:
         return
