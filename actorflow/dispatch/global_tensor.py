@@ -484,6 +484,9 @@ def from_full(t: Tensor, placement_: placement, sbp) -> Tensor:
     ops): each rank keeps its shard, nothing moves. Not recorded by autograd."""
     _check_placement("global tensor creation", placement_)
     sbp = _sbp_arg("global tensor creation", sbp, placement_)
+    tracer = getattr(t._h, "tracer", None)
+    if tracer is not None:
+        return _lazy_from_full(tracer, t, placement_, sbp)
     coords = coords_of(placement_, world().rank)
     local = None
     boxer = None
@@ -493,6 +496,19 @@ def from_full(t: Tensor, placement_: placement, sbp) -> Tensor:
         local = box_shard(t, (B,) * len(sbp), nd_attrs(sbp), t._shape, placement_, coords,
                           boxer)
     return wrap(local, placement_, sbp, t._shape, t.dtype)
+
+
+def _lazy_from_full(tracer, t: Tensor, placement_: placement, sbp) -> Tensor:
+    """``from_full`` inside a graph's trace (``t`` a lazy constant, e.g. the seed gradient
+    ``ones_like(loss)`` of ``backward``): a global lazy tensor of that trace, broadcast and
+    then boxed to ``sbp`` like any global tensor of the Job."""
+    # late: lazy_global builds on this module
+    from actorflow.dispatch.lazy_global import global_lazy, interpreter_for
+
+    bcast = (B,) * len(placement_.hierarchy)
+    g = global_lazy(tracer, tracer.lazy_of(t)._h.name, placement_, bcast, t._shape, t.dtype)
+    dst = nd_attrs(sbp)
+    return g if dst == bcast else interpreter_for(tracer).box_to(g, dst, "creation")
 
 
 __all__ = ["GlobalBlob", "GlobalInterpreter", "GLOBAL", "is_global", "wrap", "box", "to_local",

@@ -120,8 +120,9 @@ def _global(t: Tensor, placement, sbp, requires_grad: bool) -> Tensor:
 
 def _like_global(x: Tensor) -> tuple:
     """(placement, sbp) for a tensor like ``x``: a global ``x``'s (partial_sum made
-    broadcast: the values are the logical ones), else (None, None)."""
-    if not gt.is_global(x):
+    broadcast: the values are the logical ones), else (None, None). Inside a distributed
+    graph's trace ``x`` may be a global lazy tensor: the result is one too (``from_full``)."""
+    if not x.is_global:
         return None, None
     sbp = tuple(broadcast if s.is_partial_sum else s for s in x.sbp)
     return x.placement, sbp

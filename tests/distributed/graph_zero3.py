@@ -152,5 +152,37 @@ for k in ref_sd:
     np.testing.assert_allclose(z_sd[k], ref_sd[k], rtol=1e-12, atol=1e-14, err_msg=k)
 assert all(nd_attrs(p.sbp) == (("B",),) for p in m.parameters())
 assert all(nd_attrs(s.sbp) == (("B",),) for st in opt.state.values() for s in st.values())
+
+# a loss that is a plain sum of the output: the seed gradient (ones_like of the global loss)
+# must be a global tensor of the trace, since it reaches the gather of the sharded last bias
+# (every parameter sharded here) through local-looking ops only
+class SumGraph(nn.Graph):
+    def __init__(self, model, opt, stage):
+        super().__init__()
+        self.model = model
+        self.add_optimizer(opt)
+        if stage:
+            self.config.enable_zero(True, stage=stage, shard_min_size=1)
+
+    def build(self, x):
+        loss = self.model(x).sum()
+        loss.backward()
+        return loss
+
+
+def sum_run(stage):
+    flow.manual_seed(5)
+    m = nn.Sequential(nn.Linear(D, H), nn.ReLU(), nn.Linear(H, 2 * n)).to(flow.float64)
+    m.to_global(placement=PL, sbp=B)
+    g = SumGraph(m, flow.optim.SGD(m.parameters(), lr=0.01), stage)
+    x = flow.tensor(X, placement=PL, sbp=S0)
+    return [g(x).numpy().sum() for _ in range(STEPS)], m
+
+
+(ref_l, ref_m), (z_l, m) = sum_run(0), sum_run(3)
+np.testing.assert_allclose(z_l, ref_l, rtol=1e-12, err_msg=f"rank {r}: sum-loss losses")
+assert nd_attrs(m[2].bias.sbp) == (("S", 0),), m[2].bias.sbp
+for (k, a), b in zip(m.state_dict().items(), ref_m.state_dict().values()):
+    np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12, atol=1e-14, err_msg=k)
 flow.synchronize()
 print(f"OK rank {r}", flush=True)
