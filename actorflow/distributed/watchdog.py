@@ -31,7 +31,9 @@ a different collective. The guards, installed when the program runs on several p
 * an exception hook: an uncaught exception on any rank is printed with the rank, then the job
   is aborted (MPI would otherwise wait in finalisation for ranks that will never come).
 
-Exit after an abandoned wait: its request may never complete. It is kept (with its buffers,
+Exit: after the graph runtimes closed, every rank waits (at most ``EXIT_WAIT_S``) in
+``exit_barrier`` for the others, so none finalizes MPI while a peer still needs it to finish a
+collective. After an abandoned wait: its request may never complete. It is kept (with its buffers,
 so a late completion never writes into freed memory) until the process ends, and the
 process exits normally: MPICH's ``MPI_Finalize`` returns with such requests pending (its
 collectives and point-to-point requests on a duplicate communicator were checked), so a rank
@@ -321,6 +323,30 @@ def _excepthook(kind, value, tb) -> None:
 
     text = "".join(traceback.format_exception(kind, value, tb))
     abort(f"uncaught exception; aborting every rank:\n{text.rstrip()}")
+
+
+EXIT_WAIT_S = 10.0   # the longest a rank waits at exit for the others (``exit_barrier``)
+
+
+def exit_barrier() -> None:
+    """At interpreter exit, after the graph runtimes closed (``runtime.launcher`` calls it):
+    wait, bounded, until every rank got here, testing a non-blocking barrier. A graph
+    collective can complete on this rank before its data reached a peer, which MPI delivers
+    only while this rank keeps making MPI calls; a rank that finalized at once would leave that
+    peer waiting in its last call (seen as "runtime shutdown timed out" at exit when calls were
+    still in flight). A peer that never comes (it died) costs at most ``EXIT_WAIT_S``."""
+    if _world is None:
+        return
+    try:
+        req = _world.comm.Ibarrier()
+    except Exception:  # MPI already finalized or broken: nothing to wait for
+        return
+    end = time.monotonic() + min(EXIT_WAIT_S, timeout())
+    while not req.Test():
+        if time.monotonic() > end:
+            abandon(req)
+            return
+        time.sleep(1e-4)
 
 
 def install(world) -> None:

@@ -11,6 +11,7 @@ import atexit
 import weakref
 
 from actorflow.compiler import CompileOptions, compile_job
+from actorflow.distributed import watchdog
 from actorflow.job.executor import Executor, Future
 from actorflow.job.schedule import draw_seeds, seed_draw_order
 from actorflow.runtime.runtime import Runtime
@@ -65,3 +66,5 @@ def _close_all() -> None:
             ex.close(timeout=2.0)
         except Exception:
             pass
+    # several ranks: no rank finalizes MPI while a peer may still need it for a collective
+    watchdog.exit_barrier()
