@@ -9,8 +9,9 @@ the result (``LazyInterpreter._write_in_place``). This module keeps the eager me
   (the tensor object it was made of, itself possibly a view), the op, its attrs, and the
   base's handle it was made from;
 * after an in-place call writes a noted view, the new view value is written back into its
-  base out of place (``setitem`` for getitem / narrow / split, the inverse reshape or
-  permutation, a masked select for diagonal) and the base takes the result with ``copy_``,
+  base out of place by the view op's own ``view_write`` (``setitem`` for getitem / narrow /
+  split, the inverse reshape or permutation, a masked select for diagonal) and the base
+  takes the result with ``copy_``,
   itself an in-place call: a view of a view writes back along the chain, and a base that is
   eager state (a parameter, a buffer) is assigned at run time as any in-place write is;
 * a noted view whose base has since been written (through it, through another view, or
@@ -29,11 +30,7 @@ import numpy as np
 from actorflow.autograd import grad_mode
 from actorflow.compiler.views import stride_probe
 from actorflow.dispatch.common import where
-from actorflow.ops._common import F, norm_axis
-from actorflow.ops.index import index_shape
 from actorflow.tensor import Tensor
-
-_SLICE_ALL = ("slice", None, None, None)
 
 
 def _views(tracer) -> dict:
@@ -135,40 +132,15 @@ def after_write(tracer, op, out: list) -> None:
 
 
 def _written_back(writer, op, attrs: dict, idx: int, base, view):
-    """``base`` with ``view``'s elements replaced by the values of ``view`` (out of place)."""
-    shape = tuple(base._shape)
-    name = op.name
-    if name == "reshape":
-        return F.reshape(view, shape)
-    if name == "transpose":
-        inv = [0] * len(attrs["perm"])
-        for i, p in enumerate(attrs["perm"]):
-            inv[p] = i
-        return F.permute(view, inv)
-    if name in ("getitem", "narrow", "split"):
-        if name == "getitem":
-            index = tuple(attrs["index"])
-        else:
-            d = norm_axis(name, attrs["dim"], len(shape))
-            if name == "narrow":
-                start, stop = attrs["start"], attrs["start"] + attrs["length"]
-            else:
-                start = sum(attrs["sizes"][:idx])
-                stop = start + attrs["sizes"][idx]
-            index = (_SLICE_ALL,) * d + (("slice", start, stop, None),)
-        target = tuple(index_shape("setitem", index, shape, ()))
-        value = view if tuple(view._shape) == target else F.reshape(view, target)
-        return F.setitem_by_spec(base, index, (), value)
-    if name == "diagonal":
-        a = {"shape": shape, "offset": attrs["offset"], "dim1": attrs["dim1"],
-             "dim2": attrs["dim2"]}
-        with grad_mode.no_grad():
-            mask = F.call("diagonal_backward", F.ones_like(view), **a) != 0
-        return F.where(mask, F.call("diagonal_backward", view, **a), base)
-    raise RuntimeError(where(
-        f"{writer.name}_: nn.Graph can't write through a view made by {name!r} (an in-place write "
-        f"into it would have to reach the base tensor of shape {shape}, but {name} views "
-        f"can't be written back); clone() the view before writing into it", [base]))
+    """``base`` with ``view``'s elements replaced by the values of ``view`` (out of place), by
+    the view op's own write-back (``Op.view_write_fn``)."""
+    if op.view_write_fn is None:
+        raise RuntimeError(where(
+            f"{writer.name}_: nn.Graph can't write through a view made by {op.name!r} (an "
+            f"in-place write into it would have to reach the base tensor of shape "
+            f"{tuple(base._shape)}, but {op.name} views can't be written back); clone() the "
+            f"view before writing into it", [base]))
+    return op.view_write_fn(base, view, attrs, idx)
 
 
 __all__ = ["note_view", "refresh", "after_write"]

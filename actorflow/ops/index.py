@@ -204,6 +204,19 @@ def _(ins, attrs):
     return [ins[0][basic]]
 
 
+def write_into(base, index: tuple, view):
+    """``base`` with ``base[index]`` (an index spec, as getitem's attr) replaced by ``view``'s
+    values, out of place: the write-back of the views that select a part of their base."""
+    target = tuple(index_shape("setitem", index, tuple(base._shape), ()))
+    value = view if tuple(view._shape) == target else F.reshape(view, target)
+    return F.setitem_by_spec(base, index, (), value)
+
+
+@getitem.view_write
+def _(base, view, attrs, idx):
+    return write_into(base, tuple(attrs["index"]), view)
+
+
 @getitem.kernel("cpu")
 def _(ins, outs, attrs):
     basic, _, _ = walk_index("getitem", attrs["index"], ins[0].shape)

@@ -9,6 +9,11 @@ Behaviour, attached with decorators after ``register``:
   * ``sbp``: a generator of SBP signatures (for global tensors and the compiler),
   * ``view``: optional; returns an output that aliases the input (eager views share memory;
     the compiled runtime uses the kernel, which copies).
+  * ``view_write(base, view, attrs, index) -> tensor``: optional, beside ``view``: ``base``
+    with the elements output ``index`` views replaced by ``view``'s values, out of place, in
+    functional ops (an nn.Graph trace writes an in-place write through a view back into its
+    base with it: ``dispatch/lazy_views.py``); a view op without one can't be written through
+    in a trace.
 
 Traits, keyword arguments of ``register`` (every consumer - dispatch, autograd, the passes,
 the compiler - reads them from the record; nothing keeps its own list of op names):
@@ -77,10 +82,10 @@ class Op:
     """One registered op. See the module docstring for its parts."""
 
     __slots__ = ("name", "doc", "infer_fn", "kernels", "grad_fn", "sbp_fn", "view_fn",
-                 "mutates", "mutates_fn", "grad_uses_outputs", "random", "optional_outputs",
-                 "elementwise", "alias_safe", "activation", "bias_act_epilogue", "bias_input",
-                 "add_to_output", "optimizer_update", "amp", "is_identity", "kernel_cpu",
-                 "collective", "transfer")
+                 "view_write_fn", "mutates", "mutates_fn", "grad_uses_outputs", "random",
+                 "optional_outputs", "elementwise", "alias_safe", "activation",
+                 "bias_act_epilogue", "bias_input", "add_to_output", "optimizer_update", "amp",
+                 "is_identity", "kernel_cpu", "collective", "transfer")
 
     def __init__(self, name: str, *, doc: str = "", mutates: tuple = (),
                  mutates_fn: Callable | None = None,
@@ -107,6 +112,7 @@ class Op:
         self.grad_fn: Callable | None = None
         self.sbp_fn: Callable | None = None
         self.view_fn: Callable | None = None
+        self.view_write_fn: Callable | None = None
         self.mutates = tuple(mutates)
         self.mutates_fn = mutates_fn
         self.grad_uses_outputs = grad_uses_outputs
@@ -193,6 +199,10 @@ class Op:
 
     def view(self, fn: Callable) -> Callable:
         self.view_fn = fn
+        return fn
+
+    def view_write(self, fn: Callable) -> Callable:
+        self.view_write_fn = fn
         return fn
 
     def __repr__(self) -> str:

@@ -10,6 +10,7 @@ import numpy as np
 from actorflow.framework import dtype as dt
 from actorflow.ops._common import F, copy_reshaped, norm_axis
 from actorflow.ops.boxing import P, S, Sig, shard_shape
+from actorflow.ops.index import write_into
 from actorflow.ops.registry import Meta, fail, register
 
 
@@ -133,6 +134,11 @@ def _(ins, attrs):
     return [x.reshape(infer_reshape("reshape", x.shape, attrs["shape"]))]
 
 
+@reshape.view_write
+def _(base, view, attrs, idx):
+    return F.reshape(view, tuple(base._shape))
+
+
 @reshape.kernel("cpu")
 def _(ins, outs, attrs):
     copy_reshaped(ins[0], outs[0])
@@ -177,6 +183,11 @@ def _(inputs, attrs):
 @transpose.view
 def _(ins, attrs):
     return [np.transpose(ins[0], attrs["perm"])]
+
+
+@transpose.view_write
+def _(base, view, attrs, idx):
+    return F.permute(view, [int(i) for i in np.argsort(attrs["perm"])])
 
 
 @transpose.kernel("cpu")
@@ -247,6 +258,19 @@ def _other_dims_split(nd: int, dim: int, n_in: int, n_out: int):
 @narrow.view
 def _(ins, attrs):
     return [_narrowed(ins[0], attrs)]
+
+
+def _dim_slice(base, dim: int, start: int, stop: int) -> tuple:
+    """The index spec (getitem's attr) of ``start:stop`` along ``dim`` of ``base``."""
+    d = norm_axis("view_write", dim, len(base._shape))
+    return (("slice", None, None, None),) * d + (("slice", start, stop, None),)
+
+
+@narrow.view_write
+def _(base, view, attrs, idx):
+    start = attrs["start"]
+    return write_into(base, _dim_slice(base, attrs["dim"], start, start + attrs["length"]),
+                      view)
 
 
 @narrow.kernel("cpu")
@@ -350,6 +374,13 @@ def _(inputs, attrs):
 @split.view
 def _(ins, attrs):
     return _pieces(ins[0], attrs)
+
+
+@split.view_write
+def _(base, view, attrs, idx):
+    start = sum(attrs["sizes"][:idx])
+    return write_into(base, _dim_slice(base, attrs["dim"], start, start + attrs["sizes"][idx]),
+                      view)
 
 
 @split.kernel("cpu")

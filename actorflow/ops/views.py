@@ -62,6 +62,15 @@ def _(ins, attrs):
     return [_diagonal_view(ins[0], attrs["offset"], attrs["dim1"], attrs["dim2"])]
 
 
+@diagonal.view_write
+def _(base, view, attrs, idx):
+    a = {"shape": tuple(base._shape), "offset": attrs["offset"], "dim1": attrs["dim1"],
+         "dim2": attrs["dim2"]}
+    # (ones that need no grad: the mask records no autograd history)
+    mask = F.call("diagonal_backward", F.ones_like(view).detach(), **a) != 0
+    return F.where(mask, F.call("diagonal_backward", view, **a), base)
+
+
 @diagonal.kernel("cpu")
 def _(ins, outs, attrs):
     outs[0][...] = _diagonal_view(ins[0], attrs["offset"], attrs["dim1"], attrs["dim2"])
