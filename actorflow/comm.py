@@ -155,9 +155,10 @@ class _Direct:
     def __init__(self, comm, worker):
         MPI = _mpi()
         self.comm, self.worker, self.in_place = comm, worker, MPI.IN_PLACE
-        self.ops = {np.dtype(t): MPI.SUM for t in (np.float32, np.float64, np.int8, np.int16,
-                                                  np.int32, np.int64, np.uint8)}
-        self.ops[np.dtype(np.bool_)] = MPI.LOR
+        # _sum_op per dtype MPI sums as it is (_direct_sum), looked up once
+        arrays = [np.empty(0, t) for t in (np.float32, np.float64, np.int8, np.int16,
+                                           np.int32, np.int64, np.uint8, np.bool_)]
+        self.ops = {a.dtype: _sum_op(a) for a in arrays if _direct_sum(a)}
 
 
 _direct: _Direct | None = None   # set on the first all_reduce of a multi-process program

@@ -55,6 +55,20 @@ class Node:
         self.freed = False
         self.pre_hooks = None
 
+    @classmethod
+    def from_edges(cls, in_metas: list, out_metas: list, edges: list,
+                   module_path: str = "") -> "Node":
+        """A node of no registered op (``op`` None; the subclass's ``apply`` and ``name`` give
+        the gradients) whose inputs' histories are ``edges`` (``None``: needs no gradient),
+        saving nothing."""
+        n = cls.__new__(cls)
+        n.op, n.attrs, n.module_path = None, {}, module_path
+        n.input_metas, n.output_metas, n.next_edges = in_metas, out_metas, edges
+        n.needs_input_grad = tuple(e is not None for e in edges)
+        n._inputs, n._outputs, n._versions = [], None, []
+        n.freed, n.pre_hooks = False, None
+        return n
+
     def name(self) -> str:
         return f"{self.op.name}_backward"
 

@@ -28,24 +28,6 @@ from actorflow.ops._common import F
 from actorflow.tensor import EagerBlob, Tensor
 
 
-class _NodeOp:
-    """The op-like part of the nodes below (a name; nothing saved, nothing mutated)."""
-
-    __slots__ = ("name",)
-    mutates = ()
-    grad_uses_outputs = False
-    view_fn = None
-    grad_fn = None
-
-    def __init__(self, name: str):
-        self.name = name
-
-
-_COPY_SLICES = _NodeOp("copy_slices")
-_AS_STRIDED = _NodeOp("as_strided")
-_OVERWRITTEN = _NodeOp("overwritten")
-
-
 def register(root: Tensor, views: list) -> None:
     """Remember ``views`` (made with grad mode on) as live views of ``root``; dead entries
     are dropped when the list doubles."""
@@ -59,14 +41,8 @@ def register(root: Tensor, views: list) -> None:
             reg[:] = [r for r in reg if r() is not None]
 
 
-def _bare(cls, op: _NodeOp, in_metas: list, out_metas: list, edges: list):
-    n = cls.__new__(cls)
-    n.op, n.attrs, n.module_path = op, {}, scope.current_path()
-    n.input_metas, n.output_metas, n.next_edges = in_metas, out_metas, edges
-    n.needs_input_grad = tuple(e is not None for e in edges)
-    n._inputs, n._outputs, n._versions = [], None, []
-    n.freed, n.pre_hooks = False, None
-    return n
+def _node(cls, in_metas: list, out_metas: list, edges: list):
+    return cls.from_edges(in_metas, out_metas, edges, scope.current_path())
 
 
 def _edge(t: Tensor):
@@ -188,6 +164,9 @@ class _Overwritten(Node):
 
     __slots__ = ()
 
+    def name(self) -> str:
+        return "OverwrittenBackward"
+
     def apply(self, douts: list) -> tuple:
         return (F.zeros_like(douts[0]),)
 
@@ -216,7 +195,7 @@ def _regenerate(root: Tensor, extra: Tensor | None = None, geom=None) -> None:
     for v, g in views:
         if not v.dtype.is_differentiable:
             continue
-        n = _bare(_ViewOf, _AS_STRIDED, [meta], [(v._shape, v.dtype)], [edge])
+        n = _node(_ViewOf, [meta], [(v._shape, v.dtype)], [edge])
         n.geom = g if g is not None else _Geometry(root._h.raw, v._h.raw)
         n.base_shape = base_shape
         v.grad_fn, v._out_idx, v.requires_grad = n, 0, True
@@ -230,7 +209,7 @@ def after_write(inputs: list, out: list, rec: bool, prev: list | None = None) ->
         root = t._base
         if root is None:
             if not rec and t.grad_fn is not None:  # overwritten by values needing no grad
-                t.grad_fn = _bare(_Overwritten, _OVERWRITTEN, [(t._shape, t.dtype)],
+                t.grad_fn = _node(_Overwritten, [(t._shape, t.dtype)],
                                   [(t._shape, t.dtype)], [(t.grad_fn, t._out_idx)])
                 t._out_idx = 0
             if t._views is not None:
@@ -289,7 +268,7 @@ def _rebase(v: Tensor, root: Tensor, self_pos: tuple, inner: Node | None, geom) 
     meta = (root._shape, root.dtype)
     edges = [_edge(root)] + [inner.next_edges[i] for i in others]
     metas = [meta] + [inner.input_metas[i] for i in others]
-    c = _bare(CopySlices, _COPY_SLICES, metas, [meta], edges)
+    c = _node(CopySlices, metas, [meta], edges)
     c.inner, c.self_pos, c.geom = inner, self_pos, geom
     c.view_shape, c.base_shape = tuple(v._shape), tuple(root._shape)
     root.grad_fn, root._out_idx, root.requires_grad = c, 0, True
