@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from actorflow.ops.parallel import parallel_for
 from actorflow.ops.registry import Meta, OpError, fail, get, register
 
 
@@ -221,8 +222,58 @@ def _(ins, outs, attrs):
     blocks = _blocks(ins, attrs)
     if op.elementwise and not base_attrs.get("skip_if"):  # no norms (LAMB has): merge params
         blocks = _run_merged(op, blocks, base_attrs)
+        blocks = _run_sliced(op, blocks, base_attrs)
     for block in blocks:
         op.kernel_cpu(block, [], base_attrs)
+
+
+_SLICE = 1 << 17  # elements per slice: a slice's param, grad and state stay in a core's L2
+
+
+def _run_sliced(op, blocks: list, attrs: dict) -> list:
+    """Run the large parameters of ``blocks`` as slices of ``_SLICE`` elements on the intra-op
+    threads; returns the blocks still to run.
+
+    An elementwise update computes each element from the same element of its inputs, so a slice
+    gives the bits the whole array gives; slicing keeps the update's several passes (scale the
+    buffer, add the gradient, step the parameter) within the cache, and the slices of all
+    parameters share the cores. Blocks qualify when every array input is C-contiguous and has
+    the parameter's shape, and the parameter appears once; 0-d state (Adam's step count) is
+    advanced on a copy per slice and written back once."""
+    slices, rest, seen = [], [], set()
+    counts: dict = {}
+    for b in blocks:
+        counts[id(b[0])] = counts.get(id(b[0]), 0) + 1
+    mutated = op.mutated_inputs(len(blocks[0]), attrs) if blocks else ()
+    scalar_writes = []
+    for b in blocks:
+        p = b[0]
+        scalar_ids = [id(b[i]) for i in mutated if b[i].ndim == 0]
+        if (p.size <= _SLICE or counts[id(p)] > 1 or id(p) in seen
+                or any(i in seen for i in scalar_ids)
+                or any(a.ndim and (a.shape != p.shape or not a.flags.c_contiguous)
+                       for i, a in enumerate(b) if i != 2)):
+            rest.append(b)
+            continue
+        seen.update([id(p), *scalar_ids])
+        flat = [a if i == 2 or a.ndim == 0 else a.reshape(-1) for i, a in enumerate(b)]
+        scalars = [i for i in mutated if b[i].ndim == 0]
+        for start in range(0, p.size, _SLICE):
+            part = [a if i == 2 else np.array(a) if a.ndim == 0 else a[start:start + _SLICE]
+                    for i, a in enumerate(flat)]
+            slices.append(part)
+            if start == 0 and scalars:
+                scalar_writes.append((b, part, scalars))
+    if not slices:
+        return rest
+    if len(slices) == 1:
+        op.kernel_cpu(slices[0], [], attrs)
+    else:
+        parallel_for(len(slices), lambda k: op.kernel_cpu(slices[k], [], attrs))
+    for b, part, scalars in scalar_writes:
+        for i in scalars:
+            b[i][...] = part[i]
+    return rest
 
 
 def _run_merged(op, blocks: list, attrs: dict) -> list:

@@ -2,6 +2,8 @@
 registered ops run in order and in place, and the multi-tensor optimizer update."""
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -189,3 +191,78 @@ def test_multi_tensor_update_matches_per_parameter_updates_and_names_mutated_inp
     assert op.mutated_inputs(len(ins), fused_attrs) == (1, 3, 4, 5, 6, 8, 9, 10)
     with pytest.raises(OpError, match="do not form lr plus blocks of 5"):
         op.infer_fn([_meta(np.asarray(a)) for a in ins[:-1]], fused_attrs)
+
+
+@pytest.mark.parametrize("update,attrs,n_state,has_step", [
+    ("momentum_update", {"momentum": 0.9}, 1, False),
+    ("momentum_update", {"momentum": 0.9, "nesterov": True, "weight_decay": 0.01}, 1, False),
+    ("sgd_update", {}, 0, False),
+    ("adam_update", {"beta1": 0.9, "beta2": 0.99, "eps": 1e-8, "weight_decay": 0.01,
+                     "decoupled": True}, 2, True),
+])
+def test_multi_tensor_update_slices_large_parameters_with_the_same_bits(update, attrs, n_state,
+                                                                         has_step):
+    """Parameters above the slice size run as slices on the intra-op threads: the same bits as
+    one call per parameter, the step count advanced once per call, a non-contiguous or repeated
+    parameter still updated whole (and twice)."""
+    from actorflow.ops import fused
+    rng = np.random.default_rng(1)
+    big = fused._SLICE * 2 + 123
+    shapes = [(big,), (3, fused._SLICE // 2 + 5), (7,)]
+    params = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    params.append(rng.standard_normal((fused._SLICE + 9, 2)).astype(np.float32).T)  # strided
+    grads = [rng.standard_normal(p.shape).astype(np.float32) for p in params]
+    lr = np.array(0.05)
+
+    def state():
+        out = []
+        for p in params:
+            block = [p.copy()]
+            if has_step:
+                block.append(np.zeros((), np.int64))
+            block += [np.zeros_like(p) for _ in range(n_state)]
+            out.append(block)
+        return out
+
+    ref, got = state(), state()
+    base = registry.get(update)
+    for _ in range(3):
+        for (p, *st), g in zip(ref, grads):
+            base.kernel_cpu([p, g, lr, *st], [], attrs)
+        base.kernel_cpu([ref[0][0], grads[0], lr, *ref[0][1:]], [], attrs)  # listed twice
+    ins = [lr]
+    for (p, *st), g in zip(got, grads):
+        ins += [p, g, *st]
+    ins += [got[0][0], grads[0], *got[0][1:]]
+    fused_attrs = {"update": update, "update_attrs": attrs, "arity": 2 + n_state + has_step}
+    for _ in range(3):
+        registry.get("multi_tensor_update").kernel_cpu(ins, [], fused_attrs)
+    for r, s in zip(ref, got):
+        for a, b in zip(r, s):
+            assert np.array_equal(a, b)
+    if has_step:
+        assert int(got[1][1]) == 3 and int(got[0][1]) == 6
+
+
+def test_multi_tensor_update_slices_run_on_the_intra_op_threads(monkeypatch):
+    """The slices of a large parameter run on more than one thread when helpers exist."""
+    import threading
+
+    from actorflow.ops import fused, parallel
+    if parallel.threads() < 2:
+        pytest.skip("one intra-op thread")
+    seen = set()
+    base = registry.get("sgd_update")
+    real = base.kernel_cpu
+
+    def spy(ins, outs, attrs):
+        seen.add(threading.get_ident())
+        time.sleep(0.002)  # long enough for a helper to claim a slice
+        real(ins, outs, attrs)
+
+    monkeypatch.setattr(base, "kernel_cpu", spy)
+    p = np.zeros(fused._SLICE * 8, np.float32)
+    g = np.ones_like(p)
+    registry.get("multi_tensor_update").kernel_cpu(
+        [np.array(1.0), p, g], [], {"update": "sgd_update", "update_attrs": {}, "arity": 2})
+    assert np.array_equal(p, -g) and len(seen) >= 2
