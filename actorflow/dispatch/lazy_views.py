@@ -14,6 +14,9 @@ the result (``LazyInterpreter._write_in_place``). This module keeps the eager me
   takes the result with ``copy_``,
   itself an in-place call: a view of a view writes back along the chain, and a base that is
   eager state (a parameter, a buffer) is assigned at run time as any in-place write is;
+* ``detach()`` / ``.data`` of a tensor is noted as an alias (``note_alias``): a write into the
+  alias is copied into its base without autograd (as eagerly: shared storage, history
+  unchanged), and the alias always reads the base's current value;
 * a noted view whose base has since been written (through it, through another view, or
   directly) is made again from the base's new value before its next use in an op or as an
   output (``refresh``); its version counter moves, so a gradient rule that saved the old value
@@ -88,6 +91,56 @@ def note_view(tracer, op, inputs: list, attrs: dict, results: list) -> None:
         reg[id(t)] = [t, base, op, dict(attrs), [], i, seen, enabled, probes[i]]
 
 
+def note_alias(tracer, base, alias) -> None:
+    """Record that ``alias`` is ``base.detach()`` (or ``base.data``): the same values outside
+    autograd, so an in-place write into either is seen by the other, as eagerly (shared
+    storage). Noted with op None; the alias takes the base's lazy value at its first use."""
+    if getattr(tracer, "_regenerating", False):
+        return
+    reg = _views(tracer)
+    parent = reg.get(id(base))  # an alias of a view lies in memory where the view does
+    probe = parent[8] if parent is not None and parent[0] is base else \
+        stride_probe(tuple(base._shape))
+    reg[id(alias)] = [alias, base, None, {}, [], 0, None, grad_mode._state.enabled, probe]
+
+
+def note_become(tracer, t, r) -> None:
+    """``t`` is about to become ``r`` (``squeeze_``, ``unsqueeze_``, ``contiguous_``: OneFlow's
+    in-place shape methods). Eagerly ``t`` keeps its memory, so: ``t``'s old identity goes on
+    as ``old`` (the view of ``t``'s base it was, if any, and the base of ``t``'s other views);
+    ``t`` is noted as ``r`` was, a view of ``old``, or as nothing when ``r`` is a copy."""
+    reg = _views(tracer)
+    mine, theirs = reg.get(id(t)), reg.get(id(r))
+    mine = mine if mine is not None and mine[0] is t else None
+    theirs = theirs if theirs is not None and theirs[0] is r and theirs[1] is t else None
+    old = Tensor._from_handle(t._h, tuple(t._shape), t.dtype)
+    old.requires_grad, old.grad_fn, old._out_idx, old._vc = \
+        t.requires_grad, t.grad_fn, t._out_idx, t._vc
+    for entry in list(reg.values()):
+        if entry[1] is t:  # t's views now view its old identity (the same memory)
+            entry[1] = old
+    if mine is not None:
+        reg.pop(id(t))
+        mine[0] = old
+        reg[id(old)] = mine
+    if theirs is not None:
+        reg.pop(id(r))
+        theirs[0] = t
+        reg[id(t)] = theirs
+
+
+def _refresh_alias(tracer, entry) -> None:
+    """The alias takes its base's value if the base was written since they last agreed (a
+    write into the alias itself is copied into the base by ``after_write``)."""
+    alias, base = entry[0], entry[1]
+    now = _handle_of(tracer, base)
+    if now is None:  # eager state or an eager tensor not read in this trace yet
+        now = tracer.lazy_of(base)._h
+    if now is not entry[6]:
+        alias._h = now
+        entry[6] = now
+
+
 def refresh(tracer, t) -> None:
     """Make view ``t`` again from its base's current value if the base was written since."""
     entry = _views(tracer).get(id(t))
@@ -95,6 +148,9 @@ def refresh(tracer, t) -> None:
         return
     _, base, op, attrs, extras, idx, seen, enabled, _ = entry
     refresh(tracer, base)
+    if op is None:
+        _refresh_alias(tracer, entry)
+        return
     now = _handle_of(tracer, base)
     if now is seen:
         return
@@ -123,6 +179,12 @@ def after_write(tracer, op, out: list) -> None:
             continue
         _, base, view_op, attrs, _, idx, _, _, _ = entry
         refresh(tracer, base)
+        if view_op is None:  # a detached alias: the base takes the value, autograd unaware
+            with grad_mode.no_grad():
+                base.copy_(t)
+            entry[6] = _handle_of(tracer, base)
+            t._h = entry[6]
+            continue
         # the base's value before the write, as a tensor of its own: the write-back's gradient
         # rules may save it, and ``base`` itself is rebound below
         old = _old_identity(tracer, base)
@@ -143,4 +205,4 @@ def _written_back(writer, op, attrs: dict, idx: int, base, view):
     return op.view_write_fn(base, view, attrs, idx)
 
 
-__all__ = ["note_view", "refresh", "after_write"]
+__all__ = ["note_view", "note_alias", "note_become", "refresh", "after_write"]

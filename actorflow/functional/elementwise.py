@@ -5,7 +5,8 @@ import numpy as np
 
 from actorflow.autograd.grad_mode import is_grad_enabled
 from actorflow.framework import dtype as dt
-from actorflow.dispatch import apply
+from actorflow.dispatch import apply, lazy_views
+from actorflow.dispatch.lazy import current_tracer
 from actorflow.functional._base import as_tensor_like, is_scalar
 from actorflow.ops import registry
 from actorflow.tensor import Tensor, register_tensor_methods
@@ -172,6 +173,9 @@ def detach(x: Tensor) -> Tensor:
     """A tensor sharing ``x``'s storage, outside autograd."""
     t = Tensor._from_handle(x._h, x._shape, x.dtype)
     t._vc = x._vc
+    tracer = current_tracer()
+    if tracer is not None:  # nn.Graph traces: writes into either must reach the other
+        lazy_views.note_alias(tracer, x, t)
     return t
 
 

@@ -11,7 +11,8 @@ import builtins
 
 import numpy as np
 
-from actorflow.dispatch import apply
+from actorflow.dispatch import apply, lazy_views
+from actorflow.dispatch.lazy import current_tracer
 from actorflow.framework import dtype as dt
 from actorflow.functional.elementwise import clone, expand
 from actorflow.functional.index import index_select
@@ -324,6 +325,9 @@ def _become(self: Tensor, r: Tensor) -> Tensor:
     if self.requires_grad and self.grad_fn is None and r.grad_fn is not None:
         raise RuntimeError("a leaf tensor that requires grad is being used in an in-place "
                            f"shape change (shape {tuple(self._shape)})")
+    tracer = current_tracer()
+    if tracer is not None:  # nn.Graph traces: self keeps aliasing its memory
+        lazy_views.note_become(tracer, self, r)
     self._h, self._shape, self._vc = r._h, r._shape, r._vc
     self._vc[0] += 1  # a gradient rule that saved this tensor must not see the new shape
     if r.grad_fn is not None:

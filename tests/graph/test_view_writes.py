@@ -149,8 +149,36 @@ def _copy_not_view(x):
     return y, r, s
 
 
+def _detached_aliases(x):
+    y = x * 1
+    d = y.detach()              # the same values outside autograd: a write reaches y
+    d.mul_(5)
+    e = y.data[1]               # a view of an alias
+    e.fill_(-2)                 # reaches d and y
+    y.add_(1)                   # the base written: d sees it
+    f = d.detach()              # an alias of an alias
+    f[0, 0] = 9.0
+    return y, d, e, f
+
+
+def _inplace_shape_changes(x):
+    y = x * 1
+    v = y[1]
+    v.unsqueeze_(0)             # still a view of y, now (1, 6)
+    v.mul_(2)
+    w = y[2:3]
+    w.squeeze_(0)
+    w.add_(100)
+    c = y.t()
+    y.unsqueeze_(0)             # a base changing shape: its views still alias it
+    c[0].fill_(-1)
+    y.add_(1000)
+    return y, v, w, c
+
+
 @pytest.mark.parametrize("executor", EXECUTORS)
-@pytest.mark.parametrize("fn", [_other_views, _copy_not_view])
+@pytest.mark.parametrize("fn", [_other_views, _copy_not_view, _detached_aliases,
+                                _inplace_shape_changes])
 def test_every_live_view_reads_the_written_base(fn, executor, monkeypatch):
     monkeypatch.setenv("ACTORFLOW_RUN_GRAPH_BY_VM", "1" if executor == "reference" else "0")
     x = np.arange(24.0).reshape(4, 6)
@@ -223,3 +251,63 @@ def test_a_write_through_a_view_that_cant_be_written_back_raises():
 
     with pytest.raises(RuntimeError, match=r"mul_.*'expand'.*\[in module body\]"):
         G()(flow.ones(1, 4))
+
+
+class _ClampedWeight(nn.Module):
+    """A parameter clamped in place through ``.data`` before use (outside autograd), and a
+    buffer counted through ``detach()``."""
+
+    def __init__(self, ps):
+        super().__init__()
+        self.p = nn.Parameter(flow.tensor(ps))
+        self.register_buffer("calls", flow.zeros(1))
+
+    def forward(self, x):
+        self.p.data.clamp_(-0.5, 0.5)
+        self.calls.detach().add_(1)
+        return (x * self.p).sum() * self.p.sum()
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_writes_through_detach_and_data_reach_parameters_and_buffers(executor, monkeypatch):
+    """A write into ``p.data`` / ``buf.detach()`` in build() changes the parameter or buffer as
+    eagerly and in PyTorch; the gradient is that of the written value (autograd does not see
+    the write), over three training steps."""
+    monkeypatch.setenv("ACTORFLOW_RUN_GRAPH_BY_VM", "1" if executor == "reference" else "0")
+    rng = np.random.default_rng(3)
+    ps = rng.standard_normal((4, 6))
+    xs = [rng.standard_normal((4, 6)) for _ in range(3)]
+    m_g, m_e = _ClampedWeight(ps), _ClampedWeight(ps)
+    opt_g = flow.optim.SGD(m_g.parameters(), lr=0.1)
+    opt_e = flow.optim.SGD(m_e.parameters(), lr=0.1)
+    tp = torch.tensor(ps, requires_grad=True)
+    topt = torch.optim.SGD([tp], lr=0.1)
+
+    class G(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.m = m_g
+            self.add_optimizer(opt_g)
+
+        def build(self, x):
+            loss = self.m(x)
+            loss.backward()
+            return loss
+
+    g = G()
+    for x in xs:
+        loss_g = g(flow.tensor(x)).numpy()
+        loss_e = m_e(flow.tensor(x))
+        opt_e.zero_grad()
+        loss_e.backward()
+        opt_e.step()
+        tp.data.clamp_(-0.5, 0.5)
+        loss_t = (torch.tensor(x) * tp).sum() * tp.sum()
+        topt.zero_grad()
+        loss_t.backward()
+        topt.step()
+        np.testing.assert_allclose(loss_g, loss_t.item(), rtol=1e-12)
+        np.testing.assert_allclose(loss_e.numpy(), loss_t.item(), rtol=1e-12)
+    np.testing.assert_allclose(m_g.p.numpy(), tp.detach().numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(m_e.p.numpy(), tp.detach().numpy(), rtol=1e-12, atol=1e-12)
+    assert m_g.calls.numpy()[0] == 3.0 and m_e.calls.numpy()[0] == 3.0
