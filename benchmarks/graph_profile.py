@@ -88,19 +88,25 @@ MODELS = {"mlp": ("MLP 784-1024-1024-10, b256, SGD momentum", mlp),
 
 
 def make_steps(build):
-    """(eager step, graph step), each a fresh copy of the model with SGD momentum."""
+    """(eager step, graph step, graph), each a fresh copy of the model with SGD momentum."""
+    eager = make_eager(build)[3]
+    g, graph = make_graph(build)
+    return eager, graph, g
+
+
+def make_eager(build):
+    """(model, x, y, step) of the eager training step of a fresh copy of the model, SGD
+    momentum."""
     model, loss_fn, x, y = build()
     opt = flow.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 
-    def eager():
+    def step():
         loss = loss_fn(model, x, y)
         opt.zero_grad()
         loss.backward()
         opt.step()
         return loss
-
-    g, graph = make_graph(build)
-    return eager, graph, g
+    return model, x, y, step
 
 
 def make_graph(build):

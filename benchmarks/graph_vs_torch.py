@@ -43,7 +43,7 @@ import numpy as np  # noqa: E402
 
 import actorflow as flow  # noqa: E402
 from benchmarks.common import quick_parser, table, torch, versions  # noqa: E402
-from benchmarks.graph_profile import GPT, MODELS, make_graph, step_time  # noqa: E402
+from benchmarks.graph_profile import GPT, MODELS, make_eager, make_graph, step_time  # noqa: E402
 
 WARMUP = 3
 
@@ -146,20 +146,6 @@ def torch_step(key: str, model, x, y):
     return step
 
 
-def af_eager_step(build):
-    """(model, x, y, step) of actorflow's eager training step of ``build``'s model."""
-    model, loss_fn, x, y = build()
-    opt = flow.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-
-    def step():
-        loss = loss_fn(model, x, y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss
-    return model, x, y, step
-
-
 def check_same_loss(name: str, af_loss: float, t_loss: float, rtol: float = 1e-4) -> None:
     """Raise unless the two first-step losses agree to ``rtol`` relative."""
     if abs(af_loss - t_loss) > rtol * abs(af_loss):
@@ -192,7 +178,7 @@ def only_blocking(key: str, quick: bool) -> None:
     if os.environ.get(scheduler.BLOCKING_VAR) != "1":
         raise SystemExit("--only-blocking: run with ACTORFLOW_EAGER_BLOCKING=1")
     steps, rounds = rounds_of(quick)
-    *_, step = af_eager_step(MODELS[key][1])
+    *_, step = make_eager(MODELS[key][1])
     for _ in range(WARMUP):
         step().item()
     print(json.dumps({"ms": step_time(step, steps, rounds) * 1e3}))
@@ -217,7 +203,7 @@ def report(key: str, quick: bool) -> str:
     """The markdown section of model ``key``."""
     name, build = MODELS[key]
     steps, rounds = rounds_of(quick)
-    model, x, y, eager = af_eager_step(build)
+    model, x, y, eager = make_eager(build)
     xn, yn = x.numpy(), y.numpy()   # before any step: the data, never updated
     notes = []
     runners = {"actorflow eager (async VM)": eager}

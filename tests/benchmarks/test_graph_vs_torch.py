@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmarks.graph_vs_torch import (MODELS, af_eager_step, check_same_loss, copy_weights,
-                                       torch_model, torch_step)
+from benchmarks.graph_profile import make_eager
+from benchmarks.graph_vs_torch import (MODELS, check_same_loss, copy_weights, torch_model,
+                                       torch_step)
 
 torch = pytest.importorskip("torch")
 
@@ -15,7 +16,7 @@ torch = pytest.importorskip("torch")
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("key", ["mlp", "cnn", "gpt"])
 def test_torch_copy_computes_the_same_steps(key):
-    model, x, y, step = af_eager_step(MODELS[key][1])
+    model, x, y, step = make_eager(MODELS[key][1])
     t_step = torch_step(key, model, x.numpy(), y.numpy())
     for _ in range(2):   # the first loss checks the forward, the second the update too
         a, t = step().item(), t_step().item()
@@ -29,7 +30,7 @@ def test_a_different_loss_is_reported():
 
 
 def test_copy_weights_checks_shapes():
-    model, *_ = af_eager_step(MODELS["mlp"][1])
+    model, *_ = make_eager(MODELS["mlp"][1])
     tm = torch_model("mlp")
     tm[0] = torch.nn.Linear(784, 512)
     with pytest.raises(RuntimeError, match=r"0.weight has shape \(1024, 784\) in actorflow"):
