@@ -131,8 +131,9 @@ def make_graph(build):
 
 def reference_step(build):
     """A graph step on the reference executor (``ACTORFLOW_RUN_GRAPH_BY_VM=1``): the optimised
-    Job's kernels called one after another on one thread, no actors, no messages. It bounds what
-    any single-lane executor of the same kernels can reach."""
+    Job's ops called one after another on one thread, no actors, no messages, but view ops as
+    copying kernels (the Plan makes them aliases), so it is no bound on the actor runtime where
+    a Job has many views (the GPT); on a Job without, it shows what the runtime adds."""
     _, step = make_graph(build)
     old = os.environ.get("ACTORFLOW_RUN_GRAPH_BY_VM")
     os.environ["ACTORFLOW_RUN_GRAPH_BY_VM"] = "1"
@@ -224,7 +225,7 @@ def report(name: str, build, quick: bool, top: int) -> str:
                   ("wall - kernels ms", f"{(t_eager - sum_e) * 1e3:.2f}",
                    f"{(t_graph - sum_g) * 1e3:.2f}", "", "", "")],
                  ["", "eager (async VM)", "nn.Graph (actor runtime)", "graph / eager",
-                  "kernels in a loop (reference executor)", "loop / eager"]),
+                  "reference executor (ops in a loop)", "reference / eager"]),
            "", f"graph: {len(g.full_job.ops)} ops after passes; first call (trace, passes, "
                f"compile, runtime start, one step) {t_compile:.3f} s", ""]
     return "\n".join(out)
