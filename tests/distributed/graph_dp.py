@@ -11,6 +11,7 @@ import numpy as np
 import actorflow as flow
 import actorflow.nn as nn
 from actorflow.dispatch.lazy_global import boxing_report
+from tests.distributed.dp_train import train_four_ways
 
 if len(sys.argv) > 1 and sys.argv[1] == "vm":
     os.environ["ACTORFLOW_RUN_GRAPH_BY_VM"] = "1"
@@ -32,49 +33,8 @@ def make_model(glob: bool):
     return m
 
 
-class TrainGraph(nn.Graph):
-    def __init__(self, model, opt):
-        super().__init__()
-        self.model = model
-        self.add_optimizer(opt)
-
-    def build(self, x, y):
-        loss = nn.functional.cross_entropy(self.model(x), y, reduction="sum") / N
-        loss.backward()
-        return loss
-
-
-def run(glob: bool, graph: bool):
-    m = make_model(glob)
-    opt = flow.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
-    x, y = flow.tensor(X), flow.tensor(Y)
-    if glob:  # the logical batch is X: each rank holds its rows
-        x, y = flow.tensor(X, placement=PL, sbp=S0), flow.tensor(Y, placement=PL, sbp=S0)
-    g = TrainGraph(m, opt) if graph else None
-    losses = []
-    for _ in range(STEPS):
-        if graph:
-            loss = g(x, y)
-        else:
-            loss = nn.functional.cross_entropy(m(x), y, reduction="sum") / N
-            loss.backward()
-            opt.step()
-            opt.zero_grad()
-        losses.append(float(loss.numpy()))
-    return [p.numpy() for p in m.parameters()], losses, g
-
-
-ref_p, ref_l, _ = run(False, False)
-loc_p, loc_l, _ = run(False, True)
-eg_p, eg_l, _ = run(True, False)
-gg_p, gg_l, g = run(True, True)
-for name, (ps, ls) in {"local graph": (loc_p, loc_l), "eager global": (eg_p, eg_l),
-                       "global graph": (gg_p, gg_l)}.items():
-    np.testing.assert_allclose(ls, ref_l, rtol=1e-10, err_msg=f"rank {r}: {name} losses")
-    for k, (a, b) in enumerate(zip(ps, ref_p)):
-        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12,
-                                   err_msg=f"rank {r}: {name} parameter {k}")
-assert ref_l[-1] < ref_l[0], ref_l
+runs = train_four_ways(make_model, X, Y, lr=0.1, steps=STEPS)
+g = runs["global graph"][2]
 # data parallelism fell out of the sbp: each parameter's gradient is all-reduced once
 boxing = [o for o in g.full_job.ops if "boxing" in o.tags]
 reduces = [o for o in boxing if o.op_type == "boxing_p_to_b"]

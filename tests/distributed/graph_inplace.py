@@ -11,6 +11,7 @@ import numpy as np
 
 import actorflow as flow
 import actorflow.nn as nn
+from tests.distributed.dp_train import train_four_ways
 
 if len(sys.argv) > 1 and sys.argv[1] == "vm":
     os.environ["ACTORFLOW_RUN_GRAPH_BY_VM"] = "1"
@@ -48,48 +49,10 @@ def make_model(glob: bool):
     return m
 
 
-class TrainGraph(nn.Graph):
-    def __init__(self, model, opt):
-        super().__init__()
-        self.model = model
-        self.add_optimizer(opt)
-
-    def build(self, x, y):
-        loss = nn.functional.cross_entropy(self.model(x), y, reduction="sum") / N
-        loss.backward()
-        return loss
-
-
-def run(glob: bool, graph: bool):
-    m = make_model(glob)
-    opt = flow.optim.SGD(m.parameters(), lr=0.2, momentum=0.9)
-    x, y = flow.tensor(X), flow.tensor(Y)
-    if glob:
-        x, y = flow.tensor(X, placement=PL, sbp=S0), flow.tensor(Y, placement=PL, sbp=S0)
-    g = TrainGraph(m, opt) if graph else None
-    losses = []
-    for _ in range(STEPS):
-        if graph:
-            loss = g(x, y)
-        else:
-            loss = nn.functional.cross_entropy(m(x), y, reduction="sum") / N
-            loss.backward()
-            opt.step()
-            opt.zero_grad()
-        losses.append(float(loss.numpy()))
-    return [p.numpy() for p in m.parameters()], losses, float(m.calls.numpy()[0]), g
-
-
-ref_p, ref_l, ref_c, _ = run(False, False)
-assert ref_l[-1] < ref_l[0] and ref_c == STEPS, (ref_l, ref_c)
-for name, (glob, graph) in {"local graph": (False, True), "eager global": (True, False),
-                            "global graph": (True, True)}.items():
-    ps, ls, calls, g = run(glob, graph)
-    np.testing.assert_allclose(ls, ref_l, rtol=1e-10, err_msg=f"rank {r}: {name} losses")
-    for k, (a, b) in enumerate(zip(ps, ref_p)):
-        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12,
-                                   err_msg=f"rank {r}: {name} parameter {k}")
-    assert calls == STEPS, (name, calls)
+runs = train_four_ways(make_model, X, Y, lr=0.2, steps=STEPS)
+for name, (m, _, _) in runs.items():
+    assert float(m.calls.numpy()[0]) == STEPS, (name, m.calls.numpy())
+g = runs["global graph"][2]
 # the in-place ops kept their operands' layout: no boxing in the forward pass
 fwd = [o for o in g.forward_job.ops if "boxing" in o.tags]
 assert not fwd, [o.name for o in fwd]
