@@ -23,7 +23,6 @@ the memory plan and starting the runtime.
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 import gc
 import importlib.util
@@ -40,7 +39,7 @@ from benchmarks.bench_eager import (GPT_ADAMW, GPT_CONFIG, af_gpt,  # noqa: E402
                                     af_mlp, eager_step, gpt_data, gpt_loss, mlp_data, mlp_loss,
                                     mlp_numpy_params, mlp_numpy_step, torch_gpt_step,
                                     torch_mlp_step)
-from benchmarks.common import quick_parser, race as _race, table, torch, versions  # noqa: E402
+from benchmarks.common import env, quick_parser, race as _race, table, torch, versions  # noqa: E402
 
 nn = flow.nn
 HAS_RUNTIME = importlib.util.find_spec("actorflow.runtime") is not None
@@ -55,18 +54,10 @@ def race(runners: dict, min_time: float, rounds: int = 15) -> dict:
 EXECUTORS = ("reference", "runtime") if HAS_RUNTIME else ("reference",)
 
 
-@contextlib.contextmanager
 def executor(kind: str):
-    """Graphs compiled inside run on the reference executor or on the actor runtime."""
-    old = os.environ.get("ACTORFLOW_RUN_GRAPH_BY_VM")
-    os.environ["ACTORFLOW_RUN_GRAPH_BY_VM"] = "1" if kind == "reference" else "0"
-    try:
-        yield
-    finally:
-        if old is None:
-            del os.environ["ACTORFLOW_RUN_GRAPH_BY_VM"]
-        else:
-            os.environ["ACTORFLOW_RUN_GRAPH_BY_VM"] = old
+    """A context in which graphs compiled run on the reference executor or on the actor
+    runtime."""
+    return env("ACTORFLOW_RUN_GRAPH_BY_VM", "1" if kind == "reference" else "0")
 
 
 # ---- (1) compile time ----------------------------------------------------------------------------

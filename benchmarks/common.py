@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import time
@@ -17,9 +18,42 @@ def quick_parser(description: str | None = None) -> argparse.ArgumentParser:
 
 
 def versions() -> str:
-    """The line a benchmark prints first: the NumPy and PyTorch versions and the CPU count."""
+    """The lines a benchmark prints first: the NumPy and PyTorch versions and the CPU count,
+    then the CPU flags."""
     return (f"numpy {np.__version__}; torch {torch.__version__ if torch else 'not installed'}; "
-            f"{os.cpu_count()} cpus\n")
+            f"{os.cpu_count()} cpus\n{cpu_flags()}\n")
+
+
+def cpu_flags() -> str:
+    """Which of the CPU features that NumPy's BLAS and PyTorch's kernels use are present."""
+    flags: set = set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    break
+    except OSError:
+        return "CPU flags: unknown (no /proc/cpuinfo)"
+    amx = any(f.startswith("amx") for f in flags)
+    return ("CPU flags: " + ", ".join(f"{name} {'yes' if ok else 'no'}" for name, ok in
+                                      (("avx2", "avx2" in flags),
+                                       ("avx512f", "avx512f" in flags), ("amx", amx))))
+
+
+@contextlib.contextmanager
+def env(var: str, value: str):
+    """Environment variable ``var`` set to ``value`` inside the block, restored (or removed)
+    after it."""
+    old = os.environ.get(var)
+    os.environ[var] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(var, None)
+        else:
+            os.environ[var] = old
 
 
 def time_per_call(fn, *, min_time: float = 0.5, warmup: int = 3, repeat: int = 5,

@@ -24,13 +24,12 @@ import os
 import subprocess
 import sys
 import threading
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from benchmarks.common import quick_parser, table, torch, versions  # noqa: E402
+from benchmarks.common import quick_parser, race, table, torch, versions  # noqa: E402
 
 
 def operands(seed: int = 0) -> dict:
@@ -79,27 +78,21 @@ def backward_two_lanes(a: dict) -> None:
     g1.T @ a["x"]
 
 
-def best_ms(fn, calls: int, rounds: int) -> float:
-    """Milliseconds per call: the fastest of ``rounds`` rounds of ``calls`` calls."""
-    fn()
-    best = float("inf")
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        best = min(best, (time.perf_counter() - t0) / calls)
-    return best * 1e3
+def best_ms(runners: dict, quick: bool) -> dict:
+    """{name: milliseconds per call} of ``runners`` (name -> function): ``common.race``'s
+    fastest round, the runners taking turns."""
+    min_time, rounds = (0.5, 5) if quick else (2.0, 10)
+    return {k: s * 1e3 for k, s in race(runners, min_time, rounds).items()}
 
 
 def numpy_figures(quick: bool) -> dict:
     """{name: ms} for this process's BLAS threads."""
-    calls, rounds = (10, 3) if quick else (30, 5)
     a = operands()
-    out = {"forward": best_ms(lambda: forward(a, np.matmul), calls, rounds),
-           "backward": best_ms(lambda: backward(a, np.matmul), calls, rounds)}
+    runners = {"forward": lambda: forward(a, np.matmul),
+               "backward": lambda: backward(a, np.matmul)}
     if os.environ.get("OPENBLAS_NUM_THREADS") == "1":
-        out["backward, two lanes"] = best_ms(lambda: backward_two_lanes(a), calls, rounds)
-    return out
+        runners["backward, two lanes"] = lambda: backward_two_lanes(a)
+    return best_ms(runners, quick)
 
 
 def child(blas_threads: str | None, quick: bool) -> dict:
@@ -131,11 +124,11 @@ def main(argv=None) -> None:
                          f"{r['backward, two lanes']:.2f}",
                          f"{r['forward'] + r['backward, two lanes']:.2f}"))
     if torch is not None:
-        calls, rounds = (10, 3) if args.quick else (30, 5)
         t = {k: torch.from_numpy(v) for k, v in operands().items()}
         with torch.no_grad():
-            fw = best_ms(lambda: forward(t, torch.matmul), calls, rounds)
-            bw = best_ms(lambda: backward(t, torch.matmul), calls, rounds)
+            r = best_ms({"forward": lambda: forward(t, torch.matmul),
+                         "backward": lambda: backward(t, torch.matmul)}, args.quick)
+        fw, bw = r["forward"], r["backward"]
         rows.append((f"PyTorch, {torch.get_num_threads()} threads", f"{fw:.2f}", f"{bw:.2f}",
                      f"{fw + bw:.2f}"))
     print("\nThe MLP's eight GEMMs (784-1024-1024-10, batch 256, float32), ms per step\n")

@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import actorflow as flow  # noqa: E402
 from actorflow.ops import registry  # noqa: E402
 from benchmarks import graph_profile as gp  # noqa: E402
-from benchmarks.common import quick_parser, table, versions  # noqa: E402
+from benchmarks.common import env, quick_parser, table, versions  # noqa: E402
 
 _acc: dict = collections.defaultdict(float)
 _local = threading.local()
@@ -59,25 +59,19 @@ def instrument() -> None:
             op.kernels["cpu"] = op.kernel_cpu
 
 
-def variants(build) -> dict:
-    """name -> step function: eager, then the graph variants, each compiled under its options."""
-    out: dict = {}
-    for name, lanes, a2o in (("graph", "1", False), ("graph 2 lanes", "2", False),
-                             ("graph add_to_output", "1", True)):
-        old = os.environ.get("ACTORFLOW_GRAPH_COMPUTE_LANES")
-        os.environ["ACTORFLOW_GRAPH_COMPUTE_LANES"] = lanes
-        try:
-            eager, graph, g = gp.make_steps(build)
-            g.config.allow_fuse_add_to_output(a2o)
-            graph().item()  # compiles under these options
-        finally:
-            if old is None:
-                os.environ.pop("ACTORFLOW_GRAPH_COMPUTE_LANES")
-            else:
-                os.environ["ACTORFLOW_GRAPH_COMPUTE_LANES"] = old
-        if not out:
-            out["eager"] = eager
-        out[name] = graph
+GRAPHS = (("graph", "1", False), ("graph 2 lanes", "2", False), ("graph add_to_output", "1", True))
+
+
+def variants(build, graphs: tuple = GRAPHS) -> dict:
+    """name -> step function: eager, then each of ``graphs`` ((name, compute lanes, fuse
+    add_to_output)), a fresh copy of the model compiled under those options."""
+    out = {"eager": gp.make_eager(build)[3]}
+    for name, lanes, a2o in graphs:
+        g, step = gp.make_graph(build)
+        g.config.allow_fuse_add_to_output(a2o)
+        with env("ACTORFLOW_GRAPH_COMPUTE_LANES", lanes):
+            step().item()  # compiles under these options
+        out[name] = step
     return out
 
 

@@ -20,31 +20,12 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import actorflow as flow  # noqa: E402
-from benchmarks import graph_profile as gp  # noqa: E402
+from benchmarks import graph_kernel_cpu as kcpu, graph_profile as gp  # noqa: E402
 from benchmarks.common import quick_parser, table, versions  # noqa: E402
 
 
-def variants(build) -> dict:
-    """name -> step function: eager, then the graph compiled on 1 and on 2 lanes."""
-    out: dict = {}
-    for name, lanes in (("graph 1 lane", "1"), ("graph 2 lanes", "2")):
-        old = os.environ.get("ACTORFLOW_GRAPH_COMPUTE_LANES")
-        os.environ["ACTORFLOW_GRAPH_COMPUTE_LANES"] = lanes
-        try:
-            eager, graph, _ = gp.make_steps(build)
-            graph().item()  # compiles under this setting
-        finally:
-            if old is None:
-                os.environ.pop("ACTORFLOW_GRAPH_COMPUTE_LANES")
-            else:
-                os.environ["ACTORFLOW_GRAPH_COMPUTE_LANES"] = old
-        out.setdefault("eager", eager)
-        out[name] = graph
-    return out
-
-
 def report(label: str, build, rounds: int, n: int) -> str:
-    steps = variants(build)
+    steps = kcpu.variants(build, (("graph 1 lane", "1", False), ("graph 2 lanes", "2", False)))
     for _ in range(2):
         for s in steps.values():
             s().item()

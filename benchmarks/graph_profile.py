@@ -36,7 +36,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import numpy as np  # noqa: E402
 
 import actorflow as flow  # noqa: E402
-from benchmarks.common import quick_parser, table, versions  # noqa: E402
+from benchmarks.common import env, quick_parser, table, versions  # noqa: E402
 
 nn = flow.nn
 F = flow.nn.functional
@@ -135,15 +135,8 @@ def reference_step(build):
     copying kernels (the Plan makes them aliases), so it is no bound on the actor runtime where
     a Job has many views (the GPT); on a Job without, it shows what the runtime adds."""
     _, step = make_graph(build)
-    old = os.environ.get("ACTORFLOW_RUN_GRAPH_BY_VM")
-    os.environ["ACTORFLOW_RUN_GRAPH_BY_VM"] = "1"
-    try:
+    with env("ACTORFLOW_RUN_GRAPH_BY_VM", "1"):
         step().item()  # compiles on the reference executor
-    finally:
-        if old is None:
-            del os.environ["ACTORFLOW_RUN_GRAPH_BY_VM"]
-        else:
-            os.environ["ACTORFLOW_RUN_GRAPH_BY_VM"] = old
     return step
 
 

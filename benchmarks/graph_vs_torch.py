@@ -53,23 +53,6 @@ def rounds_of(quick: bool) -> tuple:
     return (3, 3) if quick else (10, 7)
 
 
-def cpu_flags() -> str:
-    """Which of the CPU features that NumPy's BLAS and PyTorch's kernels use are present."""
-    flags: set = set()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-                    break
-    except OSError:
-        return "CPU flags: unknown (no /proc/cpuinfo)"
-    amx = any(f.startswith("amx") for f in flags)
-    return ("CPU flags: " + ", ".join(f"{name} {'yes' if ok else 'no'}" for name, ok in
-                                      (("avx2", "avx2" in flags),
-                                       ("avx512f", "avx512f" in flags), ("amx", amx))))
-
-
 # ---- the PyTorch copies ------------------------------------------------------------------------
 
 def torch_model(key: str):
@@ -292,8 +275,8 @@ def main(argv=None) -> None:
 
 def run(args) -> None:
     """The report of the chosen models."""
-    print(versions() + cpu_flags() + (f"; torch threads {torch.get_num_threads()}"
-                                      if torch is not None else "") + "\n")
+    print(versions() + (f"torch threads {torch.get_num_threads()}\n"
+                        if torch is not None else ""))
     for key in (MODELS if args.model == "all" else [args.model]):
         print(report(key, args.quick), flush=True)
 

@@ -2,7 +2,9 @@
 
 Each function fills a tensor in place (``tensor.copy_``) under ``no_grad`` with values drawn by
 the creation ops (``flow.rand``, ``flow.randn``) from the global generator, so
-``flow.manual_seed`` makes initialisation reproducible. They return the tensor.
+``flow.manual_seed`` makes initialisation reproducible. They return the tensor. The uniform and
+normal fills (``uniform_``, ``normal_`` and the xavier/kaiming forms) are the Tensor methods
+(``actorflow.functional.random_fill``).
 """
 from __future__ import annotations
 
@@ -59,31 +61,14 @@ def _calculate_correct_fan(tensor: Tensor, mode: str) -> int:
     return fan_in if mode == "fan_in" else fan_out
 
 
-def _draw_dtype(tensor: Tensor) -> dt.dtype:
-    """Draw in the tensor's dtype when the random ops produce it, else in float32."""
-    return tensor.dtype if tensor.dtype in (dt.float32, dt.float64) else dt.float32
-
-
-def _fill_uniform(tensor: Tensor, low: float, high: float, generator=None) -> Tensor:
-    with no_grad():
-        u = F.rand(tuple(tensor.shape), dtype=_draw_dtype(tensor), generator=generator)
-        return tensor.copy_(u * (high - low) + low)
-
-
-def _fill_normal(tensor: Tensor, mean: float, std: float, generator=None) -> Tensor:
-    with no_grad():
-        z = F.randn(tuple(tensor.shape), dtype=_draw_dtype(tensor), generator=generator)
-        return tensor.copy_(z * std + mean)
-
-
 def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, generator=None) -> Tensor:
-    """Fill with values drawn uniformly from ``[a, b)``."""
-    return _fill_uniform(tensor, float(a), float(b), generator)
+    """Fill with values drawn uniformly from ``[a, b)`` (``Tensor.uniform_``)."""
+    return tensor.uniform_(float(a), float(b), generator=generator)
 
 
 def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, generator=None) -> Tensor:
-    """Fill with values drawn from ``N(mean, std**2)``."""
-    return _fill_normal(tensor, float(mean), float(std), generator)
+    """Fill with values drawn from ``N(mean, std**2)`` (``Tensor.normal_``)."""
+    return tensor.normal_(float(mean), float(std), generator=generator)
 
 
 def _erfinv(y: Tensor) -> Tensor:
@@ -144,14 +129,14 @@ def xavier_uniform_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor
     """Glorot uniform: ``U(-a, a)`` with ``a = gain * sqrt(6 / (fan_in + fan_out))``."""
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     bound = gain * math.sqrt(6.0 / float(fan_in + fan_out))
-    return _fill_uniform(tensor, -bound, bound, generator)
+    return uniform_(tensor, -bound, bound, generator)
 
 
 def xavier_normal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
     """Glorot normal: ``N(0, std**2)`` with ``std = gain * sqrt(2 / (fan_in + fan_out))``."""
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     std = gain * math.sqrt(2.0 / float(fan_in + fan_out))
-    return _fill_normal(tensor, 0.0, std, generator)
+    return normal_(tensor, 0.0, std, generator)
 
 
 def _kaiming_std(tensor: Tensor, a: float, mode: str, nonlinearity: str) -> float:
@@ -166,13 +151,13 @@ def kaiming_uniform_(tensor: Tensor, a: float = 0, mode: str = "fan_in",
                      nonlinearity: str = "leaky_relu", generator=None) -> Tensor:
     """He uniform: ``U(-bound, bound)`` with ``bound = gain * sqrt(3 / fan)``."""
     bound = math.sqrt(3.0) * _kaiming_std(tensor, a, mode, nonlinearity)
-    return _fill_uniform(tensor, -bound, bound, generator)
+    return uniform_(tensor, -bound, bound, generator)
 
 
 def kaiming_normal_(tensor: Tensor, a: float = 0, mode: str = "fan_in",
                     nonlinearity: str = "leaky_relu", generator=None) -> Tensor:
     """He normal: ``N(0, std**2)`` with ``std = gain / sqrt(fan)``."""
-    return _fill_normal(tensor, 0.0, _kaiming_std(tensor, a, mode, nonlinearity), generator)
+    return normal_(tensor, 0.0, _kaiming_std(tensor, a, mode, nonlinearity), generator)
 
 
 def orthogonal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:

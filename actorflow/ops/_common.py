@@ -25,6 +25,15 @@ class _Functional:
 F = _Functional()
 
 
+def comm_wait(request, what: str, detail, attrs: dict, keep) -> None:
+    """Complete the non-blocking MPI ``request`` of a collective or transfer kernel through
+    ``distributed.watchdog.wait`` (``detail``: a callable naming the shapes; ``keep``: the
+    buffers in use); a graph's (attr ``group``) raises if another rank's call failed."""
+    # late: the watchdog belongs to the distributed layer, above the ops
+    from actorflow.distributed import watchdog
+    watchdog.wait(request, what, detail, attrs.get("group"), keep)
+
+
 def broadcast_shapes(op_name: str, *shapes) -> tuple:
     """NumPy/PyTorch broadcasting of shapes; an error names the op and the shapes."""
     first = shapes[0]

@@ -29,7 +29,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from actorflow.framework.placement import SbpParallel, placement
-from actorflow.ops._common import F
+from actorflow.ops._common import F, comm_wait
 from actorflow.ops.registry import Meta, OpError, register
 
 B, P, M = ("B",), ("P",), ("M",)
@@ -81,14 +81,8 @@ def _comm(attrs: dict):
     return groups.comm_for(attrs["ranks"], attrs.get("group"))
 
 
-def _detail(x: np.ndarray):
-    return lambda: f"shard {tuple(x.shape)} {x.dtype}"
-
-
 def _wait(request, name: str, x: np.ndarray, attrs: dict, keep) -> None:
-    # late: the watchdog belongs to the distributed layer, above the ops
-    from actorflow.distributed import watchdog
-    watchdog.wait(request, name, _detail(x), attrs.get("group"), keep)
+    comm_wait(request, name, lambda: f"shard {tuple(x.shape)} {x.dtype}", attrs, keep)
 
 
 def _bytes(a: np.ndarray) -> np.ndarray:
@@ -114,11 +108,7 @@ def _allgather(name: str, x: np.ndarray, attrs: dict, shapes: list | None = None
         return [x]
     from mpi4py import MPI
 
-    n = c.Get_size()
-    shapes = shapes or [tuple(x.shape)] * n
-    if tuple(shapes[c.Get_rank()]) != tuple(x.shape):
-        raise OpError(f"{name}: this rank's shard is {tuple(x.shape)}, expected "
-                      f"{tuple(shapes[c.Get_rank()])}")
+    shapes = shapes or [tuple(x.shape)] * c.Get_size()  # x's is shapes[rank]: see _boxing
     send = _bytes(x)
     counts, offsets = _layout(shapes, x.dtype)
     recv = np.empty(sum(counts), np.uint8)
@@ -163,12 +153,19 @@ def _sum(parts: list, out: np.ndarray) -> None:
     out[...] = acc
 
 
-def _boxing(name: str, doc: str, dst: str, kernel, collective: bool = True) -> None:
+def _boxing(name: str, doc: str, src: str, dst: str, kernel, collective: bool = True) -> None:
     op = register(name, doc=doc, collective=collective)
 
     @op.infer
     def _(inputs, attrs):
+        # the shard must be the one the attrs give: checked here, before anything is queued
+        # (a kernel raising on one rank would leave its peers waiting in the collective)
         n, i = len(attrs["ranks"]), attrs["index"]
+        mine = shard_shape(attrs["shape"], S(attrs["in_dim"]) if src == "S" else B, n, i)
+        if tuple(inputs[0].shape) != mine:
+            raise OpError(f"{name}: this rank's shard (index {i} of {n}) is "
+                          f"{tuple(inputs[0].shape)}, expected {mine} (of a tensor of shape "
+                          f"{tuple(attrs['shape'])})")
         out = S(attrs["out_dim"]) if dst == "S" else (B if dst == "B" else P)
         return [Meta(shard_shape(attrs["shape"], out, n, i), inputs[0].dtype)]
 
@@ -242,17 +239,17 @@ def _s_to_s(ins, outs, attrs):
 
 
 _boxing("boxing_s_to_b", "split(in_dim) -> broadcast: all-gather of the shards (of any sizes) "
-        "along in_dim.", "B", _s_to_b)
-_boxing("boxing_p_to_b", "partial_sum -> broadcast: all-reduce (sum in rank order).", "B",
+        "along in_dim.", "S", "B", _s_to_b)
+_boxing("boxing_p_to_b", "partial_sum -> broadcast: all-reduce (sum in rank order).", "P", "B",
         _p_to_b)
 _boxing("boxing_pm_to_b", "partial_max -> broadcast: all-reduce max (NaN wins, as torch.max).",
-        "B", _pm_to_b)
-_boxing("boxing_p_to_s", "partial_sum -> split(out_dim): reduce-scatter.", "S", _p_to_s)
-_boxing("boxing_b_to_s", "broadcast -> split(out_dim): this rank's slice, no transfer.", "S",
+        "M", "B", _pm_to_b)
+_boxing("boxing_p_to_s", "partial_sum -> split(out_dim): reduce-scatter.", "P", "S", _p_to_s)
+_boxing("boxing_b_to_s", "broadcast -> split(out_dim): this rank's slice, no transfer.", "B", "S",
         _b_to_s, False)
 _boxing("boxing_b_to_p", "broadcast -> partial_sum: the first rank keeps the values, the others "
-        "hold zeros.", "P", _b_to_p, False)
-_boxing("boxing_s_to_s", "split(in_dim) -> split(out_dim): all-to-all.", "S", _s_to_s)
+        "hold zeros.", "B", "P", _b_to_p, False)
+_boxing("boxing_s_to_s", "split(in_dim) -> split(out_dim): all-to-all.", "S", "S", _s_to_s)
 
 # ---- between placements -------------------------------------------------------------------------
 
@@ -270,7 +267,11 @@ boxing_move = register(
 
 @boxing_move.infer
 def _(inputs, attrs):
-    return [Meta(tuple(attrs["shape"]), inputs[0].dtype)]
+    shape = tuple(attrs["shape"])
+    if attrs["index"] == 0 and tuple(inputs[0].shape) != shape:  # before anything is queued
+        raise OpError(f"boxing_move: the root's input is {tuple(inputs[0].shape)}, the moved "
+                      f"tensor {shape}")
+    return [Meta(shape, inputs[0].dtype)]
 
 
 @boxing_move.kernel("cpu")
@@ -282,8 +283,6 @@ def _(ins, outs, attrs):
         return
     out = outs[0]
     buf = np.ascontiguousarray(ins[0]) if root else np.empty(out.shape, out.dtype)
-    if buf.shape != out.shape:
-        raise OpError(f"boxing_move: the root's input is {buf.shape}, the output {out.shape}")
     wire = _bytes(buf)
     req = c.Ibcast(wire, root=0)
     _wait(req, "boxing move (broadcast to another placement)", out, attrs, (wire,))

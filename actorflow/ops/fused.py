@@ -166,11 +166,14 @@ for _name, _doc in (
 
 # ---- multi-tensor optimizer update -------------------------------------------------------------
 
+_LR = 2  # the learning rate's position in an update op's inputs: param, grad, lr, state...
+
+
 def _multi_mutates(n_inputs: int, attrs: dict) -> tuple:
     arity = attrs["arity"]
     base = get(attrs["update"]).mutated_inputs(arity + 1, attrs["update_attrs"])
     # base layout: 0 param, 1 grad, 2 lr, 3.. state  ->  block layout: param, grad, state...
-    local = [0 if j == 0 else j - 1 for j in base if j != 1 and j != 2]
+    local = [0 if j == 0 else j - 1 for j in base if j != 1 and j != _LR]
     return tuple(1 + start + j for start in range(0, n_inputs - 1, arity) for j in local)
 
 
@@ -186,7 +189,7 @@ def _blocks(ins: list, attrs: dict) -> list:
     """The update op's own input list for each parameter."""
     arity = attrs["arity"]
     lr = ins[0]
-    return [[ins[i], ins[i + 1], lr] + list(ins[i + 2:i + arity])
+    return [[ins[i], ins[i + 1], lr] + list(ins[i + 2:i + arity])  # lr at _LR
             for i in range(1, len(ins), arity)]
 
 
@@ -230,6 +233,22 @@ def _(ins, outs, attrs):
 _SLICE = 1 << 17  # elements per slice: a slice's param, grad and state stay in a core's L2
 
 
+def _flat_call(block: list, part) -> list:
+    """The update op's inputs for one call on flat pieces of ``block``'s arrays: lr as is, 0-d
+    state as a copy (the call advances it; ``_write_scalars`` writes it back), every other
+    input ``part(i)``."""
+    return [a if i == _LR else np.array(a) if a.ndim == 0 else part(i)
+            for i, a in enumerate(block)]
+
+
+def _write_scalars(call: list, blocks: list, mutated: tuple) -> None:
+    """Write the 0-d state ``call`` advanced (the step count) back into each of ``blocks``."""
+    for i in mutated:
+        if call[i].ndim == 0:
+            for b in blocks:
+                b[i][...] = call[i]
+
+
 def _run_sliced(op, blocks: list, attrs: dict) -> list:
     """Run the large parameters of ``blocks`` as slices of ``_SLICE`` elements on the intra-op
     threads; returns the blocks still to run.
@@ -238,41 +257,35 @@ def _run_sliced(op, blocks: list, attrs: dict) -> list:
     gives the bits the whole array gives; slicing keeps the update's several passes (scale the
     buffer, add the gradient, step the parameter) within the cache, and the slices of all
     parameters share the cores. Blocks qualify when every array input is C-contiguous and has
-    the parameter's shape, and the parameter appears once; 0-d state (Adam's step count) is
-    advanced on a copy per slice and written back once."""
-    slices, rest, seen = [], [], set()
+    the parameter's shape, and the parameter and its 0-d state appear once; 0-d state (Adam's
+    step count) is advanced on a copy per slice and written back once."""
+    slices, rest, firsts = [], [], []
     counts: dict = {}
     for b in blocks:
         counts[id(b[0])] = counts.get(id(b[0]), 0) + 1
     mutated = op.mutated_inputs(len(blocks[0]), attrs) if blocks else ()
-    scalar_writes = []
+    scalars_seen: set = set()
     for b in blocks:
         p = b[0]
         scalar_ids = [id(b[i]) for i in mutated if b[i].ndim == 0]
-        if (p.size <= _SLICE or counts[id(p)] > 1 or id(p) in seen
-                or any(i in seen for i in scalar_ids)
+        if (p.size <= _SLICE or counts[id(p)] > 1 or any(i in scalars_seen for i in scalar_ids)
                 or any(a.ndim and (a.shape != p.shape or not a.flags.c_contiguous)
-                       for i, a in enumerate(b) if i != 2)):
+                       for i, a in enumerate(b) if i != _LR)):
             rest.append(b)
             continue
-        seen.update([id(p), *scalar_ids])
-        flat = [a if i == 2 or a.ndim == 0 else a.reshape(-1) for i, a in enumerate(b)]
-        scalars = [i for i in mutated if b[i].ndim == 0]
+        scalars_seen.update(scalar_ids)
         for start in range(0, p.size, _SLICE):
-            part = [a if i == 2 else np.array(a) if a.ndim == 0 else a[start:start + _SLICE]
-                    for i, a in enumerate(flat)]
-            slices.append(part)
-            if start == 0 and scalars:
-                scalar_writes.append((b, part, scalars))
+            slices.append(_flat_call(b, lambda i, b=b, s=start: b[i].reshape(-1)[s:s + _SLICE]))
+            if start == 0:
+                firsts.append((slices[-1], b))
     if not slices:
         return rest
     if len(slices) == 1:
         op.kernel_cpu(slices[0], [], attrs)
     else:
         parallel_for(len(slices), lambda k: op.kernel_cpu(slices[k], [], attrs))
-    for b, part, scalars in scalar_writes:
-        for i in scalars:
-            b[i][...] = part[i]
+    for call, b in firsts:
+        _write_scalars(call, [b], mutated)
     return rest
 
 
@@ -287,7 +300,7 @@ def _run_merged(op, blocks: list, attrs: dict) -> list:
             rest.append(b)
             continue
         seen.add(id(b[0]))
-        key = tuple((a.dtype, a.item() if a.ndim == 0 and i != 2 else None)
+        key = tuple((a.dtype, a.item() if a.ndim == 0 and i != _LR else None)
                     for i, a in enumerate(b))
         groups.setdefault(key, []).append(b)
     mutated = op.mutated_inputs(len(blocks[0]), attrs) if blocks else ()
@@ -295,15 +308,12 @@ def _run_merged(op, blocks: list, attrs: dict) -> list:
         if len(group) == 1:
             rest.append(group[0])
             continue
-        first = group[0]
-        merged = [a if i == 2 else np.array(a) if a.ndim == 0 else
-                  np.concatenate([b[i].reshape(-1) for b in group])
-                  for i, a in enumerate(first)]
+        merged = _flat_call(group[0],
+                            lambda i, g=group: np.concatenate([b[i].reshape(-1) for b in g]))
         op.kernel_cpu(merged, [], attrs)
+        _write_scalars(merged, group, mutated)  # the same for the group (grouped by its value)
         for i in mutated:
-            if merged[i].ndim == 0:  # scalar state (the step count): the same for the group
-                for b in group:
-                    b[i][...] = merged[i]
+            if merged[i].ndim == 0:
                 continue
             start = 0
             for b in group:

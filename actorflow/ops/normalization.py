@@ -95,14 +95,25 @@ def _rows_and_sums(x: np.ndarray) -> tuple:
     return rows, per_channel
 
 
+def _drop_shift(centred: np.ndarray, shift: np.ndarray, invstd: np.ndarray, shape: tuple):
+    """Take from the ``centred`` values what rounding left of the mean in them (``shift``,
+    reshaped to ``shape`` to broadcast) when it moves the normalised values, ``|shift| *
+    invstd``, by more than a few ulps (else the pass is not worth it; rows of (nearly) equal
+    values need it)."""
+    if np.max(np.abs(shift) * invstd) > 8 * np.finfo(centred.dtype).eps:
+        np.subtract(centred, shift.reshape(shape), out=centred, casting="unsafe")
+
+
 def _bn_kernel(ins, outs, attrs, first):
     # a few passes in place, in the output: y = (x - mean) * (invstd * w) + b; per-channel sums
     # as BLAS row sums (x is (N, C, ...), C-contiguous here)
     x = np.ascontiguousarray(compute_array(ins[0]))
     w, b = _affine(ins, attrs, first)
     y, save_mean, save_invstd = outs
-    if x.size == 0:
-        _bn_kernel_small(x, w, b, ins, outs, attrs, first)
+    if x.size == 0:  # evaluation, or no channels (training needs values: see _bn_shape)
+        if not attrs["training"]:
+            save_mean[...] = compute_array(ins[1])
+            save_invstd[...] = 1.0 / np.sqrt(compute_array(ins[2]) + attrs["eps"])
         return
     rows, per_channel = _rows_and_sums(x)
     yb = y if y.dtype == x.dtype and y.flags.c_contiguous else np.empty(x.shape, x.dtype)
@@ -117,8 +128,7 @@ def _bn_kernel(ins, outs, attrs, first):
         var = np.maximum(per_channel(y2, y2) / m - shift * shift, 0)
         mean += shift
         invstd = 1.0 / np.sqrt(var + attrs["eps"])
-        if np.max(np.abs(shift) * invstd) > 8 * np.finfo(x.dtype).eps:  # else a few ulps
-            np.subtract(yb, _channel_view(shift, x.ndim), out=yb)
+        _drop_shift(yb, shift, invstd, (-1,) + (1,) * (x.ndim - 2))
         if first == 3:  # update the running statistics in place
             mom = attrs["momentum"]
             rm, rv = ins[1], ins[2]
@@ -134,24 +144,6 @@ def _bn_kernel(ins, outs, attrs, first):
         np.add(yb, _channel_view(compute_array(b), x.ndim), out=yb, casting="unsafe")
     if yb is not y:
         y[...] = yb
-    save_mean[...] = mean
-    save_invstd[...] = invstd
-
-
-def _bn_kernel_small(x, w, b, ins, outs, attrs, first):
-    """batch_norm by NumPy reductions (empty inputs)."""
-    y, save_mean, save_invstd = outs
-    axes = (0,) + tuple(range(2, x.ndim))
-    with np.errstate(all="ignore"):
-        if attrs["training"]:
-            mean = x.mean(axis=axes)
-            xc = x - _channel_view(mean, x.ndim)
-            var = np.mean(xc * xc, axis=axes)
-            invstd = 1.0 / np.sqrt(var + attrs["eps"])
-        else:
-            mean = compute_array(ins[1])
-            invstd = 1.0 / np.sqrt(compute_array(ins[2]) + attrs["eps"])
-    y[...] = 0
     save_mean[...] = mean
     save_invstd[...] = invstd
 
@@ -220,8 +212,7 @@ def _(ins, outs, attrs):
         # much of a small spread): the centred values' own mean corrects it, as in the forward
         shift = per_channel(xc.reshape(rows.shape)) / (x.size // x.shape[1])
         sum_dy_xc -= shift * sum_dy
-        if np.max(np.abs(shift) * invstd) > 8 * np.finfo(x.dtype).eps:
-            np.subtract(xc, _channel_view(shift, nd), out=xc, casting="unsafe")
+        _drop_shift(xc, shift, invstd, (-1,) + (1,) * (nd - 2))
     db[...] = sum_dy
     dw[...] = sum_dy_xc * invstd
     scale = invstd if w is None else invstd * w
@@ -350,10 +341,7 @@ def _(ins, outs, attrs):
     np.sqrt(invstd, out=invstd)
     np.divide(1.0, invstd, out=invstd)
     mean += shift
-    # leaving it in the centred rows moves the output by |shift| * invstd: mostly a few ulps
-    # (then not worth a pass), more for rows of (nearly) equal values
-    if np.max(np.abs(shift) * invstd) > 8 * np.finfo(x.dtype).eps:
-        y2 -= shift[:, None]
+    _drop_shift(y2, shift, invstd, (-1, 1))
     y2 *= invstd[:, None]
     if w is not None:
         y2 *= _param_row(w, x.dtype)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from actorflow.framework import dtype as dt
+from actorflow.ops._common import comm_wait
 from actorflow.ops.registry import Meta, OpError, register
 
 TAG_SPAN = 256  # iterations a tag tells apart; a Job holds at most 2**15 // TAG_SPAN transfers
@@ -36,10 +37,8 @@ def comm_and_peer(attrs: dict):
 
 
 def _wait(request, what: str, attrs: dict, a: np.ndarray) -> None:
-    # late: the watchdog belongs to the distributed layer, above the ops
-    from actorflow.distributed import watchdog
-    watchdog.wait(request, what, lambda: f"to/from rank {attrs['peer']} tag {attrs['tag']} "
-                                         f"{tuple(a.shape)} {a.dtype}", attrs.get("group"), (a,))
+    comm_wait(request, what, lambda: f"to/from rank {attrs['peer']} tag {attrs['tag']} "
+                                     f"{tuple(a.shape)} {a.dtype}", attrs, (a,))
 
 
 pipe_send = register(

@@ -105,6 +105,26 @@ def test_max_pool2d_integer_minimum_beside_padding():
     np.testing.assert_array_equal(picked.reshape(val.shape), val.numpy())
 
 
+@pytest.mark.parametrize("dtype", [flow.float16, flow.bfloat16])
+def test_max_pool2d_half_finite_input_takes_the_running_maximum(monkeypatch, dtype):
+    # 60000 float16 3.0s sum to inf in float16: the finiteness check must not overflow, else
+    # every half input went through the gathered windows and argmax
+    from actorflow.ops import pool
+    calls = []
+    slow = pool._max_forward_argmax
+    monkeypatch.setattr(pool, "_max_forward_argmax", lambda *a: calls.append(1) or slow(*a))
+    x = np.full((2, 3, 100, 100), 3.0)
+    x[:, :, ::7, ::5] = -1.5
+    val, idx = flow.max_pool2d(flow.tensor(x, dtype=dtype), 3, 2, 1, return_indices=True)
+    rv, ri = max_pool2d_ref(x, 3, 2, 1)
+    assert calls == []
+    np.testing.assert_array_equal(val.float().numpy(), rv.astype(np.float32))
+    np.testing.assert_array_equal(idx.numpy(), ri)
+    x[0, 0, 5, 5] = np.inf  # the spy does see the slow path
+    flow.max_pool2d(flow.tensor(x, dtype=dtype), 3, 2, 1).numpy()
+    assert calls == [1]
+
+
 @pytest.mark.skipif(torch is None, reason="needs PyTorch")
 def test_max_pool_non_finite_and_large_kernels_vs_torch():
     x = _rand(2, 3, 7, 8).astype(np.float32)
