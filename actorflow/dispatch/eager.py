@@ -12,7 +12,7 @@ import numpy as np
 from actorflow import scope, vm
 from actorflow.autograd import grad_mode
 from actorflow.dispatch import eager_views
-from actorflow.dispatch.common import check_inplace, infer, where
+from actorflow.dispatch.common import check_inplace, infer, note_view_mode, where
 from actorflow.ops.registry import Op
 from actorflow.random import default_generator
 from actorflow.tensor import EagerBlob, Tensor
@@ -93,6 +93,7 @@ def _apply_view(op: Op, inputs: list, attrs: dict, metas: list) -> list:
     arrays = [a] + [storage_and_array(t)[1] for t in inputs[1:]]
     strided = a.size and not a.flags.c_contiguous
     views = None
+    copied = False
     if strided and op.name == "reshape":  # the one view op that may copy: ask without copying
         try:
             views = [a.reshape(metas[0][0], copy=False)]
@@ -106,6 +107,7 @@ def _apply_view(op: Op, inputs: list, attrs: dict, metas: list) -> list:
                        not all(v.size == 0 or np.may_share_memory(v, a) for v in views)):
         # the "view" had to copy (reshape of a strided array): it read values that may not
         # be there yet, so run the op as a kernel instead
+        copied = True
         results = [Tensor._wrap(np.empty(m[0], m[1].np), m[1], base._vc) for m in metas]
         _issue_kernel(op, inputs, attrs, [r._h.raw for r in results],
                       [r._h.storage for r in results])
@@ -116,6 +118,8 @@ def _apply_view(op: Op, inputs: list, attrs: dict, metas: list) -> list:
     root = base if base._base is None else base._base
     for t in results:
         t._base = root
+    if not copied:
+        note_view_mode(base, root, results)
     if _grad.enabled and views != ():  # later in-place writes rebase the views' histories
         eager_views.register(root, results)
     return results

@@ -29,7 +29,7 @@ import warnings
 import numpy as np
 
 from actorflow.autograd import grad_mode
-from actorflow.dispatch.common import check_inplace, infer, record
+from actorflow.dispatch.common import check_inplace, infer, note_view_mode, record
 from actorflow.dispatch.eager import EagerInterpreter
 from actorflow.dispatch.meta import META
 from actorflow.dispatch.nd_sbp import (NdSig, box_1d, box_axis, box_op, box_shard, coords_of,
@@ -237,6 +237,7 @@ class GlobalInterpreter:
                 t._base = root
                 if copied:
                     t._copied_view = True
+            note_view_mode(inputs[0], root, results)
         return results, inputs, results
 
 

@@ -32,7 +32,7 @@ import numpy as np
 
 from actorflow.autograd import grad_mode
 from actorflow.compiler.views import stride_probe
-from actorflow.dispatch.common import where
+from actorflow.dispatch.common import note_view_mode, where
 from actorflow.tensor import Tensor
 
 
@@ -85,6 +85,7 @@ def note_view(tracer, op, inputs: list, attrs: dict, results: list) -> None:
     probes = _probes(op, probe, attrs, results)
     if probes is None:
         return
+    note_view_mode(base, base, results)
     seen = _handle_of(tracer, base)
     enabled = grad_mode._state.enabled
     for i, t in enumerate(results):

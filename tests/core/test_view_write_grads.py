@@ -253,3 +253,53 @@ def test_issue_example():
     y.sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), [[2, 1, 1], [2, 1, 1]])
     assert y.grad_fn.name() == "CopySlices"
+
+
+def _vec(lib, glob: bool = False):
+    """A leaf (4,) needing grad, eager local, or global (broadcast on cpu rank 0)."""
+    if glob:
+        return flow.tensor(np.ones(4), placement=flow.placement("cpu", [0]),
+                           sbp=flow.sbp.broadcast, requires_grad=True)
+    return lib.tensor(np.ones(4), requires_grad=True)
+
+
+@pytest.mark.parametrize("glob", [False, True], ids=["local", "global"])
+@pytest.mark.parametrize("chain", [False, True], ids=["view", "view_of_view"])
+@pytest.mark.parametrize("write", ["mul_", "copy_"])
+def test_write_with_grad_into_view_made_under_no_grad_raises_as_torch(write, chain, glob):
+    for lib in (flow,) if glob else (flow, torch):
+        w = _vec(lib, glob)
+        y = w * 1
+        with lib.no_grad():
+            v = y[0:3]
+        if chain:  # a view (made with grad mode on) of such a view is one too
+            v = v[0:2]
+        with pytest.raises(RuntimeError, match="no_grad"):
+            v.mul_(3) if write == "mul_" else v.copy_(w[0:len(v)] * 5)
+
+
+@pytest.mark.parametrize("glob", [False, True], ids=["local", "global"])
+def test_view_made_and_written_under_no_grad_still_works(glob):
+    """The running-statistics pattern: both under no_grad(); the history is kept."""
+    res = []
+    for lib in (flow,) if glob else (torch, flow):
+        w = _vec(lib, glob)
+        y = w * 2
+        with lib.no_grad():
+            v = y[0:2]
+            v.mul_(3)
+            v.add_(1)
+        (y * y).sum().backward()
+        res.append((y.detach().numpy(), w.grad.numpy()))
+    ref = res[0] if not glob else ([7, 7, 2, 2], [28, 28, 8, 8])
+    for a, b in zip(res[-1], ref):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_no_grad_view_of_a_tensor_needing_no_grad_takes_writes_as_torch():
+    for lib in (flow, torch):
+        b = lib.tensor(np.ones(4))
+        with lib.no_grad():
+            v = b[1:3]
+        v.mul_(3)  # neither the write nor the base needs grad: allowed
+        np.testing.assert_array_equal(b.numpy(), [1, 3, 3, 1])
