@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from actorflow import scope, vm
+from actorflow.compiler.views import aliasing_views
 from actorflow.autograd import grad_mode
 from actorflow.dispatch import eager_views
 from actorflow.dispatch.common import check_inplace, infer, note_view_mode, where
@@ -91,23 +92,11 @@ def _apply_view(op: Op, inputs: list, attrs: dict, metas: list) -> list:
     base = inputs[0]
     s, a = storage_and_array(base)
     arrays = [a] + [storage_and_array(t)[1] for t in inputs[1:]]
-    strided = a.size and not a.flags.c_contiguous
-    views = None
-    copied = False
-    if strided and op.name == "reshape":  # the one view op that may copy: ask without copying
-        try:
-            views = [a.reshape(metas[0][0], copy=False)]
-        except ValueError:  # not expressible as a view
-            views = ()
-        except TypeError:   # NumPy < 2.1 has no copy=: run the view function and check below
-            pass
-    if views is None:
-        views = op.view_fn(arrays, attrs)
-    if views == () or (strided and
-                       not all(v.size == 0 or np.may_share_memory(v, a) for v in views)):
+    views = aliasing_views(op, arrays, attrs)
+    copied = views is None
+    if copied:
         # the "view" had to copy (reshape of a strided array): it read values that may not
         # be there yet, so run the op as a kernel instead
-        copied = True
         results = [Tensor._wrap(np.empty(m[0], m[1].np), m[1], base._vc) for m in metas]
         _issue_kernel(op, inputs, attrs, [r._h.raw for r in results],
                       [r._h.storage for r in results])
@@ -120,7 +109,7 @@ def _apply_view(op: Op, inputs: list, attrs: dict, metas: list) -> list:
         t._base = root
     if not copied:
         note_view_mode(base, root, results)
-    if _grad.enabled and views != ():  # later in-place writes rebase the views' histories
+    if _grad.enabled and not copied:  # later in-place writes rebase the views' histories
         eager_views.register(root, results)
     return results
 

@@ -28,10 +28,9 @@ share one base element) raises an error naming the op and the module path.
 """
 from __future__ import annotations
 
-import numpy as np
 
 from actorflow.autograd import grad_mode
-from actorflow.compiler.views import stride_probe
+from actorflow.compiler.views import aliasing_views, stride_probe
 from actorflow.dispatch.common import note_view_mode, where
 from actorflow.tensor import Tensor
 
@@ -57,21 +56,6 @@ def _old_identity(tracer, base):
     return a
 
 
-def _probes(op, base_probe: np.ndarray, attrs: dict, results: list):
-    """The strided arrays ``op`` makes of ``base_probe`` as eager mode would, or None where
-    eager mode copies (a reshape its input's strides can't express) and nothing aliases."""
-    try:
-        if op.name == "reshape":
-            views = [base_probe.reshape(tuple(results[0]._shape), copy=False)]
-        else:
-            views = op.view_fn([base_probe], attrs)
-    except Exception:  # noqa: BLE001 - not expressible as a view: a copy
-        return None
-    if not all(v.size == 0 or np.may_share_memory(v, base_probe) for v in views):
-        return None
-    return list(views)
-
-
 def note_view(tracer, op, inputs: list, attrs: dict, results: list) -> None:
     """Record the view tensors ``results`` that ``op`` made of ``inputs[0]`` (views that eager
     mode would make as copies are not views)."""
@@ -82,7 +66,7 @@ def note_view(tracer, op, inputs: list, attrs: dict, results: list) -> None:
     parent = reg.get(id(base))
     probe = parent[8] if parent is not None and parent[0] is base else \
         stride_probe(tuple(base._shape))
-    probes = _probes(op, probe, attrs, results)
+    probes = aliasing_views(op, [probe], attrs)
     if probes is None:
         return
     note_view_mode(base, base, results)

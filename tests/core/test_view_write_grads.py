@@ -303,3 +303,37 @@ def test_no_grad_view_of_a_tensor_needing_no_grad_takes_writes_as_torch():
             v = b[1:3]
         v.mul_(3)  # neither the write nor the base needs grad: allowed
         np.testing.assert_array_equal(b.numpy(), [1, 3, 3, 1])
+
+
+def _write_after_backward(glob: bool, view):
+    """A write into a view after a backward through it (which frees the saved tensors of the
+    view's history), then a backward through the base: gradients accumulate."""
+    w = _vec(flow, glob)
+    y = w + 0  # (torch's w * 1 saves w, freed by the first backward)
+    v = view(y)
+    (v * v).sum().backward()
+    v.mul_(3)
+    (y * 1).sum().backward()
+    return y.numpy(), w.grad.numpy()
+
+
+@pytest.mark.parametrize("view", [lambda y: y[0:2], lambda y: y[1:].reshape(3)[::2],
+                                  lambda y: y.reshape(2, 2).t()[1]],
+                         ids=["slice", "chain", "transpose_select"])
+def test_global_write_into_view_after_a_backward_as_local(view):
+    """Global views remember where they lie in their base when made (not by walking saved
+    inputs, which a backward frees)."""
+    local, glob = _write_after_backward(False, view), _write_after_backward(True, view)
+    for a, b in zip(glob, local):
+        np.testing.assert_array_equal(a, b)
+    res = []
+    for lib in (flow, torch):
+        w = lib.tensor(np.ones(4), requires_grad=True)
+        y = w + 0  # (torch's w * 1 saves w, freed by the first backward)
+        v = view(y)
+        (v * v).sum().backward()
+        v.mul_(3)
+        (y * 1).sum().backward()
+        res.append(w.grad.numpy())
+    np.testing.assert_array_equal(res[0], res[1])
+    np.testing.assert_array_equal(local[1], res[1])
