@@ -1,8 +1,9 @@
 """Run under ``mpiexec -n N`` (or alone): in-place writes into views of global tensors follow
 eager-local tensors: refused into a view of a leaf that requires grad (a view of a view,
-``to_local()`` and views of it) and, with grad mode on, into views made under no_grad(), written through into a view of
-a non-leaf, refused on every rank into a view whose shards are a copy (its input had to be
-boxed); values and gradients against the same calls on local tensors. Prints ``OK rank R``."""
+``to_local()`` and views of it) and, with grad mode on, into views made under no_grad();
+written through into a view of a non-leaf; refused on every rank into a view whose shards are a
+copy (its input had to be boxed); values and gradients against the same calls on local tensors.
+Prints ``OK rank R``."""
 import numpy as np
 
 import actorflow as flow
