@@ -32,7 +32,6 @@ from __future__ import annotations
 from actorflow.autograd import grad_mode
 from actorflow.compiler.views import aliasing_views, stride_probe
 from actorflow.dispatch.common import note_view_mode, where
-from actorflow.tensor import Tensor
 
 
 def _views(tracer) -> dict:
@@ -45,15 +44,6 @@ def _handle_of(tracer, base):
         return base._h
     hit = tracer._lazy_of_eager.get(id(base))
     return hit[1]._h if hit is not None and hit[0] is base else None
-
-
-def _old_identity(tracer, base):
-    """``base``'s current value and autograd identity as a tensor of its own (lazy values are
-    never overwritten: sharing the handle is sharing the value)."""
-    t = base if getattr(base._h, "tracer", None) is tracer else tracer.lazy_of(base)
-    a = Tensor._from_handle(t._h, tuple(t._shape), t.dtype)
-    a.requires_grad, a.grad_fn, a._out_idx = t.requires_grad, t.grad_fn, t._out_idx
-    return a
 
 
 def note_view(tracer, op, inputs: list, attrs: dict, results: list) -> None:
@@ -98,9 +88,8 @@ def note_become(tracer, t, r) -> None:
     mine, theirs = reg.get(id(t)), reg.get(id(r))
     mine = mine if mine is not None and mine[0] is t else None
     theirs = theirs if theirs is not None and theirs[0] is r and theirs[1] is t else None
-    old = Tensor._from_handle(t._h, tuple(t._shape), t.dtype)
-    old.requires_grad, old.grad_fn, old._out_idx, old._vc = \
-        t.requires_grad, t.grad_fn, t._out_idx, t._vc
+    old = tracer.old_identity(t, alias=True)
+    old._vc = t._vc
     for entry in list(reg.values()):
         if entry[1] is t:  # t's views now view its old identity (the same memory)
             entry[1] = old
@@ -172,7 +161,7 @@ def after_write(tracer, op, out: list) -> None:
             continue
         # the base's value before the write, as a tensor of its own: the write-back's gradient
         # rules may save it, and ``base`` itself is rebound below
-        old = _old_identity(tracer, base)
+        old = tracer.old_identity(tracer.lazy_of(base))
         new_base = _written_back(op, view_op, attrs, idx, old, t)
         base.copy_(new_base)  # an in-place call itself: chains, eager state, autograd
         entry[6] = _handle_of(tracer, base)
