@@ -79,6 +79,10 @@ class LazyInterpreter:
         self.registered_modules = None  # ids of modules the graph owns (None: don't check)
         self.namer = None  # optional: eager tensor -> (name, kind) for unregistered state
         self._scope = None
+        # dispatch/lazy_views: the views (and detached aliases) traced, by id(view tensor);
+        # whether a view is being made again from its written base (not noted anew)
+        self.views: dict = {}
+        self.regenerating = False
 
     @property
     def job(self) -> Job:
@@ -145,7 +149,7 @@ class LazyInterpreter:
     def __exit__(self, *exc):
         s, self._scope = self._scope, None
         s.__exit__(*exc)
-        self.__dict__.pop("_views", None)  # lazy_views' notes: the trace's views are done
+        self.views = {}  # the trace's views are done (they hold its tensors)
         return False
 
     def note_module_call(self, module) -> None:
