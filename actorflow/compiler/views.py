@@ -48,19 +48,20 @@ def stride_probe(shape: tuple) -> np.ndarray:
                                            tuple(reversed(strides)), writeable=False)
 
 
-def _view_of_probe(op, conf, probe: np.ndarray):
-    """The views ``op`` makes of ``probe``, or None where it would copy."""
-    if conf.op_type == "reshape":
-        try:
-            return [probe.reshape(tuple(conf.outputs[0].shape), copy=False)]
-        except ValueError:
-            return None
+def aliasing_views(op, arrays: list, attrs: dict) -> list | None:
+    """The strided arrays view op ``op`` makes of ``arrays[0]`` (its ``view`` function; the
+    other arrays are its further inputs), or None where eager mode makes a copy instead: a
+    reshape ``arrays[0]``'s strides can't express. The one answer to "view or copy" for eager
+    views, their global positions, a trace's views and the Plan's aliases (tried on a
+    ``stride_probe`` where only the layout is known)."""
+    a = arrays[0]
     try:
-        views = op.view_fn([probe], conf.attrs)
-    except Exception:  # noqa: BLE001 - any surprise: keep the copy
+        views = op.view_fn(arrays, attrs)
+    except Exception:  # noqa: BLE001 - not expressible as a view (or any surprise): a copy
         return None
-    if not all(v.size == 0 or np.may_share_memory(v, probe) for v in views):
-        return None
+    if a.size and not a.flags.c_contiguous and \
+            not all(v.size == 0 or np.may_share_memory(v, a) for v in views):
+        return None  # (a view function that copied: NumPy < 2.1's reshape)
     return list(views)
 
 
@@ -110,7 +111,7 @@ def alias_views(job: Job, order: list) -> tuple:
         probe = probes.get(src)
         if probe is None:
             probe = stride_probe(tuple(descs[src].shape))
-        views = _view_of_probe(op, o, probe)
+        views = aliasing_views(op, [probe], o.attrs)
         if views is None:
             continue
         for i, v in enumerate(views):
@@ -201,4 +202,4 @@ def foldable_views(order: list, aliased: set) -> set:
     return folded
 
 
-__all__ = ["alias_views", "foldable_views"]
+__all__ = ["alias_views", "foldable_views", "aliasing_views", "stride_probe"]

@@ -68,9 +68,6 @@ def apply(op: Op, inputs: list, attrs: dict, out: list | None = None) -> list:
             lazy_views.refresh(tracer, t)
         for t in out or ():
             lazy_views.refresh(tracer, t)
-    # a global write through a view: the view's history, replayed to find where it lies
-    prev = [(t.grad_fn, t._out_idx) for t in out] if out is not None and interp is GLOBAL \
-        else None
     results, node_inputs, node_outputs = (EAGER if interp is None else interp).apply(
         op, inputs, attrs, out, rec)
     if rec:
@@ -78,7 +75,7 @@ def apply(op: Op, inputs: list, attrs: dict, out: list | None = None) -> list:
     if out is not None and _grad.enabled and (interp is None or interp is GLOBAL):
         for t in out:  # an eager write into a view (or a base with views) rebases histories
             if t._base is not None or t._views is not None or (t.grad_fn and not rec):
-                eager_views.after_write(inputs, out, rec, prev)
+                eager_views.after_write(inputs, out, rec)
                 break
     if tracer is not None:
         if out is not None:  # a write through a view reaches its base

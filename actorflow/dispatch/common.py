@@ -53,6 +53,15 @@ def check_inplace(op: Op, inputs: list, out: list, metas: list, record: bool) ->
     if not grad_mode._state.enabled:  # (``record`` implies it; no_grad() allows any write)
         return
     for t in out:
+        root = getattr(t, "_no_grad_root", None)
+        if root is not None and (record or root.requires_grad):
+            # PyTorch refuses too: the write's history can't be joined to a view that has none
+            raise RuntimeError(where(
+                f"{op.name}_: a view (shape {tuple(t._shape)}) of a tensor of shape "
+                f"{tuple(root._shape)} was made under no_grad() and is being written in place "
+                f"with grad mode on; make the view and write into it both under no_grad() (not "
+                f"tracked) or both outside it (tracked)", inputs))
+    for t in out:
         what = None
         if t.grad_fn is None and t.requires_grad:
             # OneFlow lets an op none of whose inputs needs grad write into a leaf
@@ -82,6 +91,20 @@ def check_inplace(op: Op, inputs: list, out: list, metas: list, record: bool) ->
             raise RuntimeError(where(f"{op.name}_: {what} that requires grad is being used "
                                      f"in an in-place operation (use it under no_grad(), or "
                                      f"clone it first)", inputs))
+
+
+def note_view_mode(base: Tensor, root: Tensor, views: list) -> None:
+    """Mark ``views`` of ``base`` made under no_grad() (and views of such views, whatever the
+    mode): ``check_inplace`` refuses to write them with grad mode on where the write or
+    ``root`` (the tensor they view) needs grad. Every interpreter calls it on the views it
+    makes that alias their base."""
+    mark = getattr(base, "_no_grad_root", None)
+    if mark is None:
+        if grad_mode._state.enabled:
+            return
+        mark = root
+    for t in views:
+        t._no_grad_root = mark
 
 
 def record(op: Op, inputs: list, outputs: list, attrs: dict) -> None:

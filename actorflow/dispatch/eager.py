@@ -10,9 +10,10 @@ from __future__ import annotations
 import numpy as np
 
 from actorflow import scope, vm
+from actorflow.compiler.views import aliasing_views
 from actorflow.autograd import grad_mode
 from actorflow.dispatch import eager_views
-from actorflow.dispatch.common import check_inplace, infer, where
+from actorflow.dispatch.common import check_inplace, infer, note_view_mode, where
 from actorflow.ops.registry import Op
 from actorflow.random import default_generator
 from actorflow.tensor import EagerBlob, Tensor
@@ -91,19 +92,9 @@ def _apply_view(op: Op, inputs: list, attrs: dict, metas: list) -> list:
     base = inputs[0]
     s, a = storage_and_array(base)
     arrays = [a] + [storage_and_array(t)[1] for t in inputs[1:]]
-    strided = a.size and not a.flags.c_contiguous
-    views = None
-    if strided and op.name == "reshape":  # the one view op that may copy: ask without copying
-        try:
-            views = [a.reshape(metas[0][0], copy=False)]
-        except ValueError:  # not expressible as a view
-            views = ()
-        except TypeError:   # NumPy < 2.1 has no copy=: run the view function and check below
-            pass
-    if views is None:
-        views = op.view_fn(arrays, attrs)
-    if views == () or (strided and
-                       not all(v.size == 0 or np.may_share_memory(v, a) for v in views)):
+    views = aliasing_views(op, arrays, attrs)
+    copied = views is None
+    if copied:
         # the "view" had to copy (reshape of a strided array): it read values that may not
         # be there yet, so run the op as a kernel instead
         results = [Tensor._wrap(np.empty(m[0], m[1].np), m[1], base._vc) for m in metas]
@@ -116,7 +107,9 @@ def _apply_view(op: Op, inputs: list, attrs: dict, metas: list) -> list:
     root = base if base._base is None else base._base
     for t in results:
         t._base = root
-    if _grad.enabled and views != ():  # later in-place writes rebase the views' histories
+    if not copied:
+        note_view_mode(base, root, results)
+    if _grad.enabled and not copied:  # later in-place writes rebase the views' histories
         eager_views.register(root, results)
     return results
 

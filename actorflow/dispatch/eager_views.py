@@ -24,6 +24,7 @@ import numpy as np
 
 from actorflow import scope
 from actorflow.autograd.engine import Node
+from actorflow.compiler.views import aliasing_views, stride_probe
 from actorflow.ops._common import F
 from actorflow.tensor import EagerBlob, Tensor
 
@@ -73,13 +74,14 @@ def positions(root: np.ndarray, view: np.ndarray) -> np.ndarray:
 
 
 class _Geometry:
-    """Where a view lies in its base (flat positions): from the arrays (local views, computed
-    at the first backward, then kept) or given (global views: replayed view ops)."""
+    """Where a view lies in its base (flat positions), from the arrays' strides and offsets
+    (computed at the first backward, then kept): local views' own arrays, global views' stride
+    probes (``note_global_view``)."""
 
     __slots__ = ("root", "view", "_np", "_pos")
 
-    def __init__(self, root: np.ndarray | None, view: np.ndarray | None, pos=None):
-        self.root, self.view, self._np, self._pos = root, view, pos, None
+    def __init__(self, root: np.ndarray, view: np.ndarray):
+        self.root, self.view, self._np, self._pos = root, view, None, None
 
     def positions(self) -> np.ndarray:
         if self._np is None:
@@ -97,6 +99,24 @@ class _Geometry:
         if self._pos is None:
             self._pos = Tensor._wrap(self.positions(), _int64())
         return self._pos
+
+
+def note_global_view(base: Tensor, root: Tensor, op, attrs: dict, views: list) -> None:
+    """Remember where the global views ``views`` that ``op`` made of ``base`` lie in ``root``
+    (the tensor they view): the view function tried on a stride probe of ``base``'s place in
+    ``root`` (``compiler.views``). A later write into one of them rebases ``root``'s history
+    at those positions; a view eager mode would copy gets none (nothing aliases)."""
+    if base is root:
+        probe = stride_probe(tuple(root._shape))
+        src = (probe, probe)
+    else:
+        src = getattr(base, "_global_probe", None)
+        if src is None:
+            return
+    probes = aliasing_views(op, [src[1]], attrs)
+    if probes is not None:
+        for t, p in zip(views, probes):
+            t._global_probe = (src[0], p)
 
 
 def _int64():
@@ -201,11 +221,11 @@ def _regenerate(root: Tensor, extra: Tensor | None = None, geom=None) -> None:
         v.grad_fn, v._out_idx, v.requires_grad = n, 0, True
 
 
-def after_write(inputs: list, out: list, rec: bool, prev: list | None = None) -> None:
+def after_write(inputs: list, out: list, rec: bool) -> None:
     """Called by ``dispatch.apply`` after an eager (local or global) in-place call with grad
     mode on (``rec``: autograd recorded the op, so each written tensor's ``grad_fn`` is its
-    node; ``prev``: global calls, each written tensor's ``(grad_fn, out_idx)`` before it)."""
-    for k, t in enumerate(out):
+    node)."""
+    for t in out:
         root = t._base
         if root is None:
             if not rec and t.grad_fn is not None:  # overwritten by values needing no grad
@@ -224,41 +244,13 @@ def after_write(inputs: list, out: list, rec: bool, prev: list | None = None) ->
                 continue
             geom = _Geometry(root._h.raw, t._h.raw)
         elif getattr(t._h, "is_global", False) and getattr(root._h, "is_global", False):
-            # global views: the view ops recorded since the base, replayed on its positions
-            pos = _replayed(root, *prev[k]) if prev is not None else None
-            if pos is None:
+            probes = getattr(t, "_global_probe", None)
+            if probes is None:  # a reshape that copied: the write does not reach root
                 continue
-            geom = _Geometry(None, None, pos)
+            geom = _Geometry(*probes)
         else:
             continue
         _rebase(t, root, self_pos, inner, geom)
-
-
-def _replayed(root: Tensor, node, idx: int):
-    """Flat positions in ``root`` of the view whose history is output ``idx`` of ``node``:
-    its view ops (recorded from ``root``) replayed on ``root``'s positions; None if the
-    history is not a chain of view ops from ``root``."""
-    steps = []
-    while True:
-        if node is None:
-            return None
-        if isinstance(node, _ViewOf):  # a view already rebased onto root
-            a = node.geom.positions().reshape(node.output_metas[0][0])
-            break
-        if node.op is None or getattr(node.op, "view_fn", None) is None or not node._inputs:
-            return None
-        steps.append((node, idx))
-        t = node._inputs[0]
-        if t is root:
-            a = np.arange(int(np.prod(root._shape)), dtype=np.int64).reshape(root._shape)
-            break
-        node, idx = t.grad_fn, t._out_idx
-    for node, idx in reversed(steps):
-        if node.op.name == "reshape":
-            a = a.reshape(node.output_metas[idx][0])
-        else:
-            a = node.op.view_fn([a], node.attrs)[idx]
-    return np.ascontiguousarray(a).reshape(-1)
 
 
 def _rebase(v: Tensor, root: Tensor, self_pos: tuple, inner: Node | None, geom) -> None:
@@ -275,4 +267,4 @@ def _rebase(v: Tensor, root: Tensor, self_pos: tuple, inner: Node | None, geom) 
     _regenerate(root, v, geom)
 
 
-__all__ = ["after_write", "register", "positions", "CopySlices"]
+__all__ = ["after_write", "register", "note_global_view", "positions", "CopySlices"]

@@ -29,7 +29,8 @@ import warnings
 import numpy as np
 
 from actorflow.autograd import grad_mode
-from actorflow.dispatch.common import check_inplace, infer, record
+from actorflow.dispatch import eager_views
+from actorflow.dispatch.common import check_inplace, infer, note_view_mode, record
 from actorflow.dispatch.eager import EagerInterpreter
 from actorflow.dispatch.meta import META
 from actorflow.dispatch.nd_sbp import (NdSig, box_1d, box_axis, box_op, box_shard, coords_of,
@@ -237,6 +238,9 @@ class GlobalInterpreter:
                 t._base = root
                 if copied:
                     t._copied_view = True
+            note_view_mode(inputs[0], root, results)
+            if len(inputs) == 1:  # where they lie in root: a write into one rebases root
+                eager_views.note_global_view(inputs[0], root, op, attrs, results)
         return results, inputs, results
 
 

@@ -79,6 +79,10 @@ class LazyInterpreter:
         self.registered_modules = None  # ids of modules the graph owns (None: don't check)
         self.namer = None  # optional: eager tensor -> (name, kind) for unregistered state
         self._scope = None
+        # dispatch/lazy_views: the views (and detached aliases) traced, by id(view tensor);
+        # whether a view is being made again from its written base (not noted anew)
+        self.views: dict = {}
+        self.regenerating = False
 
     @property
     def job(self) -> Job:
@@ -145,7 +149,7 @@ class LazyInterpreter:
     def __exit__(self, *exc):
         s, self._scope = self._scope, None
         s.__exit__(*exc)
-        self.__dict__.pop("_views", None)  # lazy_views' notes: the trace's views are done
+        self.views = {}  # the trace's views are done (they hold its tensors)
         return False
 
     def note_module_call(self, module) -> None:
@@ -293,12 +297,15 @@ class LazyInterpreter:
             return self._write_in_place(op, ins, inputs, out, results, record)
         return results, ins, results
 
-    def old_identity(self, t: Tensor) -> Tensor:
-        """``t``'s pre-op identity for a gradient rule: lazy blobs are never overwritten (an
-        in-place op makes a new blob), so it shares the old handle without a copy."""
-        if type(t._h) is not LazyBlob:
+    def old_identity(self, t: Tensor, alias: bool = False) -> Tensor:
+        """``t``'s pre-op value and autograd identity as a tensor of its own, for a gradient
+        rule (or a view's base) that needs what an in-place op is about to replace. A tensor of
+        this trace (``LazyBlob``, ``LazyGlobalBlob``) shares its handle: lazy blobs are never
+        overwritten (an in-place op makes a new blob). Eager state gets a copy of its current
+        value, or with ``alias`` shares its memory (the same tensor under another identity)."""
+        if getattr(t._h, "tracer", None) is not self and not alias:
             return _eager_old_identity(t)
-        a = Tensor._from_handle(t._h, t._shape, t.dtype)
+        a = Tensor._from_handle(t._h, tuple(t._shape), t.dtype)
         a.requires_grad, a.grad_fn, a._out_idx = t.requires_grad, t.grad_fn, t._out_idx
         return a
 
@@ -327,21 +334,30 @@ class LazyInterpreter:
             if r.dtype is not t.dtype:
                 with grad_mode.no_grad():
                     r = cast(r, t.dtype)
-            if type(t._h) is LazyBlob:
-                # the lazy tensor a proxy hands out for a parameter or buffer: write the new
-                # value back to the eager state too (else e.g. num_batches_tracked.add_(1)
-                # in build would change nothing)
-                eager = self.eager_of(t)
-                if eager is not None:
-                    self._assign(eager, r)
-                    self._lazy_of_eager[id(eager)] = (eager, t)
-                t._h = r._h
-                t._vc[0] += 1
-                written.append(t)
-            else:
-                self._assign(t, r)
-                written.append(self.lazy_of(t))
+            written.append(self.rebind(t, r, self._assign_read))
         return list(out), ins, written
+
+    def rebind(self, t: Tensor, r: Tensor, assign) -> Tensor:
+        """Written tensor ``t`` takes lazy result ``r``; returns the tensor autograd records
+        as the write's output. A tensor of this trace is rebound to ``r`` (and the eager state
+        a variable's lazy tensor stands for - a parameter, a buffer - is written back too: else
+        e.g. ``num_batches_tracked.add_(1)`` in build would change nothing); eager state used
+        directly is written at run time. ``assign(eager, value)``: writes ``value`` into eager
+        state (an ``assign`` op) and returns the lazy tensor later reads of it see."""
+        if getattr(t._h, "tracer", None) is self:
+            eager = self.eager_of(t)
+            if eager is not None:
+                assign(eager, r)
+                self._lazy_of_eager[id(eager)] = (eager, t)
+            t._h = r._h
+            t._vc[0] += 1
+            return t
+        return assign(t, r)
+
+    def _assign_read(self, t: Tensor, value: Tensor) -> Tensor:
+        """``_assign``, then the lazy tensor later reads of ``t`` see."""
+        self._assign(t, value)
+        return self.lazy_of(t)
 
     def _assign(self, t: Tensor, value: Tensor) -> None:
         """Write lazy ``value`` into eager state ``t`` at run time; later reads of ``t`` in this

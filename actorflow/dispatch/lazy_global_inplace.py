@@ -13,19 +13,13 @@ interpreter does (``global_tensor.GlobalInterpreter``): the gradient flows to th
 """
 from __future__ import annotations
 
+import functools
+
 from actorflow.autograd import grad_mode
 from actorflow.dispatch.common import check_inplace, infer
 from actorflow.dispatch.nd_sbp import nd_attrs
 from actorflow.framework.placement import SbpParallel
 from actorflow.tensor import Tensor
-
-
-def _old_identity(t: Tensor) -> Tensor:
-    """``t``'s pre-op value and autograd identity (lazy blobs are never overwritten: an
-    in-place op makes a new blob, so the old handle is the old value)."""
-    a = Tensor._from_handle(t._h, tuple(t._shape), t.dtype)
-    a.requires_grad, a.grad_fn, a._out_idx = t.requires_grad, t.grad_fn, t._out_idx
-    return a
 
 
 def _to_layout(interp, r: Tensor, t: Tensor, op_name: str) -> Tensor:
@@ -79,21 +73,12 @@ def write_in_place(interp, op, inputs: list, attrs: dict, out: list, record_: bo
     check_inplace(op, inputs, out, infer(op, gins, attrs), record_)
     saved = gins
     if record_:
-        saved = [_old_identity(g) if any(g is o for o in gout) else g for g in gins]
+        saved = [tr.old_identity(g) if any(g is o for o in gout) else g for g in gins]
     results = interp._run(op, gins, attrs, pl, gout)
-    written = []
-    for t, g, r in zip(out, gout, results):
-        r = _to_layout(interp, r, g, op.name)
-        if getattr(t._h, "tracer", None) is tr:  # a lazy tensor: rebound to the result
-            eager = tr.eager_of(t)
-            if eager is not None:  # the variable of a parameter or buffer: write it back
-                _assign(interp, eager, r)
-                tr._lazy_of_eager[id(eager)] = (eager, t)
-            t._h = r._h
-            t._vc[0] += 1
-            written.append(t)
-        else:  # eager state used directly (a local one counts as broadcast)
-            written.append(_assign(interp, t, r))
+    # (eager state used directly: a local one counts as broadcast)
+    assign = functools.partial(_assign, interp)
+    written = [tr.rebind(t, _to_layout(interp, r, g, op.name), assign)
+               for t, g, r in zip(out, gout, results)]
     return list(out), saved, written
 
 

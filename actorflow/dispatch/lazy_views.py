@@ -28,16 +28,35 @@ share one base element) raises an error naming the op and the module path.
 """
 from __future__ import annotations
 
-import numpy as np
-
 from actorflow.autograd import grad_mode
-from actorflow.compiler.views import stride_probe
-from actorflow.dispatch.common import where
-from actorflow.tensor import Tensor
+from actorflow.compiler.views import aliasing_views, stride_probe
+from actorflow.dispatch.common import note_view_mode, where
 
 
-def _views(tracer) -> dict:
-    return tracer.__dict__.setdefault("_views", {})
+class _ViewNote:
+    """What the trace knows of one view (or detached alias) ``t``: its ``base`` (the tensor
+    object it was made of, itself possibly a view), the view ``op`` (None: an alias) with its
+    ``attrs`` and output index ``idx``, the base's handle ``seen`` it was last made from, the
+    grad mode it was made in, and its stride ``probe`` (where it lies in memory, for views of
+    it). Kept in ``LazyInterpreter.views`` by ``id(t)``."""
+
+    __slots__ = ("t", "base", "op", "attrs", "idx", "seen", "enabled", "probe")
+
+    def __init__(self, t, base, op, attrs: dict, idx: int, seen, enabled: bool, probe):
+        self.t, self.base, self.op, self.attrs, self.idx = t, base, op, attrs, idx
+        self.seen, self.enabled, self.probe = seen, enabled, probe
+
+
+def _note(tracer, t) -> _ViewNote | None:
+    """``t``'s note, if ``t`` is a noted view (ids are reused: the tensor must match)."""
+    note = tracer.views.get(id(t))
+    return note if note is not None and note.t is t else None
+
+
+def _probe_of(tracer, base):
+    """Where ``base`` lies in memory: its own probe if it is a noted view, else a fresh one."""
+    note = _note(tracer, base)
+    return note.probe if note is not None else stride_probe(tuple(base._shape))
 
 
 def _handle_of(tracer, base):
@@ -48,60 +67,31 @@ def _handle_of(tracer, base):
     return hit[1]._h if hit is not None and hit[0] is base else None
 
 
-def _old_identity(tracer, base):
-    """``base``'s current value and autograd identity as a tensor of its own (lazy values are
-    never overwritten: sharing the handle is sharing the value)."""
-    t = base if getattr(base._h, "tracer", None) is tracer else tracer.lazy_of(base)
-    a = Tensor._from_handle(t._h, tuple(t._shape), t.dtype)
-    a.requires_grad, a.grad_fn, a._out_idx = t.requires_grad, t.grad_fn, t._out_idx
-    return a
-
-
-def _probes(op, base_probe: np.ndarray, attrs: dict, results: list):
-    """The strided arrays ``op`` makes of ``base_probe`` as eager mode would, or None where
-    eager mode copies (a reshape its input's strides can't express) and nothing aliases."""
-    try:
-        if op.name == "reshape":
-            views = [base_probe.reshape(tuple(results[0]._shape), copy=False)]
-        else:
-            views = op.view_fn([base_probe], attrs)
-    except Exception:  # noqa: BLE001 - not expressible as a view: a copy
-        return None
-    if not all(v.size == 0 or np.may_share_memory(v, base_probe) for v in views):
-        return None
-    return list(views)
-
-
 def note_view(tracer, op, inputs: list, attrs: dict, results: list) -> None:
     """Record the view tensors ``results`` that ``op`` made of ``inputs[0]`` (views that eager
     mode would make as copies are not views)."""
-    if getattr(tracer, "_regenerating", False) or len(inputs) != 1:
+    if tracer.regenerating or len(inputs) != 1:
         return
     base = inputs[0]
-    reg = _views(tracer)
-    parent = reg.get(id(base))
-    probe = parent[8] if parent is not None and parent[0] is base else \
-        stride_probe(tuple(base._shape))
-    probes = _probes(op, probe, attrs, results)
+    probes = aliasing_views(op, [_probe_of(tracer, base)], attrs)
     if probes is None:
         return
+    note_view_mode(base, base, results)
     seen = _handle_of(tracer, base)
     enabled = grad_mode._state.enabled
     for i, t in enumerate(results):
-        reg[id(t)] = [t, base, op, dict(attrs), [], i, seen, enabled, probes[i]]
+        tracer.views[id(t)] = _ViewNote(t, base, op, dict(attrs), i, seen, enabled, probes[i])
 
 
 def note_alias(tracer, base, alias) -> None:
     """Record that ``alias`` is ``base.detach()`` (or ``base.data``): the same values outside
     autograd, so an in-place write into either is seen by the other, as eagerly (shared
     storage). Noted with op None; the alias takes the base's lazy value at its first use."""
-    if getattr(tracer, "_regenerating", False):
+    if tracer.regenerating:
         return
-    reg = _views(tracer)
-    parent = reg.get(id(base))  # an alias of a view lies in memory where the view does
-    probe = parent[8] if parent is not None and parent[0] is base else \
-        stride_probe(tuple(base._shape))
-    reg[id(alias)] = [alias, base, None, {}, [], 0, None, grad_mode._state.enabled, probe]
+    # (an alias of a view lies in memory where the view does)
+    tracer.views[id(alias)] = _ViewNote(alias, base, None, {}, 0, None,
+                                        grad_mode._state.enabled, _probe_of(tracer, base))
 
 
 def note_become(tracer, t, r) -> None:
@@ -109,88 +99,83 @@ def note_become(tracer, t, r) -> None:
     in-place shape methods). Eagerly ``t`` keeps its memory, so: ``t``'s old identity goes on
     as ``old`` (the view of ``t``'s base it was, if any, and the base of ``t``'s other views);
     ``t`` is noted as ``r`` was, a view of ``old``, or as nothing when ``r`` is a copy."""
-    reg = _views(tracer)
-    mine, theirs = reg.get(id(t)), reg.get(id(r))
-    mine = mine if mine is not None and mine[0] is t else None
-    theirs = theirs if theirs is not None and theirs[0] is r and theirs[1] is t else None
-    old = Tensor._from_handle(t._h, tuple(t._shape), t.dtype)
-    old.requires_grad, old.grad_fn, old._out_idx, old._vc = \
-        t.requires_grad, t.grad_fn, t._out_idx, t._vc
-    for entry in list(reg.values()):
-        if entry[1] is t:  # t's views now view its old identity (the same memory)
-            entry[1] = old
+    reg = tracer.views
+    mine, theirs = _note(tracer, t), _note(tracer, r)
+    theirs = theirs if theirs is not None and theirs.base is t else None
+    old = tracer.old_identity(t, alias=True)
+    old._vc = t._vc
+    for note in list(reg.values()):
+        if note.base is t:  # t's views now view its old identity (the same memory)
+            note.base = old
     if mine is not None:
         reg.pop(id(t))
-        mine[0] = old
+        mine.t = old
         reg[id(old)] = mine
     if theirs is not None:
         reg.pop(id(r))
-        theirs[0] = t
+        theirs.t = t
         reg[id(t)] = theirs
 
 
-def _refresh_alias(tracer, entry) -> None:
+def _refresh_alias(tracer, note: _ViewNote) -> None:
     """The alias takes its base's value if the base was written since they last agreed (a
     write into the alias itself is copied into the base by ``after_write``)."""
-    alias, base = entry[0], entry[1]
-    now = _handle_of(tracer, base)
+    now = _handle_of(tracer, note.base)
     if now is None:  # eager state or an eager tensor not read in this trace yet
-        now = tracer.lazy_of(base)._h
-    if now is not entry[6]:
-        alias._h = now
-        entry[6] = now
+        now = tracer.lazy_of(note.base)._h
+    if now is not note.seen:
+        note.t._h = now
+        note.seen = now
 
 
 def refresh(tracer, t) -> None:
     """Make view ``t`` again from its base's current value if the base was written since."""
-    entry = _views(tracer).get(id(t))
-    if entry is None or entry[0] is not t:
+    note = _note(tracer, t)
+    if note is None:
         return
-    _, base, op, attrs, extras, idx, seen, enabled, _ = entry
-    refresh(tracer, base)
-    if op is None:
-        _refresh_alias(tracer, entry)
+    refresh(tracer, note.base)
+    if note.op is None:
+        _refresh_alias(tracer, note)
         return
-    now = _handle_of(tracer, base)
-    if now is seen:
+    now = _handle_of(tracer, note.base)
+    if now is note.seen:
         return
     # late: dispatch.apply is the caller of this module
     from actorflow.dispatch import apply
 
-    tracer._regenerating = True
+    tracer.regenerating = True
     try:
-        with grad_mode.set_grad_enabled(enabled):
-            fresh = apply(op, [base, *extras], attrs)[idx]
+        with grad_mode.set_grad_enabled(note.enabled):
+            fresh = apply(note.op, [note.base], note.attrs)[note.idx]
     finally:
-        tracer._regenerating = False
+        tracer.regenerating = False
     t._h = fresh._h
     t.requires_grad = fresh.requires_grad
     t.grad_fn, t._out_idx = fresh.grad_fn, fresh._out_idx
     t._vc[0] += 1  # a gradient rule that saved the old value must not read the new one
-    entry[6] = now
+    note.seen = now
 
 
 def after_write(tracer, op, out: list) -> None:
     """In-place ``op`` wrote ``out``: write the written views back into their bases."""
-    reg = _views(tracer)
     for t in out:
-        entry = reg.get(id(t))
-        if entry is None or entry[0] is not t:
+        note = _note(tracer, t)
+        if note is None:
             continue
-        _, base, view_op, attrs, _, idx, _, _, _ = entry
+        base = note.base
         refresh(tracer, base)
-        if view_op is None:  # a detached alias: the base takes the value, autograd unaware
+        if note.op is None:  # a detached alias: the base takes the value, autograd unaware
             with grad_mode.no_grad():
                 base.copy_(t)
-            entry[6] = _handle_of(tracer, base)
-            t._h = entry[6]
+            note.seen = _handle_of(tracer, base)
+            t._h = note.seen
             continue
         # the base's value before the write, as a tensor of its own: the write-back's gradient
         # rules may save it, and ``base`` itself is rebound below
-        old = _old_identity(tracer, base)
-        new_base = _written_back(op, view_op, attrs, idx, old, t)
+        old = tracer.old_identity(tracer.lazy_of(base))
+        new_base = _written_back(op, note.op, note.attrs, note.idx, old, t)
         base.copy_(new_base)  # an in-place call itself: chains, eager state, autograd
-        entry[6] = _handle_of(tracer, base)
+        note.seen = _handle_of(tracer, base)
 
 
 def _written_back(writer, op, attrs: dict, idx: int, base, view):

@@ -130,8 +130,14 @@ def _(inputs, attrs):
 
 @reshape.view
 def _(ins, attrs):
+    # never a copy: ValueError where ``x``'s strides can't express the shape (eager mode then
+    # runs the kernel; ``compiler.views.aliasing_views``)
     x = ins[0]
-    return [x.reshape(infer_reshape("reshape", x.shape, attrs["shape"]))]
+    shape = infer_reshape("reshape", x.shape, attrs["shape"])
+    try:
+        return [x.reshape(shape, copy=False)]
+    except TypeError:  # NumPy < 2.1 has no copy=: the callers check that the result aliases
+        return [x.reshape(shape)]
 
 
 @reshape.view_write

@@ -253,3 +253,87 @@ def test_issue_example():
     y.sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), [[2, 1, 1], [2, 1, 1]])
     assert y.grad_fn.name() == "CopySlices"
+
+
+def _vec(lib, glob: bool = False):
+    """A leaf (4,) needing grad, eager local, or global (broadcast on cpu rank 0)."""
+    if glob:
+        return flow.tensor(np.ones(4), placement=flow.placement("cpu", [0]),
+                           sbp=flow.sbp.broadcast, requires_grad=True)
+    return lib.tensor(np.ones(4), requires_grad=True)
+
+
+@pytest.mark.parametrize("glob", [False, True], ids=["local", "global"])
+@pytest.mark.parametrize("chain", [False, True], ids=["view", "view_of_view"])
+@pytest.mark.parametrize("write", ["mul_", "copy_"])
+def test_write_with_grad_into_view_made_under_no_grad_raises_as_torch(write, chain, glob):
+    for lib in (flow,) if glob else (flow, torch):
+        w = _vec(lib, glob)
+        y = w * 1
+        with lib.no_grad():
+            v = y[0:3]
+        if chain:  # a view (made with grad mode on) of such a view is one too
+            v = v[0:2]
+        with pytest.raises(RuntimeError, match="no_grad"):
+            v.mul_(3) if write == "mul_" else v.copy_(w[0:len(v)] * 5)
+
+
+@pytest.mark.parametrize("glob", [False, True], ids=["local", "global"])
+def test_view_made_and_written_under_no_grad_still_works(glob):
+    """The running-statistics pattern: both under no_grad(); the history is kept."""
+    res = []
+    for lib in (flow,) if glob else (torch, flow):
+        w = _vec(lib, glob)
+        y = w * 2
+        with lib.no_grad():
+            v = y[0:2]
+            v.mul_(3)
+            v.add_(1)
+        (y * y).sum().backward()
+        res.append((y.detach().numpy(), w.grad.numpy()))
+    ref = res[0] if not glob else ([7, 7, 2, 2], [28, 28, 8, 8])
+    for a, b in zip(res[-1], ref):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_no_grad_view_of_a_tensor_needing_no_grad_takes_writes_as_torch():
+    for lib in (flow, torch):
+        b = lib.tensor(np.ones(4))
+        with lib.no_grad():
+            v = b[1:3]
+        v.mul_(3)  # neither the write nor the base needs grad: allowed
+        np.testing.assert_array_equal(b.numpy(), [1, 3, 3, 1])
+
+
+def _write_after_backward(glob: bool, view):
+    """A write into a view after a backward through it (which frees the saved tensors of the
+    view's history), then a backward through the base: gradients accumulate."""
+    w = _vec(flow, glob)
+    y = w + 0  # (torch's w * 1 saves w, freed by the first backward)
+    v = view(y)
+    (v * v).sum().backward()
+    v.mul_(3)
+    (y * 1).sum().backward()
+    return y.numpy(), w.grad.numpy()
+
+
+@pytest.mark.parametrize("view", [lambda y: y[0:2], lambda y: y[1:].reshape(3)[::2],
+                                  lambda y: y.reshape(2, 2).t()[1]],
+                         ids=["slice", "chain", "transpose_select"])
+def test_global_write_into_view_after_a_backward_as_local(view):
+    """Global views remember where they lie in their base when made (not by walking saved
+    inputs, which a backward frees)."""
+    local, glob = _write_after_backward(False, view), _write_after_backward(True, view)
+    for a, b in zip(glob, local):
+        np.testing.assert_array_equal(a, b)
+    res = []
+    for lib in (flow, torch):
+        w = lib.tensor(np.ones(4), requires_grad=True)
+        y = w + 0  # (torch's w * 1 saves w, freed by the first backward)
+        v = view(y)
+        (v * v).sum().backward()
+        v.mul_(3)
+        (y * 1).sum().backward()
+        res.append(w.grad.numpy())
+    np.testing.assert_array_equal(res[0], res[1])
+    np.testing.assert_array_equal(local[1], res[1])

@@ -1,8 +1,9 @@
 """Run under ``mpiexec -n N`` (or alone): in-place writes into views of global tensors follow
-eager-local tensors: refused into a view of a leaf that requires grad (a view made under
-no_grad(), a view of a view, ``to_local()`` and views of it), written through into a view of
-a non-leaf, refused on every rank into a view whose shards are a copy (its input had to be
-boxed); values and gradients against the same calls on local tensors. Prints ``OK rank R``."""
+eager-local tensors: refused into a view of a leaf that requires grad (a view of a view,
+``to_local()`` and views of it) and, with grad mode on, into views made under no_grad();
+written through into a view of a non-leaf; refused on every rank into a view whose shards are a
+copy (its input had to be boxed); values and gradients against the same calls on local tensors.
+Prints ``OK rank R``."""
 import numpy as np
 
 import actorflow as flow
@@ -13,6 +14,7 @@ S0, B = flow.sbp.split(0), flow.sbp.broadcast
 full = np.arange(6.0 * n).reshape(2 * n, 3)
 LEAF = "a view of a leaf tensor that requires grad"
 COPY = "view of a global tensor whose shards are a copy"
+NO_GRAD = "was made under no_grad() and is being written in place with grad mode on"
 
 
 def refused(what, fn, words):
@@ -34,8 +36,8 @@ with flow.no_grad():
     views = [x[:, 0], x.transpose(0, 1), x[:, 1:][:, 0]]
     views_l = [xl[:, 0], xl.transpose(0, 1), xl[:, 1:][:, 0]]
 for k, (v, vl) in enumerate(zip(views, views_l)):
-    refused(f"local view {k}", lambda vl=vl: vl.add_(1), LEAF)  # what eager-local does
-    refused(f"global view {k}", lambda v=v: v.add_(1), LEAF)
+    refused(f"local view {k}", lambda vl=vl: vl.add_(1), NO_GRAD)  # what eager-local does
+    refused(f"global view {k}", lambda v=v: v.add_(1), NO_GRAD)
 refused("x[:, 0] under grad", lambda: x[:, 0].mul_(2), LEAF)
 refused("to_local()", lambda: x.to_local().add_(1), LEAF)
 refused("a view of to_local()", lambda: x.to_local()[0].add_(1), LEAF)

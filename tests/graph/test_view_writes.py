@@ -311,3 +311,51 @@ def test_writes_through_detach_and_data_reach_parameters_and_buffers(executor, m
     np.testing.assert_allclose(m_g.p.numpy(), tp.detach().numpy(), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(m_e.p.numpy(), tp.detach().numpy(), rtol=1e-12, atol=1e-12)
     assert m_g.calls.numpy()[0] == 3.0 and m_e.calls.numpy()[0] == 3.0
+
+
+def _no_grad_view_step(x, p, grad_write: bool, chain: bool = False):
+    """build()'s body: a view of y made under no_grad(), written with grad mode on (refused,
+    as eagerly and by PyTorch) or under no_grad() too (the running-statistics pattern)."""
+    y = x * p
+    with flow.no_grad():
+        v = y[0:3]
+        if not grad_write:
+            v.mul_(3)
+    if chain:
+        v = v[1:]
+    if grad_write:
+        v.mul_(3)
+    loss = (y * y).sum()
+    return y, loss
+
+
+@pytest.mark.parametrize("chain", [False, True], ids=["view", "view_of_view"])
+@pytest.mark.parametrize("grad_write", [True, False], ids=["grad_write", "no_grad_write"])
+def test_view_made_under_no_grad_in_graph_as_eagerly(grad_write, chain):
+    xs, ps = np.arange(1.0, 5.0), np.full(4, 0.5)
+    m = _Model(ps)
+    opt = flow.optim.SGD(m.parameters(), lr=1.0)
+
+    class G(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.m = m
+            self.add_optimizer(opt)
+
+        def build(self, x):
+            y, loss = _no_grad_view_step(x, self.m.p, grad_write, chain)
+            loss.backward()
+            return y, loss
+
+    p = flow.tensor(ps, requires_grad=True)
+    if grad_write:
+        for run in (lambda: _no_grad_view_step(flow.tensor(xs), p, True, chain),
+                    lambda: G()(flow.tensor(xs))):
+            with pytest.raises(RuntimeError, match="scalar_mul_: a view .* under no_grad"):
+                run()
+        return
+    y, loss = G()(flow.tensor(xs))
+    ye, le = _no_grad_view_step(flow.tensor(xs), p, False, chain)
+    le.backward()
+    np.testing.assert_array_equal(y.numpy(), ye.numpy())
+    np.testing.assert_array_equal(ps - m.p.numpy(), p.grad.numpy())
