@@ -284,8 +284,9 @@ def simulate_plans(make: Callable, world_size: int) -> tuple:
 def check_plans(graph, world_size: int | None = None) -> list:
     """The problems (``compare_plans``) between the ranks' compiled Plans. ``graph``: a
     factory ``make() -> (graph, args[, kwargs])``: the Plans of ranks 0..``world_size``-1
-    (default: the running world's size) are compiled in this process (``simulate_plans``),
-    a rank that fails to compile is a problem naming it. Or an ``nn.Graph`` already called,
+    (default: the running world's size; required in a one-process world, ValueError without
+    it) are compiled in this process (``simulate_plans``), a rank that fails to compile is a
+    problem naming it. Or an ``nn.Graph`` already called,
     under ``mpiexec`` (every rank calls it): the running ranks' Plans are gathered and
     compared, the same list on every rank; its ``world_size``, if given, must be the
     running world's size."""
@@ -296,6 +297,11 @@ def check_plans(graph, world_size: int | None = None) -> list:
         if not callable(graph):
             raise TypeError(f"check_plans: takes an nn.Graph or a factory make() -> (graph, "
                             f"args), got {type(graph).__name__}")
+        if world_size is None and n == 1:   # one simulated rank compared with itself
+            raise ValueError("check_plans: a factory needs world_size= (the number of ranks "
+                             "whose Plans to compile and compare in this process) or a run "
+                             "under mpiexec; in a one-process world it would compare one "
+                             "rank's Plan with itself")
         summaries, failures = simulate_plans(graph, n if world_size is None else world_size)
         return failures + (compare_plans(summaries) if summaries else [])
     if world_size is not None and world_size != n:
