@@ -32,12 +32,13 @@ a different collective. The guards, installed when the program runs on several p
   is aborted (MPI would otherwise wait in finalisation for ranks that will never come).
 
 Exit: after the graph runtimes closed, every rank waits (at most ``EXIT_WAIT_S``) in
-``exit_barrier`` for the others, so none finalizes MPI while a peer still needs it to finish a
-collective. After an abandoned wait: its request may never complete. It is kept (with its buffers,
-so a late completion never writes into freed memory) until the process ends, and the
-process exits normally: MPICH's ``MPI_Finalize`` returns with such requests pending (its
-collectives and point-to-point requests on a duplicate communicator were checked), so a rank
-that caught the error exits 0 and one that did not goes through the exception hook.
+``exit_barrier`` (a non-blocking barrier on the notices' communicator) for the others, so none
+finalizes MPI while a peer still needs it to finish a collective. After an abandoned wait: its
+request may never complete. It is kept (with its buffers, so a late completion never writes
+into freed memory) until the process ends, and the process exits normally: MPICH's
+``MPI_Finalize`` returns with such requests pending (its collectives and point-to-point
+requests on a duplicate communicator were checked), so a rank that caught the error exits 0 and
+one that did not goes through the exception hook.
 """
 from __future__ import annotations
 
@@ -334,11 +335,17 @@ def exit_barrier() -> None:
     collective can complete on this rank before its data reached a peer, which MPI delivers
     only while this rank keeps making MPI calls; a rank that finalized at once would leave that
     peer waiting in its last call (seen as "runtime shutdown timed out" at exit when calls were
-    still in flight). A peer that never comes (it died) costs at most ``EXIT_WAIT_S``."""
-    if _world is None:
+    still in flight). A peer that never comes (it died) costs at most ``EXIT_WAIT_S``.
+
+    The barrier runs on the watchdog's own communicator (``_notice_comm``), never the world's:
+    this runs from ``atexit`` before the VM shuts down, so the communication worker may still
+    be inside a collective on the world communicator, and MPI forbids two threads' concurrent
+    collectives on one communicator (only point-to-point notices share this one)."""
+    comm = _notice_comm
+    if comm is None:
         return
     try:
-        req = _world.comm.Ibarrier()
+        req = comm.Ibarrier()
     except Exception:  # MPI already finalized or broken: nothing to wait for
         return
     end = time.monotonic() + min(EXIT_WAIT_S, timeout())

@@ -169,6 +169,33 @@ def test_a_failure_notice_fails_the_graphs_waits_until_this_rank_failed_that_cal
     assert "boxing shard (2,) did not complete in 5.0 s" in str(err) and not err.from_notice
 
 
+class _Comm:
+    """A communicator that records its non-blocking barriers (one process, no MPI)."""
+
+    def __init__(self):
+        self.barriers = 0
+
+    def Ibarrier(self):
+        self.barriers += 1
+        return _Request(1)
+
+
+@pytest.mark.timeout(30)
+def test_the_exit_barrier_is_not_on_the_world_communicator(monkeypatch):
+    """``exit_barrier`` runs at exit while the communication worker may still be in a
+    collective on the world communicator: it must use the watchdog's own communicator (two
+    threads' concurrent collectives on one communicator are MPI misuse)."""
+    from types import SimpleNamespace
+
+    from actorflow.distributed import watchdog as w
+
+    world, notices = _Comm(), _Comm()
+    monkeypatch.setattr(w, "_world", SimpleNamespace(comm=world, rank=0))
+    monkeypatch.setattr(w, "_notice_comm", notices)
+    w.exit_barrier()
+    assert (world.barriers, notices.barriers) == (0, 1)
+
+
 @needs_mpi
 @pytest.mark.timeout(120)
 def test_module_to_global_and_back():
