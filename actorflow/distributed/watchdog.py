@@ -7,9 +7,11 @@ a different collective. The guards, installed when the program runs on several p
   eager global boxings, communicator creation, the caller thread's metadata exchanges). A
   watchdog thread checks the call's age; past ``ACTORFLOW_COMM_TIMEOUT`` seconds (default 300)
   it prints which op, rank and shapes were stuck and aborts the MPI job, so every rank exits
-  non-zero. ``slot()`` is the same guard without a context or a clock read per call, for the
-  hot path of small collectives (``flow.comm.all_reduce``): the watchdog dates a call from
-  when it first sees it.
+  non-zero. The one record of a pending call is the thread's ``Slot`` (``slot()``): the
+  context enters and leaves it, and the hot path of small collectives
+  (``flow.comm.all_reduce``'s direct call) does so itself, without the context object; entering
+  reads no clock: the watchdog dates a call from when it first sees it (at most ``POLL_S``
+  late).
 * ``wait(request, op, detail, group)``: how a distributed graph's collectives and transfers
   (ops with a ``group`` attr: the graph's own communicators) complete their non-blocking MPI
   request: a spin of ``Test`` for 2 ms, then ``Test`` between sleeps growing to 0.1 ms, so a
@@ -53,9 +55,6 @@ from actorflow.errors import RemoteRankError
 from actorflow.settings import env_int
 
 TIMEOUT_VAR = "ACTORFLOW_COMM_TIMEOUT"
-# thread ident -> (op, detail, start time); a dict item set or popped is atomic under the GIL,
-# and the watchdog reads a snapshot, so the guarded calls need no lock
-_calls: dict = {}
 _world = None
 _notice_comm = None      # a duplicate of the world communicator, only for failure notices
 _sent: list = []         # the notices' send requests (kept until they complete)
@@ -91,19 +90,22 @@ def graph_of(group: str) -> str:
 
 
 class guarded:
-    """Context: the blocking MPI call made inside is watched (see the module docstring).
-    ``detail`` (the shapes) may be a callable, called only if the call is reported."""
+    """Context: the blocking MPI call made inside is watched (see the module docstring): this
+    thread's ``Slot`` entered and left around it. ``detail`` (the shapes) may be a callable,
+    called only if the call is reported. Not nested (a thread makes one blocking call at a
+    time)."""
 
-    __slots__ = ("op", "detail")
+    __slots__ = ("op", "detail", "slot")
 
     def __init__(self, op: str, detail: str = ""):
         self.op, self.detail = op, detail
 
     def __enter__(self):
-        _calls[threading.get_ident()] = (self.op, self.detail, time.monotonic())
+        self.slot = slot()
+        self.slot.enter(self.op, self.detail)
 
     def __exit__(self, *exc):
-        _calls.pop(threading.get_ident(), None)
+        self.slot.leave()
         return False
 
 
@@ -214,8 +216,9 @@ def slot() -> Slot:
 
 
 def _pending(now: float) -> list:
-    """(op, detail, start time) of every guarded call pending now."""
-    out = list(_calls.values())
+    """(op, detail, start time) of every guarded call pending now (the time the watchdog first
+    saw it pending)."""
+    out = []
     for ident, s in list(_slots.items()):
         seq = s.seq
         if seq & 1:

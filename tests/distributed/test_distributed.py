@@ -169,6 +169,38 @@ def test_a_failure_notice_fails_the_graphs_waits_until_this_rank_failed_that_cal
     assert "boxing shard (2,) did not complete in 5.0 s" in str(err) and not err.from_notice
 
 
+@pytest.mark.timeout(30)
+def test_guarded_calls_and_the_direct_slot_are_one_record():
+    """``guarded`` and the direct path's ``slot()`` record a pending call in the same place:
+    the watchdog sees either while it is pending (dated when first seen), neither after."""
+    import threading
+
+    from actorflow.distributed import watchdog as w
+
+    now = time.monotonic()
+    assert w._pending(now) == []
+    with w.guarded("make a communicator", lambda: "ranks [0, 1]"):
+        (op, detail, t0), = w._pending(now)
+        assert (op, w._what(op, detail), t0) == (
+            "make a communicator", "make a communicator ranks [0, 1]", now)
+        assert w._pending(now + 5)[0][2] == now   # the same call: still dated from then
+    assert w._pending(now) == []
+    seen = []
+
+    def other():   # another thread's direct call, pending beside this thread's guarded one
+        s = w.slot()
+        s.enter("comm.all_reduce", lambda t: f"{t} float32", (4,))
+        seen.append(sorted(w._what(o, d) for o, d, _ in w._pending(now)))
+        s.leave()
+
+    with w.guarded("comm.barrier"):
+        t = threading.Thread(target=other)
+        t.start()
+        t.join(10)
+    assert seen == [["comm.all_reduce (4,) float32", "comm.barrier"]], seen
+    assert w._pending(now) == []
+
+
 class _Comm:
     """A communicator that records its non-blocking barriers (one process, no MPI)."""
 
