@@ -21,15 +21,16 @@ a different collective. The guards, installed when the program runs on several p
   passed ``ACTORFLOW_COMM_TIMEOUT``, or when this thread's runtime already stopped. The
   runtime's transfer poller applies the same tests (``abandon_error``) to the requests it
   watches.
-* failure notices: a rank whose distributed graph call failed (``notify_failure``) sends the
-  error's first line, the graph's communicator key and the call's number to every other rank
-  on a communicator of its own. The watchdog thread receives them (every 50 ms) and marks the
-  graph failed ("poisoned"): that graph's waits pending then, or started before this rank's
-  own call of that number failed, raise naming the failing rank, its op and module path. A
-  notice of a call that failed on this rank too is dropped (``call_failed``). The graph then
-  refuses later calls on every rank (``nn.graph.compiled``: an abandoned collective would pair
-  with the next call's). A notice that comes while a *blocking* guarded call is pending still
-  aborts the job at once, as before (that call cannot be left otherwise).
+* failure notices: a rank whose distributed graph call failed (``call_failed``) sends the
+  error's first line, the graph's communicator key and the call's number to every other rank on
+  a communicator of its own. The watchdog thread receives them (every 50 ms) and marks the
+  graph failed ("poisoned"): that graph's waits pending then, or started before this rank's own
+  call of that number failed, raise naming the failing rank, its op and module path. A notice
+  of a call that failed on this rank too is dropped. The graph then refuses later calls on
+  every rank (no notice: the first failure's poisons the later calls' waits on the other ranks)
+  (``nn.graph.compiled``: an abandoned collective would pair with the next call's). A notice
+  that comes while a *blocking* guarded call is pending still aborts the job at once, as before
+  (that call cannot be left otherwise).
 * an exception hook: an uncaught exception on any rank is printed with the rank, then the job
   is aborted (MPI would otherwise wait in finalisation for ranks that will never come).
 
@@ -249,30 +250,38 @@ def abort(message: str, code: int = 1) -> None:
     os._exit(code)
 
 
-def call_failed(group: str, call: int) -> None:
-    """Record that this rank's call number ``call`` of the graph of ``group`` failed: a notice
-    of that call (or an earlier one) no longer fails waits started from now on."""
-    key = graph_of(group)
-    with _lock:
-        calls = _failed_calls.setdefault(key, [])
-        calls.append(call)
-        del calls[:-64]
-        now = time.monotonic()
-        notes = _poison.get(key, {})
-        for c, note in list(notes.items()):
-            if note[2] is None and c <= call:
-                note[2] = now
-            elif note[2] is not None and now - note[2] > timeout() + 1:
-                del notes[c]   # no wait started before its answer is still pending
+def call_failed(group: str | None, call: int, notice: str | None = None) -> None:
+    """This rank's call number ``call`` of the distributed graph whose communicator key is
+    ``group`` failed. Records it (a notice of that call, or an earlier one, no longer fails
+    waits started from now on) and, with ``notice`` (what failed), tells every other rank
+    (``_notify``; see the module docstring). A call that failed only because of another
+    rank's notice, or was refused after an earlier failure, passes no notice: the others
+    already heard of the failure that caused it."""
+    if group is not None:
+        key = graph_of(group)
+        with _lock:
+            calls = _failed_calls.setdefault(key, [])
+            calls.append(call)
+            del calls[:-64]
+            now = time.monotonic()
+            notes = _poison.get(key, {})
+            for c, note in list(notes.items()):
+                if note[2] is None and c <= call:
+                    note[2] = now
+                elif note[2] is not None and now - note[2] > timeout() + 1:
+                    del notes[c]   # no wait started before its answer is still pending
+    if notice is not None:
+        _notify(notice, group, call)
 
 
-def notify_failure(message: str, group: str | None = None, call: int = 0) -> None:
-    """Tell every other rank that this rank's call number ``call`` of the graph whose
-    communicator key is ``group`` failed (``message``: what failed); see the module
-    docstring. Does nothing in one process."""
+def _notify(message: str, group: str | None, call: int) -> None:
+    """Send the failure notice of this rank's call ``call`` of ``group``'s graph to every
+    other rank (nothing in one process). The send requests are kept until they complete
+    (those completed are dropped here, so they do not pile up)."""
     comm = _notice_comm
     if comm is None:
         return
+    _sent[:] = [req for req in _sent if not req.Test()]
     note = (_world.rank, None if group is None else graph_of(group), call,
             f"rank {_world.rank} failed: {message}")
     for peer in range(comm.Get_size()):

@@ -202,14 +202,60 @@ def test_guarded_calls_and_the_direct_slot_are_one_record():
 
 
 class _Comm:
-    """A communicator that records its non-blocking barriers (one process, no MPI)."""
+    """A communicator of ``size`` ranks (this one rank 0) that records its non-blocking
+    barriers and sends (one process, no MPI); ``done``: whether the sends complete."""
 
-    def __init__(self):
-        self.barriers = 0
+    def __init__(self, size: int = 2):
+        self.barriers, self.sent, self.size, self.done = 0, [], size, True
 
     def Ibarrier(self):
         self.barriers += 1
         return _Request(1)
+
+    def Get_size(self):
+        return self.size
+
+    def Get_rank(self):
+        return 0
+
+    def isend(self, note, dest, tag):
+        self.sent.append((dest, note))
+        return _Request(1 if self.done else None)
+
+
+@pytest.mark.timeout(30)
+def test_a_failed_call_notifies_once_and_a_refused_one_not_at_all(monkeypatch):
+    """``call_failed(group, call, notice=...)``: one entry point recording this rank's failed
+    call and sending its notice to every other rank; completed sends are not kept; a refused
+    call (``CompiledGraph._refuse``) records the call and sends nothing."""
+    from types import SimpleNamespace
+
+    from actorflow.distributed import watchdog as w
+    from actorflow.errors import KernelError
+    from actorflow.nn.graph.compiled import CompiledGraph
+
+    comm = _Comm(size=3)
+    for name, value in [("_poison", {}), ("_failed_calls", {}), ("_sent", []),
+                        ("_notice_comm", comm), ("_world", SimpleNamespace(rank=0, comm=comm))]:
+        monkeypatch.setattr(w, name, value)
+    w.call_failed("g1_p2p", 0, notice="boom")
+    assert comm.sent == [(p, (0, "g1", 0, "rank 0 failed: boom")) for p in (1, 2)]
+    assert w._failed_calls == {"g1": [0]}
+    for k in range(1, 50):   # the completed sends are dropped as new ones go out
+        w.call_failed("g1", k, notice="boom")
+    assert len(comm.sent) == 100 and len(w._sent) == 2, len(w._sent)
+    comm.done = False
+    w.call_failed("g1", 50, notice="boom")
+    w.call_failed("g1", 51, notice="boom")
+    assert len(w._sent) == 4   # pending ones are kept
+    got = []
+    CompiledGraph._refuse(SimpleNamespace(_broken="call 0 failed: boom", _group="g1"), 52,
+                          got.append)
+    assert len(comm.sent) == 104 and w._failed_calls["g1"][-1] == 52
+    assert isinstance(got[0], KernelError) and str(got[0]).startswith(
+        "graph call refused: call 0 failed: boom"), got
+    w.call_failed("g1", 53)   # no notice: recorded only
+    assert len(comm.sent) == 104 and w._failed_calls["g1"][-1] == 53
 
 
 @pytest.mark.timeout(30)
