@@ -249,6 +249,16 @@ def interpreter_for(tracer) -> "LazyGlobalInterpreter":
     return interp
 
 
+def gather_for_use(tracer, leaf: Tensor, name: str) -> Tensor:
+    """ZeRO stage 3: the split(0) variable ``leaf`` of parameter ``name`` all-gathered
+    (S(0) -> B) for the ops that read it, recorded for autograd (the gradient goes back
+    P -> S(0), a reduce-scatter); reason ``<name> zero-3 gather``."""
+    s0, b = (("S", 0),), (("B",),)
+    out = interpreter_for(tracer).box_to(leaf, b, f"{name} zero-3 gather")
+    gt.record_boxing(leaf, out, s0, b)
+    return out
+
+
 def box(t: Tensor, sbp) -> Tensor:
     """Global lazy ``t`` re-laid out as ``sbp`` (``to_global`` inside build; differentiable)."""
     h = t._h
