@@ -64,6 +64,15 @@ from actorflow.tensor import Tensor
 _group_ids = itertools.count()
 
 
+def group_numbering(start: int | None = None) -> int:
+    """The number the next distributed graph's communicators get (``graph3``), read without
+    using it up; with ``start``, the next one gets ``start`` (see ``graph_numbering``)."""
+    global _group_ids
+    n = next(_group_ids) if start is None else start
+    _group_ids = itertools.count(n)
+    return n
+
+
 class LazyGlobalBlob(LazyBlob):
     """Handle of a global lazy tensor: blob ``name`` (this rank's shard) of the Job ``tracer``
     traces, with the tensor's placement and sbp."""
