@@ -280,3 +280,27 @@ def test_module_to_global_and_back():
     code, _, out = run_ranks(2, "module_global.py")
     assert code == 0, out
     assert "OK rank 0" in out and "OK rank 1" in out, out
+
+
+def test_a_graph_calls_state_note_keeps_the_errors_attributes():
+    """``errors.with_note`` (the state note of a failed graph call, the issue site of an op)
+    keeps the exception's type, attributes and cause: an error that already names the user's
+    line is not given a second site, a notice's error stays one."""
+    from actorflow.errors import KernelError, RemoteRankError, with_issue_site
+    from actorflow.nn.graph.compiled import _with_state_note
+
+    cause = ValueError("index 9")
+    err = KernelError("embedding: kernel failed: ValueError: index 9")
+    err.__cause__ = cause
+    sited = with_issue_site(err, '  File "train.py", line 3, in <module>\n')
+    assert sited.issued_at and sited.__cause__ is cause
+    noted = _with_state_note(sited, False)
+    assert type(noted) is KernelError and noted.issued_at and noted.__cause__ is cause
+    assert str(noted).endswith("line 3, in <module>\n(parameters and optimizer state are as "
+                               "they were before this call)"), str(noted)
+    assert with_issue_site(noted, "elsewhere") is noted   # no second site
+    remote = RemoteRankError("boxing abandoned: rank 1 failed: x")
+    remote.from_notice = True
+    noted = _with_state_note(remote, True)
+    assert type(noted) is RemoteRankError and noted.from_notice and noted.__cause__ is remote
+    assert "they hold what it wrote" in str(noted)

@@ -18,7 +18,7 @@ from actorflow.dispatch.global_tensor import wrap
 from actorflow.dispatch.lazy_global import output_global, physical
 from actorflow.distributed import groups, watchdog
 from actorflow.distributed.world import world
-from actorflow.errors import KernelError
+from actorflow.errors import KernelError, with_note
 from actorflow.framework.placement import SbpParallel
 from actorflow.job.executor import Executor, ReferenceExecutor
 from actorflow.job.schedule import draw_seeds, seed_draw_order
@@ -185,10 +185,7 @@ def _with_state_note(err: BaseException, wrote_state: bool) -> BaseException:
     else:
         note = "parameters and optimizer state are as they were before this call"
     if isinstance(err, KernelError):   # (RemoteRankError included: it stays one)
-        new = type(err)(f"{err}\n({note})")
-        new.from_notice = getattr(err, "from_notice", False)
-        new.__cause__ = err.__cause__ if err.__cause__ is not None else err
-        return new
+        return with_note(err, f"({note})")
     new = KernelError(f"graph call failed: {type(err).__name__}: {err}\n({note})")
     new.__cause__ = err
     return new
