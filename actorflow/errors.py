@@ -44,16 +44,23 @@ def kernel_failure(op: str, path: str, shapes, exc: BaseException) -> KernelErro
     return err
 
 
+def with_note(err: KernelError, text: str) -> KernelError:
+    """A new exception of ``err``'s type whose message is ``err``'s and, on a new line,
+    ``text``; it keeps ``err``'s attributes (``issued_at``, ``from_notice``...) and its cause
+    (``err`` itself when it had none)."""
+    new = type(err)(f"{err}\n{text}")
+    new.__dict__.update(err.__dict__)
+    new.__cause__ = err.__cause__ if err.__cause__ is not None else err
+    return new
+
+
 def with_issue_site(err: KernelError, stack_text: str, what: str = "op") -> KernelError:
     """``err`` with the user's call site appended (once)."""
     if err.issued_at:
         return err
-    new = type(err)(f"{err}\nThe {what} was issued at (most recent call last):\n"
-                      f"{stack_text}".rstrip("\n"))
-    new.__cause__ = err.__cause__ if err.__cause__ is not None else err
+    new = with_note(err, f"The {what} was issued at (most recent call last):\n"
+                         f"{stack_text}".rstrip("\n"))
     new.issued_at = True
-    if isinstance(err, RemoteRankError):
-        new.from_notice = err.from_notice
     return new
 
 

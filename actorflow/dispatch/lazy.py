@@ -70,7 +70,7 @@ class LazyInterpreter:
         self._var_blob: dict = {}        # id(eager tensor) -> blob of its variable op
         self._eager_of_lazy: dict = {}   # id(variable's lazy tensor) -> (lazy, eager tensor)
         # ZeRO stage 3: id -> parameter whose split(0) variable is all-gathered where it is
-        # read (passes/zero.gather_for_use); its variable's lazy tensor (the autograd leaf)
+        # read (lazy_global.gather_for_use); its variable's lazy tensor (the autograd leaf)
         self.sharded_params: dict = {}
         self._leaf_of_eager: dict = {}
         self._free = 0
@@ -235,8 +235,8 @@ class LazyInterpreter:
         self._var_blob[id(t)] = f"{name}/0"
         self._eager_of_lazy[id(lazy)] = (lazy, t)
         if self.sharded_params.get(id(t)) is t:
-            # late: passes sit above dispatch
-            from actorflow.passes.zero import gather_for_use
+            # late: lazy_global builds on this module
+            from actorflow.dispatch.lazy_global import gather_for_use
 
             self._leaf_of_eager[id(t)] = lazy
             lazy = gather_for_use(self, lazy, name)

@@ -64,6 +64,15 @@ from actorflow.tensor import Tensor
 _group_ids = itertools.count()
 
 
+def group_numbering(start: int | None = None) -> int:
+    """The number the next distributed graph's communicators get (``graph3``), read without
+    using it up; with ``start``, the next one gets ``start`` (see ``graph_numbering``)."""
+    global _group_ids
+    n = next(_group_ids) if start is None else start
+    _group_ids = itertools.count(n)
+    return n
+
+
 class LazyGlobalBlob(LazyBlob):
     """Handle of a global lazy tensor: blob ``name`` (this rank's shard) of the Job ``tracer``
     traces, with the tensor's placement and sbp."""
@@ -247,6 +256,16 @@ def interpreter_for(tracer) -> "LazyGlobalInterpreter":
         interp = tracer.__dict__["_global_interp"] = LazyGlobalInterpreter(tracer)
         tracer._global = True
     return interp
+
+
+def gather_for_use(tracer, leaf: Tensor, name: str) -> Tensor:
+    """ZeRO stage 3: the split(0) variable ``leaf`` of parameter ``name`` all-gathered
+    (S(0) -> B) for the ops that read it, recorded for autograd (the gradient goes back
+    P -> S(0), a reduce-scatter); reason ``<name> zero-3 gather``."""
+    s0, b = (("S", 0),), (("B",),)
+    out = interpreter_for(tracer).box_to(leaf, b, f"{name} zero-3 gather")
+    gt.record_boxing(leaf, out, s0, b)
+    return out
 
 
 def box(t: Tensor, sbp) -> Tensor:

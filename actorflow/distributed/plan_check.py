@@ -12,37 +12,17 @@ Plans before anything runs:
 - ``compare_plans(summaries)``: pure; the summaries of ranks 0..n-1 in, one line per problem
   out, naming the ops on each side: collectives that differ at a position (or that one rank
   lacks), and sends without a matching receive (or out of order).
-- ``check_plans(make, world_size=N)``: in ONE process (no ``mpiexec`` needed; under it every
-  rank does the same on its own): ``simulate_plans`` compiles the Plan of each rank 0..N-1 and
-  the summaries are compared; a rank whose trace or compile fails is a problem naming it.
-- ``check_plans(graph)``: under ``mpiexec``, every rank summarises its compiled Plan of the
-  running world, the summaries are gathered over the control communicator and compared
-  (the same list on every rank).
-
-A Job is traced per rank (shard shapes, pipeline stages and ZeRO's slices depend on the rank),
-so the one-process form takes a factory ``make() -> (graph, args)`` (or ``(graph, args,
-kwargs)``) that builds the model, optimizer, graph and inputs, and calls it once per rank
-under ``world.simulate_rank(r, N)``: ``world()`` says rank r of N, the graph is traced and
-compiled (``Graph._compiled_for``; the runtime never starts, no kernel of the Job runs). The
-factory's eager global work (``to_global`` of the parameters, input creation, boxing) must
-not communicate there: under the simulation global tensors get *meta shards*
-(``dispatch.global_tensor._no_data``), the meta device's machinery reused - every global op
-and boxing runs shape inference only, so the shard shapes and SBPs are exact and no
-collective is even issued. That was chosen over a loopback communicator, which would have to
-fake each collective's result shapes kernel by kernel (an all-gather's pieces, uneven splits)
-and would still run every kernel; the meta shards need a switch in two helpers. The metadata
-exchanges (``groups.allgather_object``: shard shapes of ``to_global``, seeds) answer as if
-every rank passed the same (OneFlow's contract for ``to_global``). Each rank starts from the
-same random state and graph/communicator numbering (as N real processes would), all of
-which is restored afterwards, with the real world, also when a factory raises.
+- ``check_plans(make, world_size=N)`` (one process: every rank's Plan compiled under
+  ``world.simulate_rank``) and ``check_plans(graph)`` (under ``mpiexec``: the running ranks'
+  summaries gathered and compared) compile Plans, so they live with ``nn.Graph``
+  (``nn/graph/plan_check.py``, which says how the simulation works); they are forwarded from
+  here as ``flow.distributed``'s API.
 """
 from __future__ import annotations
 
-import itertools
 from typing import Callable
 
-from actorflow.distributed import groups
-from actorflow.distributed.world import get_rank, get_world_size, simulate_rank
+from actorflow.distributed.world import get_rank
 
 # fields of a collective that every rank must agree on, in the order they are reported
 _AGREE = ("op_type", "group", "shape", "in_dim", "out_dim", "ranks")
@@ -216,96 +196,23 @@ def compare_plans(summaries: list) -> list:
     return problems + _compare_collectives(summaries) + _compare_transfers(summaries)
 
 
-def _unpack(made, r: int) -> tuple:
-    if not isinstance(made, tuple) or len(made) not in (2, 3):
-        raise TypeError(f"check_plans: the factory returned {type(made).__name__} on rank {r}; "
-                        f"it must return (graph, args) or (graph, args, kwargs)")
-    graph, args = made[0], tuple(made[1])
-    kwargs = dict(made[2]) if len(made) == 3 else {}
-    return graph, args, kwargs
-
-
-class _Numbering:
-    """Graph and communicator numbers (``Graph_3``, ``graph3``: in job names and collectives'
-    groups) restarted at today's values for each simulated rank, as each real process would
-    count them, and moved past every number used on exit."""
-
-    def __init__(self):
-        # late: distributed sits below dispatch and nn.graph, whose counters these are
-        from actorflow.dispatch import lazy_global  # (late, as above)
-        from actorflow.nn.graph import graph  # (late, as above)
-
-        self.homes = ((graph, "_graph_ids"), (lazy_global, "_group_ids"))
-        self.start = [next(getattr(m, a)) for m, a in self.homes]
-        self.used = list(self.start)
-
-    def restart(self) -> None:
-        for k, (m, a) in enumerate(self.homes):
-            self.used[k] = max(self.used[k], next(getattr(m, a)))
-            setattr(m, a, itertools.count(self.start[k]))
-
-    def finish(self) -> None:
-        self.restart()
-        for (m, a), n in zip(self.homes, self.used):
-            setattr(m, a, itertools.count(n + 1))
-
-
 def simulate_plans(make: Callable, world_size: int) -> tuple:
-    """``(summaries, failures)``: ``plan_summary`` of the Plan each rank 0..world_size-1
-    compiles from ``make()`` (see the module docstring), in this one process; ``failures``:
-    one line per rank whose factory, trace or compile raised, naming the rank."""
-    from actorflow.random import default_generator
+    """``(summaries, failures)``: the Plan summary of each rank 0..world_size-1 of ``make()``,
+    compiled in this process (``actorflow.nn.graph.plan_check.simulate_plans``)."""
+    # late: nn.graph (tracing and compiling a Graph) sits above the distributed layer
+    from actorflow.nn.graph import plan_check
 
-    if not isinstance(world_size, int) or world_size < 1:
-        raise ValueError(f"check_plans: world_size must be an int >= 1, got {world_size!r}")
-    state = default_generator.get_state()
-    numbering = _Numbering()
-    summaries, failures = [], []
-    try:
-        for r in range(world_size):
-            default_generator.set_state(state)
-            numbering.restart()
-            try:
-                with simulate_rank(r, world_size):
-                    graph, args, kwargs = _unpack(make(), r)
-                    compiled, _ = graph._compiled_for(args, kwargs)
-                    summaries.append(plan_summary(compiled.plan, r))
-                    graph.close()
-            except Exception as e:  # noqa: BLE001  (reported, naming the rank)
-                msg = "\n    ".join(str(e).splitlines()[:6])
-                failures.append(f"rank {r} of {world_size}: building or compiling its Plan "
-                                f"failed: {type(e).__name__}: {msg}")
-    finally:
-        default_generator.set_state(state)
-        numbering.finish()
-    return summaries, failures
+    return plan_check.simulate_plans(make, world_size)
 
 
 def check_plans(graph, world_size: int | None = None) -> list:
-    """The problems (``compare_plans``) between the ranks' compiled Plans. ``graph``: a
-    factory ``make() -> (graph, args[, kwargs])``: the Plans of ranks 0..``world_size``-1
-    (default: the running world's size) are compiled in this process (``simulate_plans``),
-    a rank that fails to compile is a problem naming it. Or an ``nn.Graph`` already called,
-    under ``mpiexec`` (every rank calls it): the running ranks' Plans are gathered and
-    compared, the same list on every rank; its ``world_size``, if given, must be the
-    running world's size."""
-    from actorflow.nn.graph.graph import Graph  # late: nn sits above the distributed layer
+    """The problems between the ranks' compiled Plans of ``graph`` (an ``nn.Graph`` under
+    mpiexec, or a factory ``make() -> (graph, args[, kwargs])`` with ``world_size``): see
+    ``actorflow.nn.graph.plan_check.check_plans``."""
+    # late: nn.graph (tracing and compiling a Graph) sits above the distributed layer
+    from actorflow.nn.graph import plan_check
 
-    n = get_world_size()
-    if not isinstance(graph, Graph):
-        if not callable(graph):
-            raise TypeError(f"check_plans: takes an nn.Graph or a factory make() -> (graph, "
-                            f"args), got {type(graph).__name__}")
-        summaries, failures = simulate_plans(graph, n if world_size is None else world_size)
-        return failures + (compare_plans(summaries) if summaries else [])
-    if world_size is not None and world_size != n:
-        raise ValueError(f"check_plans: world_size={world_size} but {n} process(es) are "
-                         f"running; each rank's Plan comes from that rank's own trace: pass a "
-                         f"factory make() -> (graph, args) to compile the Plans of "
-                         f"{world_size} ranks in this process, or run the program under "
-                         f"mpiexec -n {world_size}")
-    summary = plan_summary(graph.plan)
-    return compare_plans(groups.allgather_object(summary, "check_plans: gathering Plans"))
+    return plan_check.check_plans(graph, world_size)
 
 
 __all__ = ["plan_summary", "compare_plans", "check_plans", "simulate_plans"]

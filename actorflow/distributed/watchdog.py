@@ -7,9 +7,11 @@ a different collective. The guards, installed when the program runs on several p
   eager global boxings, communicator creation, the caller thread's metadata exchanges). A
   watchdog thread checks the call's age; past ``ACTORFLOW_COMM_TIMEOUT`` seconds (default 300)
   it prints which op, rank and shapes were stuck and aborts the MPI job, so every rank exits
-  non-zero. ``slot()`` is the same guard without a context or a clock read per call, for the
-  hot path of small collectives (``flow.comm.all_reduce``): the watchdog dates a call from
-  when it first sees it.
+  non-zero. The one record of a pending call is the thread's ``Slot`` (``slot()``): the
+  context enters and leaves it, and the hot path of small collectives
+  (``flow.comm.all_reduce``'s direct call) does so itself, without the context object; entering
+  reads no clock: the watchdog dates a call from when it first sees it (at most ``POLL_S``
+  late).
 * ``wait(request, op, detail, group)``: how a distributed graph's collectives and transfers
   (ops with a ``group`` attr: the graph's own communicators) complete their non-blocking MPI
   request: a spin of ``Test`` for 2 ms, then ``Test`` between sleeps growing to 0.1 ms, so a
@@ -19,25 +21,27 @@ a different collective. The guards, installed when the program runs on several p
   passed ``ACTORFLOW_COMM_TIMEOUT``, or when this thread's runtime already stopped. The
   runtime's transfer poller applies the same tests (``abandon_error``) to the requests it
   watches.
-* failure notices: a rank whose distributed graph call failed (``notify_failure``) sends the
-  error's first line, the graph's communicator key and the call's number to every other rank
-  on a communicator of its own. The watchdog thread receives them (every 50 ms) and marks the
-  graph failed ("poisoned"): that graph's waits pending then, or started before this rank's
-  own call of that number failed, raise naming the failing rank, its op and module path. A
-  notice of a call that failed on this rank too is dropped (``call_failed``). The graph then
-  refuses later calls on every rank (``nn.graph.compiled``: an abandoned collective would pair
-  with the next call's). A notice that comes while a *blocking* guarded call is pending still
-  aborts the job at once, as before (that call cannot be left otherwise).
+* failure notices: a rank whose distributed graph call failed (``call_failed``) sends the
+  error's first line, the graph's communicator key and the call's number to every other rank on
+  a communicator of its own. The watchdog thread receives them (every 50 ms) and marks the
+  graph failed ("poisoned"): that graph's waits pending then, or started before this rank's own
+  call of that number failed, raise naming the failing rank, its op and module path. A notice
+  of a call that failed on this rank too is dropped. The graph then refuses later calls on
+  every rank (no notice: the first failure's poisons the later calls' waits on the other ranks)
+  (``nn.graph.compiled``: an abandoned collective would pair with the next call's). A notice
+  that comes while a *blocking* guarded call is pending still aborts the job at once, as before
+  (that call cannot be left otherwise).
 * an exception hook: an uncaught exception on any rank is printed with the rank, then the job
   is aborted (MPI would otherwise wait in finalisation for ranks that will never come).
 
 Exit: after the graph runtimes closed, every rank waits (at most ``EXIT_WAIT_S``) in
-``exit_barrier`` for the others, so none finalizes MPI while a peer still needs it to finish a
-collective. After an abandoned wait: its request may never complete. It is kept (with its buffers,
-so a late completion never writes into freed memory) until the process ends, and the
-process exits normally: MPICH's ``MPI_Finalize`` returns with such requests pending (its
-collectives and point-to-point requests on a duplicate communicator were checked), so a rank
-that caught the error exits 0 and one that did not goes through the exception hook.
+``exit_barrier`` (a non-blocking barrier on the notices' communicator) for the others, so none
+finalizes MPI while a peer still needs it to finish a collective. After an abandoned wait: its
+request may never complete. It is kept (with its buffers, so a late completion never writes
+into freed memory) until the process ends, and the process exits normally: MPICH's
+``MPI_Finalize`` returns with such requests pending (its collectives and point-to-point
+requests on a duplicate communicator were checked), so a rank that caught the error exits 0 and
+one that did not goes through the exception hook.
 """
 from __future__ import annotations
 
@@ -52,9 +56,6 @@ from actorflow.errors import RemoteRankError
 from actorflow.settings import env_int
 
 TIMEOUT_VAR = "ACTORFLOW_COMM_TIMEOUT"
-# thread ident -> (op, detail, start time); a dict item set or popped is atomic under the GIL,
-# and the watchdog reads a snapshot, so the guarded calls need no lock
-_calls: dict = {}
 _world = None
 _notice_comm = None      # a duplicate of the world communicator, only for failure notices
 _sent: list = []         # the notices' send requests (kept until they complete)
@@ -90,19 +91,22 @@ def graph_of(group: str) -> str:
 
 
 class guarded:
-    """Context: the blocking MPI call made inside is watched (see the module docstring).
-    ``detail`` (the shapes) may be a callable, called only if the call is reported."""
+    """Context: the blocking MPI call made inside is watched (see the module docstring): this
+    thread's ``Slot`` entered and left around it. ``detail`` (the shapes) may be a callable,
+    called only if the call is reported. Not nested (a thread makes one blocking call at a
+    time)."""
 
-    __slots__ = ("op", "detail")
+    __slots__ = ("op", "detail", "slot")
 
     def __init__(self, op: str, detail: str = ""):
         self.op, self.detail = op, detail
 
     def __enter__(self):
-        _calls[threading.get_ident()] = (self.op, self.detail, time.monotonic())
+        self.slot = slot()
+        self.slot.enter(self.op, self.detail)
 
     def __exit__(self, *exc):
-        _calls.pop(threading.get_ident(), None)
+        self.slot.leave()
         return False
 
 
@@ -213,8 +217,9 @@ def slot() -> Slot:
 
 
 def _pending(now: float) -> list:
-    """(op, detail, start time) of every guarded call pending now."""
-    out = list(_calls.values())
+    """(op, detail, start time) of every guarded call pending now (the time the watchdog first
+    saw it pending)."""
+    out = []
     for ident, s in list(_slots.items()):
         seq = s.seq
         if seq & 1:
@@ -245,30 +250,38 @@ def abort(message: str, code: int = 1) -> None:
     os._exit(code)
 
 
-def call_failed(group: str, call: int) -> None:
-    """Record that this rank's call number ``call`` of the graph of ``group`` failed: a notice
-    of that call (or an earlier one) no longer fails waits started from now on."""
-    key = graph_of(group)
-    with _lock:
-        calls = _failed_calls.setdefault(key, [])
-        calls.append(call)
-        del calls[:-64]
-        now = time.monotonic()
-        notes = _poison.get(key, {})
-        for c, note in list(notes.items()):
-            if note[2] is None and c <= call:
-                note[2] = now
-            elif note[2] is not None and now - note[2] > timeout() + 1:
-                del notes[c]   # no wait started before its answer is still pending
+def call_failed(group: str | None, call: int, notice: str | None = None) -> None:
+    """This rank's call number ``call`` of the distributed graph whose communicator key is
+    ``group`` failed. Records it (a notice of that call, or an earlier one, no longer fails
+    waits started from now on) and, with ``notice`` (what failed), tells every other rank
+    (``_notify``; see the module docstring). A call that failed only because of another
+    rank's notice, or was refused after an earlier failure, passes no notice: the others
+    already heard of the failure that caused it."""
+    if group is not None:
+        key = graph_of(group)
+        with _lock:
+            calls = _failed_calls.setdefault(key, [])
+            calls.append(call)
+            del calls[:-64]
+            now = time.monotonic()
+            notes = _poison.get(key, {})
+            for c, note in list(notes.items()):
+                if note[2] is None and c <= call:
+                    note[2] = now
+                elif note[2] is not None and now - note[2] > timeout() + 1:
+                    del notes[c]   # no wait started before its answer is still pending
+    if notice is not None:
+        _notify(notice, group, call)
 
 
-def notify_failure(message: str, group: str | None = None, call: int = 0) -> None:
-    """Tell every other rank that this rank's call number ``call`` of the graph whose
-    communicator key is ``group`` failed (``message``: what failed); see the module
-    docstring. Does nothing in one process."""
+def _notify(message: str, group: str | None, call: int) -> None:
+    """Send the failure notice of this rank's call ``call`` of ``group``'s graph to every
+    other rank (nothing in one process). The send requests are kept until they complete
+    (those completed are dropped here, so they do not pile up)."""
     comm = _notice_comm
     if comm is None:
         return
+    _sent[:] = [req for req in _sent if not req.Test()]
     note = (_world.rank, None if group is None else graph_of(group), call,
             f"rank {_world.rank} failed: {message}")
     for peer in range(comm.Get_size()):
@@ -334,11 +347,17 @@ def exit_barrier() -> None:
     collective can complete on this rank before its data reached a peer, which MPI delivers
     only while this rank keeps making MPI calls; a rank that finalized at once would leave that
     peer waiting in its last call (seen as "runtime shutdown timed out" at exit when calls were
-    still in flight). A peer that never comes (it died) costs at most ``EXIT_WAIT_S``."""
-    if _world is None:
+    still in flight). A peer that never comes (it died) costs at most ``EXIT_WAIT_S``.
+
+    The barrier runs on the watchdog's own communicator (``_notice_comm``), never the world's:
+    this runs from ``atexit`` before the VM shuts down, so the communication worker may still
+    be inside a collective on the world communicator, and MPI forbids two threads' concurrent
+    collectives on one communicator (only point-to-point notices share this one)."""
+    comm = _notice_comm
+    if comm is None:
         return
     try:
-        req = _world.comm.Ibarrier()
+        req = comm.Ibarrier()
     except Exception:  # MPI already finalized or broken: nothing to wait for
         return
     end = time.monotonic() + min(EXIT_WAIT_S, timeout())

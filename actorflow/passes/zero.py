@@ -22,14 +22,15 @@ re-lays out every eligible parameter of the graph's optimizers (and its state) a
 place: the same tensor object - so modules, optimizers and ``state_dict()`` keep it - whose
 handle now holds only this rank's rows. The Job's variable is that split(0) shard; where the
 trace first reads it (``LazyInterpreter.variable``) it is all-gathered S(0) -> B
-(``gather_for_use``, reason ``<param> zero-3 gather``) and that gathered value serves the
-forward pass and the backward pass (it is kept, not gathered twice; the memory plan frees it
-after its last reader). The gather is recorded for autograd, so the gradient of the shard is
-the broadcast value's partial-sum gradient reduce-scattered (P -> S(0)); the update then runs
-on the shard in place (an elementwise update's split signature, as for any split parameter)
-with no gather after it. Between calls ``param.numpy()``, ``state_dict()`` values and eager use
-see the full logical values (a global tensor's values are gathered when read) while each rank
-holds 1/n of the bytes; ``param.sbp`` shows split(0). Ineligible parameters behave as stage 2.
+(``dispatch.lazy_global.gather_for_use``, reason ``<param> zero-3 gather``) and that gathered
+value serves the forward pass and the backward pass (it is kept, not gathered twice; the memory
+plan frees it after its last reader). The gather is recorded for autograd, so the gradient of
+the shard is the broadcast value's partial-sum gradient reduce-scattered (P -> S(0)); the
+update then runs on the shard in place (an elementwise update's split signature, as for any
+split parameter) with no gather after it. Between calls ``param.numpy()``, ``state_dict()``
+values and eager use see the full logical values (a global tensor's values are gathered when
+read) while each rank holds 1/n of the bytes; ``param.sbp`` shows split(0). Ineligible
+parameters behave as stage 2.
 """
 from __future__ import annotations
 
@@ -171,17 +172,6 @@ def shard_parameters(graph) -> dict:
                 p._vc[0] += 1
                 done[id(p)] = _SHARDED[id(p)] = p
     return done
-
-
-def gather_for_use(tracer, leaf: Tensor, name: str) -> Tensor:
-    """Stage 3: split(0) variable ``leaf`` all-gathered (S(0) -> B) for the ops that read it,
-    recorded for autograd (the gradient goes back P -> S(0), a reduce-scatter)."""
-    from actorflow.dispatch.global_tensor import record_boxing
-    from actorflow.dispatch.lazy_global import interpreter_for
-
-    out = interpreter_for(tracer).box_to(leaf, _B, f"{name} zero-3 gather")
-    record_boxing(leaf, out, _S0, _B)
-    return out
 
 
 def label_gradients(tracer, grads: dict) -> None:

@@ -19,9 +19,12 @@ NumPy asks the kernel for transparent huge pages (``madvise(MADV_HUGEPAGE)``) on
 allocation of 4 MiB or more. Where the kernel's THP defrag setting is ``madvise`` (common), a
 fault in such a block may compact memory and zeroes 2 MiB at a time, in the faulting thread:
 measured on the MLP benchmark, 10-20 ms of system time per step in one process (5.7 without),
-and in two data-parallel processes 40-57 ms per step on the communication worker, whose
-bucket ``cat`` and division each allocate 7 MB (12-14 ms without). ``no_huge_pages`` turns it
-off (unless ``NUMPY_MADVISE_HUGEPAGE`` is set: NumPy's own choice stands).
+and in two data-parallel processes 40-57 ms per step on the communication worker (12-14 ms
+without). Those two-process figures were measured when DDP's bucket reduction still allocated
+a 7 MB ``cat`` and a 7 MB quotient per step; it now reuses one flat buffer per bucket
+(``nn.parallel.distributed``), so DDP no longer allocates there, but any eager op output of
+4 MiB or more still does. ``no_huge_pages`` turns it off (unless ``NUMPY_MADVISE_HUGEPAGE`` is
+set: NumPy's own choice stands).
 
 Applied once, at import (the thresholds on glibc only). ``ACTORFLOW_MALLOC_TUNING=0`` leaves
 malloc and NumPy's huge pages alone.

@@ -79,6 +79,37 @@ def test_ddp_in_a_world_of_one_trains_like_the_module():
         _ = wrapped.nothing
 
 
+@pytest.mark.timeout(60)
+def test_a_bucket_reduces_through_views_made_once_with_its_buffer():
+    """``_reduce`` (in a world of one: the all-reduce keeps the values) averages a bucket's
+    gradients through its flat buffer's per-parameter views, made with the buffer, not per
+    step; gradients of other shapes/dtype get a new buffer and views."""
+    from actorflow.nn.parallel.distributed import _Bucket, _reduce
+
+    rng = np.random.default_rng(1)
+    params = [flow.nn.Parameter(flow.zeros(*s)) for s in ((2, 3), (4,), (1, 2, 2))]
+    bucket = _Bucket(params)
+    for step in range(2):
+        want = [rng.standard_normal(tuple(p.shape)).astype(np.float32) for p in params]
+        for p, w in zip(params, want):
+            p.grad = flow.tensor(w)
+        _reduce(bucket, 4)
+        if step == 0:
+            flat, pieces = bucket.flat, list(bucket.pieces)
+        assert bucket.flat is flat and all(a is b for a, b in zip(bucket.pieces, pieces))
+        for p, w in zip(params, want):
+            np.testing.assert_allclose(p.grad.numpy(), w / 4, rtol=1e-6)
+        np.testing.assert_allclose(flat.numpy(), np.concatenate([w.ravel() / 4 for w in want]),
+                                   rtol=1e-6)
+    assert [tuple(v.shape) for v in pieces] == [(2, 3), (4,), (1, 2, 2)]
+    params = [flow.nn.Parameter(flow.zeros(3, dtype=flow.float64))]
+    params[0].grad = flow.tensor(np.arange(3.0))
+    bucket.params = params
+    _reduce(bucket, 2)
+    assert bucket.flat is not flat and bucket.flat.dtype == flow.float64
+    np.testing.assert_allclose(params[0].grad.numpy(), [0, 0.5, 1])
+
+
 def test_ddp_checks_its_arguments():
     with pytest.raises(TypeError, match="nn.Module"):
         DDP(torch.nn.Linear(2, 2))

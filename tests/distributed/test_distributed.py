@@ -169,9 +169,138 @@ def test_a_failure_notice_fails_the_graphs_waits_until_this_rank_failed_that_cal
     assert "boxing shard (2,) did not complete in 5.0 s" in str(err) and not err.from_notice
 
 
+@pytest.mark.timeout(30)
+def test_guarded_calls_and_the_direct_slot_are_one_record():
+    """``guarded`` and the direct path's ``slot()`` record a pending call in the same place:
+    the watchdog sees either while it is pending (dated when first seen), neither after."""
+    import threading
+
+    from actorflow.distributed import watchdog as w
+
+    now = time.monotonic()
+    assert w._pending(now) == []
+    with w.guarded("make a communicator", lambda: "ranks [0, 1]"):
+        (op, detail, t0), = w._pending(now)
+        assert (op, w._what(op, detail), t0) == (
+            "make a communicator", "make a communicator ranks [0, 1]", now)
+        assert w._pending(now + 5)[0][2] == now   # the same call: still dated from then
+    assert w._pending(now) == []
+    seen = []
+
+    def other():   # another thread's direct call, pending beside this thread's guarded one
+        s = w.slot()
+        s.enter("comm.all_reduce", lambda t: f"{t} float32", (4,))
+        seen.append(sorted(w._what(o, d) for o, d, _ in w._pending(now)))
+        s.leave()
+
+    with w.guarded("comm.barrier"):
+        t = threading.Thread(target=other)
+        t.start()
+        t.join(10)
+    assert seen == [["comm.all_reduce (4,) float32", "comm.barrier"]], seen
+    assert w._pending(now) == []
+
+
+class _Comm:
+    """A communicator of ``size`` ranks (this one rank 0) that records its non-blocking
+    barriers and sends (one process, no MPI); ``done``: whether the sends complete."""
+
+    def __init__(self, size: int = 2):
+        self.barriers, self.sent, self.size, self.done = 0, [], size, True
+
+    def Ibarrier(self):
+        self.barriers += 1
+        return _Request(1)
+
+    def Get_size(self):
+        return self.size
+
+    def Get_rank(self):
+        return 0
+
+    def isend(self, note, dest, tag):
+        self.sent.append((dest, note))
+        return _Request(1 if self.done else None)
+
+
+@pytest.mark.timeout(30)
+def test_a_failed_call_notifies_once_and_a_refused_one_not_at_all(monkeypatch):
+    """``call_failed(group, call, notice=...)``: one entry point recording this rank's failed
+    call and sending its notice to every other rank; completed sends are not kept; a refused
+    call (``CompiledGraph._refuse``) records the call and sends nothing."""
+    from types import SimpleNamespace
+
+    from actorflow.distributed import watchdog as w
+    from actorflow.errors import KernelError
+    from actorflow.nn.graph.compiled import CompiledGraph
+
+    comm = _Comm(size=3)
+    for name, value in [("_poison", {}), ("_failed_calls", {}), ("_sent", []),
+                        ("_notice_comm", comm), ("_world", SimpleNamespace(rank=0, comm=comm))]:
+        monkeypatch.setattr(w, name, value)
+    w.call_failed("g1_p2p", 0, notice="boom")
+    assert comm.sent == [(p, (0, "g1", 0, "rank 0 failed: boom")) for p in (1, 2)]
+    assert w._failed_calls == {"g1": [0]}
+    for k in range(1, 50):   # the completed sends are dropped as new ones go out
+        w.call_failed("g1", k, notice="boom")
+    assert len(comm.sent) == 100 and len(w._sent) == 2, len(w._sent)
+    comm.done = False
+    w.call_failed("g1", 50, notice="boom")
+    w.call_failed("g1", 51, notice="boom")
+    assert len(w._sent) == 4   # pending ones are kept
+    got = []
+    CompiledGraph._refuse(SimpleNamespace(_broken="call 0 failed: boom", _group="g1"), 52,
+                          got.append)
+    assert len(comm.sent) == 104 and w._failed_calls["g1"][-1] == 52
+    assert isinstance(got[0], KernelError) and str(got[0]).startswith(
+        "graph call refused: call 0 failed: boom"), got
+    w.call_failed("g1", 53)   # no notice: recorded only
+    assert len(comm.sent) == 104 and w._failed_calls["g1"][-1] == 53
+
+
+@pytest.mark.timeout(30)
+def test_the_exit_barrier_is_not_on_the_world_communicator(monkeypatch):
+    """``exit_barrier`` runs at exit while the communication worker may still be in a
+    collective on the world communicator: it must use the watchdog's own communicator (two
+    threads' concurrent collectives on one communicator are MPI misuse)."""
+    from types import SimpleNamespace
+
+    from actorflow.distributed import watchdog as w
+
+    world, notices = _Comm(), _Comm()
+    monkeypatch.setattr(w, "_world", SimpleNamespace(comm=world, rank=0))
+    monkeypatch.setattr(w, "_notice_comm", notices)
+    w.exit_barrier()
+    assert (world.barriers, notices.barriers) == (0, 1)
+
+
 @needs_mpi
 @pytest.mark.timeout(120)
 def test_module_to_global_and_back():
     code, _, out = run_ranks(2, "module_global.py")
     assert code == 0, out
     assert "OK rank 0" in out and "OK rank 1" in out, out
+
+
+def test_a_graph_calls_state_note_keeps_the_errors_attributes():
+    """``errors.with_note`` (the state note of a failed graph call, the issue site of an op)
+    keeps the exception's type, attributes and cause: an error that already names the user's
+    line is not given a second site, a notice's error stays one."""
+    from actorflow.errors import KernelError, RemoteRankError, with_issue_site
+    from actorflow.nn.graph.compiled import _with_state_note
+
+    cause = ValueError("index 9")
+    err = KernelError("embedding: kernel failed: ValueError: index 9")
+    err.__cause__ = cause
+    sited = with_issue_site(err, '  File "train.py", line 3, in <module>\n')
+    assert sited.issued_at and sited.__cause__ is cause
+    noted = _with_state_note(sited, False)
+    assert type(noted) is KernelError and noted.issued_at and noted.__cause__ is cause
+    assert str(noted).endswith("line 3, in <module>\n(parameters and optimizer state are as "
+                               "they were before this call)"), str(noted)
+    assert with_issue_site(noted, "elsewhere") is noted   # no second site
+    remote = RemoteRankError("boxing abandoned: rank 1 failed: x")
+    remote.from_notice = True
+    noted = _with_state_note(remote, True)
+    assert type(noted) is RemoteRankError and noted.from_notice and noted.__cause__ is remote
+    assert "they hold what it wrote" in str(noted)

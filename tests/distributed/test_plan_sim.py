@@ -223,6 +223,10 @@ def test_simulate_rank_arguments_and_graph_objects():
         check_plans(g, world_size=2)
     with pytest.raises(TypeError, match="takes an nn.Graph or a factory"):
         check_plans(3, world_size=2)
+    # a factory without world_size in a one-process world would compare one rank with itself
+    # (rank 1 would add an all-gather: a real mismatch this must not let pass)
+    with pytest.raises(ValueError, match="needs world_size=.*or a run under mpiexec"):
+        check_plans(functools.partial(pf.dp, extra_on=1))
     g.close()
     _assert_world_is_back()
 

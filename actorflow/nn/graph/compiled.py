@@ -18,7 +18,7 @@ from actorflow.dispatch.global_tensor import wrap
 from actorflow.dispatch.lazy_global import output_global, physical
 from actorflow.distributed import groups, watchdog
 from actorflow.distributed.world import world
-from actorflow.errors import KernelError
+from actorflow.errors import KernelError, with_note
 from actorflow.framework.placement import SbpParallel
 from actorflow.job.executor import Executor, ReferenceExecutor
 from actorflow.job.schedule import draw_seeds, seed_draw_order
@@ -119,13 +119,11 @@ class CompiledGraph:
                     if self._distributed:
                         if self._broken is None:
                             self._broken = f"call {call} failed: {str(err).splitlines()[0]}"
-                        if self._group is not None:
-                            watchdog.call_failed(self._group, call)
                         # the other ranks may wait for this one (one that only gave up
                         # because of another's notice has nothing to add)
-                        if not getattr(err, "from_notice", False):
-                            watchdog.notify_failure(str(err).splitlines()[0], self._group,
-                                                    call)
+                        notice = None if getattr(err, "from_notice", False) \
+                            else str(err).splitlines()[0]
+                        watchdog.call_failed(self._group, call, notice=notice)
                     finish(_with_state_note(err, f.wrote_state))
                     return
                 # into the blobs' own arrays: eager ops issued on an output before the call
@@ -147,13 +145,12 @@ class CompiledGraph:
         """Fail call number ``call`` at once, posting nothing: an earlier call of this
         distributed graph failed, on this rank or (through its failure notice) on another, so
         a collective of that call may be left pending on a rank and would pair with this
-        call's. The other ranks hear of it as of any failed call."""
+        call's. No notice is sent: the earlier failure's notice already fails the other ranks'
+        waits of this graph's later calls."""
         err = KernelError(f"graph call refused: {self._broken}; a distributed graph is not "
                           f"called again after a failed call (its communicators may hold an "
                           f"abandoned collective): build a new nn.Graph")
-        if self._group is not None:
-            watchdog.call_failed(self._group, call)
-        watchdog.notify_failure(str(err).splitlines()[0], self._group, call)
+        watchdog.call_failed(self._group, call)
         finish(err)
 
     def outputs(self, blobs: list) -> list:
@@ -188,10 +185,7 @@ def _with_state_note(err: BaseException, wrote_state: bool) -> BaseException:
     else:
         note = "parameters and optimizer state are as they were before this call"
     if isinstance(err, KernelError):   # (RemoteRankError included: it stays one)
-        new = type(err)(f"{err}\n({note})")
-        new.from_notice = getattr(err, "from_notice", False)
-        new.__cause__ = err.__cause__ if err.__cause__ is not None else err
-        return new
+        return with_note(err, f"({note})")
     new = KernelError(f"graph call failed: {type(err).__name__}: {err}\n({note})")
     new.__cause__ = err
     return new

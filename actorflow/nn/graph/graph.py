@@ -34,6 +34,16 @@ from actorflow.tensor import Tensor, state_generation
 _graph_ids = itertools.count()
 
 
+def graph_numbering(start: int | None = None) -> int:
+    """The number the next ``Graph`` gets (``Graph_3``: its name, job and communicator names),
+    read without using it up; with ``start``, the next graph gets ``start`` instead
+    (``check_plans``' simulation numbers each rank's graphs as a real process would)."""
+    global _graph_ids
+    n = next(_graph_ids) if start is None else start
+    _graph_ids = itertools.count(n)
+    return n
+
+
 class _OptimizerEntry:
     """An optimizer added with ``add_optimizer`` and what the graph keeps for it."""
 

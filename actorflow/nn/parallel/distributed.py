@@ -39,12 +39,27 @@ def _comm():
 
 
 class _Bucket:
-    __slots__ = ("params", "ready", "flat")
+    __slots__ = ("params", "ready", "flat", "pieces")
 
     def __init__(self, params: list):
         self.params = params
         self.ready: set = set()
         self.flat = None  # the bucket's gradients, flattened (kept from step to step)
+        self.pieces: list = []  # per parameter: its span of ``flat``, in its shape (a view)
+
+    def buffer(self, grads: list):
+        """The flat buffer for ``grads`` (made, with its per-parameter views, on first use or
+        when the gradients' sizes or dtype changed) and those views."""
+        total = sum(g.numel() for g in grads)
+        flat = self.flat
+        if flat is None or flat.numel() != total or flat.dtype is not grads[0].dtype:
+            flat = self.flat = F.empty(total, dtype=grads[0].dtype)
+            self.pieces, off = [], 0
+            for g in grads:
+                k = g.numel()
+                self.pieces.append(flat[off:off + k].reshape(tuple(g.shape)))
+                off += k
+        return flat, self.pieces
 
 
 class DistributedDataParallel(Module):
@@ -181,31 +196,23 @@ def _reduce(bucket: _Bucket, n: int) -> None:
     bucket's flat buffer, all-reduce it, scale it and copy it back, all on the communication
     worker. The buffer is kept from step to step: a fresh bucket-sized array per step costs
     more in page faults than its copy (measured on the MLP: ~1,700 faults per step); the VM
-    orders the next step's copies in after this step's copies back."""
+    orders the next step's copies in after this step's copies back. The views of the buffer
+    (one per parameter, in its shape) are made with it, not per step."""
     grads = [p.grad for p in bucket.params]
     with no_grad():
         vm.push_worker(vm.pool().comm)
         try:
-            total = sum(g.numel() for g in grads)
-            flat = bucket.flat
-            if flat is None or flat.numel() != total or flat.dtype is not grads[0].dtype:
-                flat = bucket.flat = F.empty(total, dtype=grads[0].dtype)
-            off = 0
-            for g in grads:
-                k = g.numel()
-                flat[off:off + k].copy_(g.reshape(-1))
-                off += k
+            flat, pieces = bucket.buffer(grads)
+            for piece, g in zip(pieces, grads):
+                piece.copy_(g)
         finally:
             vm.pop_worker()
         _comm()._all_reduce(flat, small=False)  # queued: backward goes on issuing meanwhile
         vm.push_worker(vm.pool().comm)
         try:
             flat.div_(float(n))  # in place
-            off = 0
-            for g in grads:
-                k = g.numel()
-                g.copy_(flat[off:off + k].reshape(tuple(g.shape)))
-                off += k
+            for piece, g in zip(pieces, grads):
+                g.copy_(piece)
         finally:
             vm.pop_worker()
 
