@@ -72,4 +72,5 @@ from actorflow import backends  # noqa: F401,E402  (CUDA/cuDNN flags, unread on 
 from actorflow import cuda  # noqa: F401,E402  (is_available() is False: CPU only)
 from actorflow import jit  # noqa: F401,E402  (TorchScript decorators, ignored)
 
-distributed.world.world()  # join the other ranks now (and export RANK...) when launched by MPI
+from actorflow.process import world as _world  # noqa: E402
+_world.world()  # join the other ranks now (and export RANK...) when launched by MPI

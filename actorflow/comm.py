@@ -12,7 +12,7 @@ ranks. ``barrier()`` (and ``recv`` without a given shape) wait for the transfer.
 Sums accumulate float16/bfloat16 in float32. With one process (no MPI launch) every call works
 and moves nothing between processes. Every blocking MPI call is watched: past
 ``ACTORFLOW_COMM_TIMEOUT`` seconds every rank is aborted with the op, rank and shapes named
-(``actorflow.distributed.watchdog``).
+(``actorflow.process.watchdog``).
 """
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ import numpy as np
 
 from actorflow import profiler as _profiler
 from actorflow import vm
-from actorflow.distributed import watchdog
-from actorflow.distributed.world import world
+from actorflow.process import watchdog
+from actorflow.process.world import world
 from actorflow.framework import dtype as dt
 from actorflow.tensor import EagerBlob, Tensor, unsynced_array
 

@@ -2,11 +2,11 @@
 
 A program started by ``mpiexec -n N`` (or ``python -m actorflow.distributed.launch
 --nproc_per_node N``) has N ranks; a plain ``python`` run has one. See
-``actorflow.distributed.world``.
+``actorflow.process.world``.
 """
 from __future__ import annotations
 
-from actorflow.distributed.world import (  # noqa: F401  (flow.env's API)
+from actorflow.process.world import (  # noqa: F401  (flow.env's API)
     get_local_rank, get_node_size, get_rank, get_world_size, world,
 )
 from actorflow.framework.placement import placement

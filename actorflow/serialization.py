@@ -23,8 +23,8 @@ import socket
 import numpy as np
 
 from actorflow.dispatch.global_tensor import from_full
-from actorflow.distributed import groups
-from actorflow.distributed.world import world
+from actorflow.process import groups
+from actorflow.process.world import world
 from actorflow.framework import dtype as dt
 from actorflow.framework.device import as_device
 from actorflow.framework.placement import SbpParallel, placement

@@ -78,7 +78,7 @@ def _union(spans: list) -> float:
 
 def worker(micro: int, steps: int, warmup: int, out: str) -> None:
     """On each of the 2 ranks: profile ``steps`` pipelined steps; rank 0 prints a JSON line."""
-    from actorflow.distributed import groups
+    from actorflow.process import groups
 
     rank = flow.env.get_rank()
     graph, args = _setup(True, micro)

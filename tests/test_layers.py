@@ -16,11 +16,11 @@ ROOT = pathlib.Path(__file__).resolve().parents[1] / "actorflow"
 
 # lowest first; a unit may import any unit of an earlier layer
 LAYERS = [
-    ["framework", "errors", "settings", "scope", "random", "profiler", "backends", "cuda"],
+    ["framework", "errors", "settings", "scope", "random", "profiler", "backends", "cuda",
+     "process"],                 # process: rank, world size, MPI groups, the watchdog
     ["ops"],                     # op registry and kernels
     ["vm"],                      # eager virtual machine
     ["tensor", "tensor_blob", "tensor_str"],  # Tensor, its storage handles, its printing
-    ["distributed"],             # the process group over MPI, the watchdog, the launcher
     ["autograd", "tensor_types"],
     ["job"],                     # logical IR, schedule, executor protocol, reference executor
     ["compiler"],                # Job -> Plan
@@ -30,7 +30,8 @@ LAYERS = [
     ["linalg", "fft", "serialization_torch", "passes"],  # passes emit functional ops
     ["optim"],
     ["nn"],                      # includes nn.graph, which drives passes, compiler, runtime
-    ["utils", "serialization", "asyncs", "sysconfig", "comm", "env", "jit", "_utils"],
+    ["utils", "serialization", "asyncs", "sysconfig", "comm", "env", "jit", "_utils",
+     "distributed"],             # flow.distributed: the process facts, plan checks, launcher
     ["oneflow_compat", "__init__"],
 ]
 LEVEL = {unit: i for i, units in enumerate(LAYERS) for unit in units}

@@ -10,8 +10,8 @@ contract: same shape and dtype on every rank).
 """
 from __future__ import annotations
 
-from actorflow.distributed import groups
-from actorflow.distributed.world import world
+from actorflow.process import groups
+from actorflow.process.world import world
 from actorflow.ops.boxing import shard_range
 
 BALANCED_URL = ("https://github.com/Oneflow-Inc/oneflow/blob/master/oneflow/core/common/"

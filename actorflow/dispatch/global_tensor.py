@@ -37,8 +37,8 @@ from actorflow.dispatch.nd_sbp import (NdSig, box_1d, box_axis, box_op, box_shar
                                        nd_attrs, nd_shard_shape, nd_value, run_levels,
                                        select_signature)
 from actorflow.dispatch import global_meta as meta
-from actorflow.distributed import groups
-from actorflow.distributed.world import world
+from actorflow.process import groups
+from actorflow.process.world import world
 from actorflow.framework.placement import as_sbp_tuple, placement
 from actorflow.ops import boxing, registry
 from actorflow.ops.boxing import B, P

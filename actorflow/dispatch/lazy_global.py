@@ -52,8 +52,8 @@ from actorflow.dispatch.nd_sbp import (
     nd_shard_shape,
     run_levels,
 )
-from actorflow.distributed import groups
-from actorflow.distributed.world import world
+from actorflow.process import groups
+from actorflow.process.world import world
 from actorflow.framework.placement import SbpParallel, as_sbp_tuple, placement
 from actorflow.job.job import BlobDesc, OpConf, split_blob
 from actorflow.job.system_ops import is_system_op

@@ -28,8 +28,8 @@ from __future__ import annotations
 from actorflow import scope
 from actorflow.dispatch import global_tensor as gt
 from actorflow.dispatch.nd_sbp import nd_attrs
-from actorflow.distributed import groups
-from actorflow.distributed.world import world
+from actorflow.process import groups
+from actorflow.process.world import world
 from actorflow.framework.placement import as_sbp_tuple, placement
 from actorflow.ops import registry
 from actorflow.ops.boxing import B

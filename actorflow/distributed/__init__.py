@@ -1,14 +1,14 @@
-"""Several processes, one program: the process group over MPI and the launcher.
+"""``flow.distributed``: several processes, one program.
 
-``world.py`` knows this process's place (rank, world size, local rank, nodes) and owns the
-MPI communicator when the program was started by ``mpiexec`` (or ``python -m
-actorflow.distributed.launch``); a one-process program never imports mpi4py. ``watchdog.py``
-bounds every wait between ranks. The user-facing APIs built on it are ``flow.env`` and
-``flow.comm`` (collectives on local tensors, run on the VM's communication worker).
+The process facts it offers (rank, world size, local rank, nodes, ``simulate_rank``) live in
+``actorflow/process/`` (with the MPI groups and the watchdog), below the ops that use them;
+checking the ranks' compiled Plans against each other is ``compiler/plan_check.py`` (the
+summaries and their comparison) and ``nn/graph/plan_check.py`` (compiling every rank's Plan).
+``launch.py`` is the launcher (``python -m actorflow.distributed.launch``). The other
+user-facing APIs on the process group are ``flow.env`` and ``flow.comm``.
 """
-from actorflow.distributed.world import (  # noqa: F401,E402  (flow.distributed's API)
+from actorflow.process.world import (  # noqa: F401,E402  (flow.distributed's API)
     get_local_rank, get_node_size, get_rank, get_world_size, simulate_rank,
 )
-from actorflow.distributed.plan_check import (  # noqa: F401,E402
-    check_plans, compare_plans, plan_summary, simulate_plans,
-)
+from actorflow.compiler.plan_check import compare_plans, plan_summary  # noqa: F401,E402
+from actorflow.nn.graph.plan_check import check_plans, simulate_plans  # noqa: F401,E402

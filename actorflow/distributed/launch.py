@@ -2,7 +2,7 @@
 
 Starts N processes of ``script.py`` through the mpich wheel's ``mpiexec`` (the one installed
 next to this Python, else the first on PATH), so that they form one program (see
-``actorflow.distributed.world``). OneFlow's launcher flags, and what they map to:
+``actorflow.process.world``). OneFlow's launcher flags, and what they map to:
 
 * ``--nproc_per_node N``: processes per machine (``mpiexec -ppn N``);
 * ``--nnodes M`` with ``--hosts h1,h2,...`` (M names): run on those machines

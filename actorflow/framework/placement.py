@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from actorflow.process.world import world
+
 DEVICE_TYPES = ("cpu",)
 PLACEMENT_TYPES = DEVICE_TYPES + ("meta",)  # "meta": global tensors without data
 
 
 def _world_size() -> int:
-    # late: the world is set up by the distributed layer, above this leaf layer
-    from actorflow.distributed.world import world
     return world().size
 
 

@@ -11,6 +11,7 @@ import numpy as np
 
 from actorflow.framework import dtype as dt
 from actorflow.ops.registry import fail
+from actorflow.process import watchdog
 
 
 class _Functional:
@@ -27,10 +28,8 @@ F = _Functional()
 
 def comm_wait(request, what: str, detail, attrs: dict, keep) -> None:
     """Complete the non-blocking MPI ``request`` of a collective or transfer kernel through
-    ``distributed.watchdog.wait`` (``detail``: a callable naming the shapes; ``keep``: the
+    ``process.watchdog.wait`` (``detail``: a callable naming the shapes; ``keep``: the
     buffers in use); a graph's (attr ``group``) raises if another rank's call failed."""
-    # late: the watchdog belongs to the distributed layer, above the ops
-    from actorflow.distributed import watchdog
     watchdog.wait(request, what, detail, attrs.get("group"), keep)
 
 

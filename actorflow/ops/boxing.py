@@ -7,7 +7,7 @@ same logical tensor under another SBP. Attrs: ``shape`` (the logical shape), ``r
 placement's ranks, flattened), ``index`` (this rank's position among them) and the split dims
 (``in_dim``, ``out_dim``). Splits are uneven as ``numpy.array_split``: along a dim of size
 ``s`` over ``n`` ranks, the first ``s % n`` ranks hold one entry more. The kernels that move
-data call MPI through the placement's communicator (``actorflow.distributed.groups``; attr
+data call MPI through the placement's communicator (``actorflow.process.groups``; attr
 ``group`` names a graph's own) and have the trait ``collective`` (a compiled graph runs them
 in a fixed order); eagerly they run on the VM's communication worker, in issue order on every
 rank. The gradient of a boxing
@@ -31,6 +31,7 @@ import numpy as np
 from actorflow.framework.placement import SbpParallel, placement
 from actorflow.ops._common import F, comm_wait
 from actorflow.ops.registry import Meta, OpError, register
+from actorflow.process import groups
 
 B, P, M = ("B",), ("P",), ("M",)
 
@@ -76,8 +77,6 @@ def _piece(x: np.ndarray, dim: int, n: int, i: int) -> np.ndarray:
 
 
 def _comm(attrs: dict):
-    # late: communicators belong to the distributed layer, above the ops
-    from actorflow.distributed import groups
     return groups.comm_for(attrs["ranks"], attrs.get("group"))
 
 

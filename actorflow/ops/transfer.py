@@ -20,6 +20,7 @@ import numpy as np
 from actorflow.framework import dtype as dt
 from actorflow.ops._common import comm_wait
 from actorflow.ops.registry import Meta, OpError, register
+from actorflow.process import groups
 
 TAG_SPAN = 256  # iterations a tag tells apart; a Job holds at most 2**15 // TAG_SPAN transfers
 
@@ -27,9 +28,6 @@ TAG_SPAN = 256  # iterations a tag tells apart; a Job holds at most 2**15 // TAG
 def comm_and_peer(attrs: dict):
     """(communicator, the peer's index in it) of a transfer op, or (None, None) in a world of
     one."""
-    # late: communicators belong to the distributed layer, above the ops
-    from actorflow.distributed import groups
-
     c = groups.comm_for(tuple(attrs["ranks"]), attrs.get("group"))
     if c is None:
         return None, None

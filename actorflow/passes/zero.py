@@ -63,7 +63,7 @@ def _split_state(t: Tensor) -> Tensor:
     h = t._h
     pl = h.placement
     ranks = list(pl.flat_ranks)
-    from actorflow.distributed.world import world
+    from actorflow.process.world import world
 
     start, stop = shard_range(t._shape[0], len(ranks), ranks.index(world().rank))
     from actorflow.framework.placement import SbpParallel

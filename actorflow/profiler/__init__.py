@@ -31,6 +31,7 @@ import os
 import threading
 import time
 
+from actorflow.process.world import world
 from actorflow.profiler.merge import merge_traces
 
 # The shared log while at least one profile records, else None. Actors and the VM look here
@@ -162,10 +163,6 @@ class profile:
         replaced, else ``.rank<r>`` goes before the extension) and the processes are
         ``2 * rank`` and ``2 * rank + 1``, named with the rank; ``merge_traces`` joins the
         ranks' files."""
-        # (late binding: the profiler is a leaf layer; distributed sits above it and only the
-        # export needs the rank)
-        from actorflow.distributed.world import world
-
         rank, size = world().rank, world().size
         path = rank_path(os.fspath(path), rank, size)
         base = 2 * rank

@@ -9,7 +9,7 @@ tries to act and, at shutdown, to leave), and after the last it starts again wit
 the next iteration. With gradient accumulation the sequence of one iteration is the ``pre``
 collectives, the ``micro`` ones once per micro-batch, then the ``post`` ones. All collective
 actors of a Plan live on one thread, so the schedule needs no lock. The kernels themselves post
-non-blocking MPI and complete it through ``distributed.watchdog.wait``: when another rank's
+non-blocking MPI and complete it through ``process.watchdog.wait``: when another rank's
 call of the graph failed (its failure notice) or the peer does not answer within
 ``ACTORFLOW_COMM_TIMEOUT``, the wait raises ``RemoteRankError``, which aborts this runtime (the
 pending calls fail with it), so a rank that fails makes every rank's call raise in bounded

@@ -11,7 +11,7 @@ import atexit
 import weakref
 
 from actorflow.compiler import CompileOptions, compile_job
-from actorflow.distributed import watchdog
+from actorflow.process import watchdog
 from actorflow.job.executor import Executor, Future
 from actorflow.job.schedule import draw_seeds, seed_draw_order
 from actorflow.runtime.runtime import Runtime

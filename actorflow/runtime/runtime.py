@@ -12,7 +12,7 @@ then each thread gets STOP_THREAD and is joined. A kernel error (or any exceptio
 thread) calls ``abort``: buffers close, every pending call fails with the error, threads are
 woken and stop; nothing waits forever. In a distributed graph a failure on another rank comes
 the same way: the collective or transfer waiting for that rank raises ``RemoteRankError``
-(``distributed.watchdog``) and this runtime aborts with it; a thread waiting in such a
+(``process.watchdog``) and this runtime aborts with it; a thread waiting in such a
 collective leaves once the runtime aborted.
 """
 from __future__ import annotations

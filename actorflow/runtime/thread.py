@@ -11,7 +11,7 @@ import threading
 from collections import deque
 
 from actorflow.compiler.task_id import describe_thread
-from actorflow.distributed import watchdog
+from actorflow.process import watchdog
 from actorflow.runtime.message import CONSTRUCT_ACTOR, STOP_THREAD
 
 

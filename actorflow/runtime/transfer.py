@@ -17,7 +17,7 @@ plus the iteration (and micro-batch) modulo ``TAG_SPAN``, so both sides name the
 of the same iteration. One ``TransferPoller`` thread per runtime tests the posted requests and
 wakes the actor (a ``START`` message carrying the request) on its own thread when one
 completes. A request pending past ``ACTORFLOW_COMM_TIMEOUT``, or when another rank's call of
-the graph failed (its failure notice, ``distributed.watchdog``), aborts the runtime with a
+the graph failed (its failure notice, ``process.watchdog``), aborts the runtime with a
 ``RemoteRankError`` naming the transfer and the failing rank: the pending graph calls raise
 it and the runtime's threads leave, so a rank that failed never leaves the other one waiting.
 Requests given up on are kept with their buffers until exit (``watchdog.abandon``).
@@ -32,7 +32,7 @@ import numpy as np
 
 from actorflow import profiler as _profiler
 from actorflow.compiler.task_id import thread_id_of
-from actorflow.distributed import watchdog
+from actorflow.process import watchdog
 from actorflow.ops.transfer import TAG_SPAN, comm_and_peer
 from actorflow.runtime.actors import ACTOR_KINDS, Actor, view_step
 from actorflow.runtime.message import ACK, START

@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 
 import actorflow as flow
-from actorflow.distributed import groups
+from actorflow.process import groups
 
 r, n = flow.env.get_rank(), flow.env.get_world_size()
 assert n > 1, "run me under mpiexec"

@@ -7,7 +7,7 @@ import pytest
 
 import actorflow as flow
 import actorflow.nn as nn
-from actorflow.distributed import groups
+from actorflow.process import groups
 
 r, n = flow.env.get_rank(), flow.env.get_world_size()
 PL = flow.placement.all("cpu")

@@ -9,7 +9,7 @@ import functools
 import numpy as np
 
 import actorflow as flow
-from actorflow.distributed import groups
+from actorflow.process import groups
 from tests.distributed import plan_factories as pf
 
 r, n = flow.env.get_rank(), flow.env.get_world_size()

@@ -144,7 +144,7 @@ if len(sys.argv) < 2 or sys.argv[1] != "vm":  # the Plan: send/recv tasks on the
             thread_id_of(t.task_id))
         assert t.attrs["peer"] in other.flat_ranks
     if ACC > 1 and n == 2:  # the stages overlap: profiled send acts span from posting to completion
-        from actorflow.distributed import groups
+        from actorflow.process import groups
 
         x, t = flow.tensor(X, placement=P0, sbp=L), flow.tensor(T, placement=P1, sbp=L)
         with flow.profiler.profile() as prof:

@@ -5,7 +5,7 @@ import numpy as np
 
 import actorflow as flow
 import actorflow.nn as nn
-from actorflow.distributed import groups
+from actorflow.process import groups
 
 r = flow.env.get_rank()
 PL = flow.placement.all("cpu")

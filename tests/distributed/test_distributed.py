@@ -140,7 +140,7 @@ def test_a_failure_notice_fails_the_graphs_waits_until_this_rank_failed_that_cal
     RemoteRankError naming that rank's error, not another graph's; once this rank's call of
     that number failed, waits started later ignore it; a notice of a call that already
     failed here is dropped; a wait past the timeout raises without a notice."""
-    from actorflow.distributed import watchdog as w
+    from actorflow.process import watchdog as w
     from actorflow.errors import KernelError, RemoteRankError
 
     for name, value in [("_poison", {}), ("_failed_calls", {}), ("_abandoned", []),
@@ -175,7 +175,7 @@ def test_guarded_calls_and_the_direct_slot_are_one_record():
     the watchdog sees either while it is pending (dated when first seen), neither after."""
     import threading
 
-    from actorflow.distributed import watchdog as w
+    from actorflow.process import watchdog as w
 
     now = time.monotonic()
     assert w._pending(now) == []
@@ -230,7 +230,7 @@ def test_a_failed_call_notifies_once_and_a_refused_one_not_at_all(monkeypatch):
     call (``CompiledGraph._refuse``) records the call and sends nothing."""
     from types import SimpleNamespace
 
-    from actorflow.distributed import watchdog as w
+    from actorflow.process import watchdog as w
     from actorflow.errors import KernelError
     from actorflow.nn.graph.compiled import CompiledGraph
 
@@ -265,7 +265,7 @@ def test_the_exit_barrier_is_not_on_the_world_communicator(monkeypatch):
     threads' concurrent collectives on one communicator are MPI misuse)."""
     from types import SimpleNamespace
 
-    from actorflow.distributed import watchdog as w
+    from actorflow.process import watchdog as w
 
     world, notices = _Comm(), _Comm()
     monkeypatch.setattr(w, "_world", SimpleNamespace(comm=world, rank=0))

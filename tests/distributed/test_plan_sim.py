@@ -162,7 +162,7 @@ def _bad_shape_on_rank_1():
 
 def _assert_world_is_back():
     assert flow.env.get_rank() == 0 and flow.env.get_world_size() == 1
-    assert not flow.distributed.world.world().simulated
+    assert not flow.process.world.world().simulated
     np.testing.assert_array_equal((flow.ones(3) * 2).numpy(), [2, 2, 2])
     m = nn.Linear(3, 2)
     g = pf.Train(m, flow.optim.SGD(m.parameters(), lr=0.1), pf._mse)

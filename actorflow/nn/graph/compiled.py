@@ -16,8 +16,8 @@ from actorflow import vm
 from actorflow.compiler import CompileOptions, compile_job
 from actorflow.dispatch.global_tensor import wrap
 from actorflow.dispatch.lazy_global import output_global, physical
-from actorflow.distributed import groups, watchdog
-from actorflow.distributed.world import world
+from actorflow.process import groups, watchdog
+from actorflow.process.world import world
 from actorflow.errors import KernelError, with_note
 from actorflow.framework.placement import SbpParallel
 from actorflow.job.executor import Executor, ReferenceExecutor

@@ -1,6 +1,6 @@
 """Cross-checking the ranks' compiled Plans of a distributed nn.Graph in one process (issue
 #15): the part that compiles Plans (``flow.distributed.check_plans`` and ``simulate_plans``
-forward here; the summaries and their comparison are ``distributed/plan_check.py``'s).
+forward here; the summaries and their comparison are ``compiler/plan_check.py``'s).
 
 - ``check_plans(make, world_size=N)``: in ONE process (no ``mpiexec`` needed; under it every
   rank does the same on its own): ``simulate_plans`` compiles the Plan of each rank 0..N-1 and
@@ -32,9 +32,9 @@ from __future__ import annotations
 from typing import Callable
 
 from actorflow.dispatch.lazy_global import group_numbering
-from actorflow.distributed import groups
-from actorflow.distributed.plan_check import compare_plans, plan_summary
-from actorflow.distributed.world import get_world_size, simulate_rank
+from actorflow.process import groups
+from actorflow.compiler.plan_check import compare_plans, plan_summary
+from actorflow.process.world import get_world_size, simulate_rank
 from actorflow.nn.graph.graph import Graph, graph_numbering
 from actorflow.random import default_generator
 

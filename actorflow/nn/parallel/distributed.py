@@ -28,7 +28,7 @@ import actorflow.functional as F
 from actorflow import vm
 from actorflow.autograd import engine
 from actorflow.autograd.grad_mode import no_grad
-from actorflow.distributed.world import world
+from actorflow.process.world import world
 from actorflow.nn.module import Module
 
 

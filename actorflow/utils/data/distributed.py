@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Iterator, Sized
 
-from actorflow.distributed.world import world
+from actorflow.process.world import world
 from actorflow.utils.data.sampler import Sampler
 
 

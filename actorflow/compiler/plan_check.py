@@ -13,16 +13,14 @@ Plans before anything runs:
   out, naming the ops on each side: collectives that differ at a position (or that one rank
   lacks), and sends without a matching receive (or out of order).
 - ``check_plans(make, world_size=N)`` (one process: every rank's Plan compiled under
-  ``world.simulate_rank``) and ``check_plans(graph)`` (under ``mpiexec``: the running ranks'
-  summaries gathered and compared) compile Plans, so they live with ``nn.Graph``
-  (``nn/graph/plan_check.py``, which says how the simulation works); they are forwarded from
-  here as ``flow.distributed``'s API.
+  ``process.world.simulate_rank``) and ``check_plans(graph)`` (under ``mpiexec``: the running
+  ranks' summaries gathered and compared) trace and compile Graphs, so they live with
+  ``nn.Graph`` (``nn/graph/plan_check.py``, which says how the simulation works);
+  ``flow.distributed`` offers both halves.
 """
 from __future__ import annotations
 
-from typing import Callable
-
-from actorflow.distributed.world import get_rank
+from actorflow.process.world import get_rank
 
 # fields of a collective that every rank must agree on, in the order they are reported
 _AGREE = ("op_type", "group", "shape", "in_dim", "out_dim", "ranks")
@@ -196,23 +194,4 @@ def compare_plans(summaries: list) -> list:
     return problems + _compare_collectives(summaries) + _compare_transfers(summaries)
 
 
-def simulate_plans(make: Callable, world_size: int) -> tuple:
-    """``(summaries, failures)``: the Plan summary of each rank 0..world_size-1 of ``make()``,
-    compiled in this process (``actorflow.nn.graph.plan_check.simulate_plans``)."""
-    # late: nn.graph (tracing and compiling a Graph) sits above the distributed layer
-    from actorflow.nn.graph import plan_check
-
-    return plan_check.simulate_plans(make, world_size)
-
-
-def check_plans(graph, world_size: int | None = None) -> list:
-    """The problems between the ranks' compiled Plans of ``graph`` (an ``nn.Graph`` under
-    mpiexec, or a factory ``make() -> (graph, args[, kwargs])`` with ``world_size``): see
-    ``actorflow.nn.graph.plan_check.check_plans``."""
-    # late: nn.graph (tracing and compiling a Graph) sits above the distributed layer
-    from actorflow.nn.graph import plan_check
-
-    return plan_check.check_plans(graph, world_size)
-
-
-__all__ = ["plan_summary", "compare_plans", "check_plans", "simulate_plans"]
+__all__ = ["plan_summary", "compare_plans"]

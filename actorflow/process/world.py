@@ -30,7 +30,7 @@ class World:
 
     def __init__(self):
         self.comm = None
-        self.control = None  # a duplicate of comm for metadata exchanges (distributed.groups)
+        self.control = None  # a duplicate of comm for metadata exchanges (process.groups)
         self.rank, self.size = 0, 1
         self.local_rank, self.local_size, self.node_size = 0, 1, 1
         launched = max((int(os.environ.get(v, "1") or 1) for v in _SIZE_VARS), default=1)
@@ -83,7 +83,7 @@ def world() -> World:
     if _world is None:
         _world = World()
         if _world.is_multi_process:
-            from actorflow.distributed import watchdog
+            from actorflow.process import watchdog
 
             watchdog.install(_world)
     return _world

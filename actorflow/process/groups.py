@@ -7,8 +7,8 @@ Without a control communicator (a world of one, or a ``world.simulate_rank`` wor
 exchanges are a loopback: every rank is taken to pass what this one does."""
 from __future__ import annotations
 
-from actorflow.distributed import watchdog
-from actorflow.distributed.world import world
+from actorflow.process import watchdog
+from actorflow.process.world import world
 
 _groups: dict = {}
 
