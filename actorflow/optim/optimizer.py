@@ -29,6 +29,7 @@ from actorflow.dispatch.global_tensor import from_full, is_global, wrap
 from actorflow.framework import dtype as dt
 from actorflow.framework.placement import SbpParallel
 from actorflow.ops import registry
+from actorflow.optim.clip_grad import clip_grad_norm_
 from actorflow.tensor import EagerBlob, Tensor, bump_state_generation
 
 _MULTI = registry.get("multi_tensor_update")
@@ -283,9 +284,6 @@ class Optimizer:
     def clip_grad(self, error_if_nonfinite: bool = False) -> None:
         """Clip each group's gradients by its ``clip_grad_max_norm`` / ``clip_grad_norm_type``
         (OneFlow): the group's gradients are scaled so their total norm is at most the max."""
-        # late: clip_grad_norm_ is nn.utils API, above optim
-        from actorflow.nn.utils.clip_grad import clip_grad_norm_
-
         for group in self.param_groups:
             if all(k in group for k in _CLIP_KEYS):
                 clip_grad_norm_(group["params"], group["clip_grad_max_norm"],

@@ -157,8 +157,7 @@ def _emit_updates(b: LazyInterpreter, entry, grads: dict, state_names: dict, sca
     """The clipping and update ops of one optimizer; with a scaler, returns its found-inf flag
     (a lazy bool) after unscaling its gradients and gating its updates on it."""
     from actorflow.functional import isfinite
-    # late: clip_grad_norm_ is nn.utils API, above passes
-    from actorflow.nn.utils.clip_grad import clip_grad_norm_
+    from actorflow.optim.clip_grad import clip_grad_norm_
 
     opt = entry.optimizer
     groups = []

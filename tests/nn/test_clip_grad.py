@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import actorflow as flow
-from actorflow.nn.utils.clip_grad import clip_grad_norm_, clip_grad_value_
+from actorflow.optim.clip_grad import clip_grad_norm_, clip_grad_value_
 from tests import helpers
 
 SHAPES = [(2, 3), (4,), (1, 2, 2)]
