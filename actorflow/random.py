@@ -50,17 +50,19 @@ class Generator:
         with self._lock:
             return int(self._rng.integers(0, 2**63 - 1))
 
-    def get_state(self):
-        """The generator's state as a uint8 tensor (as in OneFlow and PyTorch): the initial
-        seed, then the PCG64 state (state, increment, cached 32-bit draw)."""
+    # get_state() (the state as a uint8 tensor) is attached by functional/creation.py: tensors
+    # sit above this module
+
+    def state_array(self) -> np.ndarray:
+        """The generator's state as uint8 values (``get_state``'s): the initial seed, then the
+        PCG64 state (state, increment, cached 32-bit draw)."""
         with self._lock:
             st = self._rng.bit_generator.state
         raw = b"".join([self._initial.to_bytes(16, "little", signed=True),
                         st["state"]["state"].to_bytes(16, "little"),
                         st["state"]["inc"].to_bytes(16, "little"),
                         bytes([st["has_uint32"]]), st["uinteger"].to_bytes(4, "little")])
-        from actorflow.functional.creation import tensor  # late: tensors sit above random
-        return tensor(np.frombuffer(raw, dtype=np.uint8).copy())
+        return np.frombuffer(raw, dtype=np.uint8).copy()
 
     def set_state(self, state) -> None:
         """Restore a state from ``get_state`` (a uint8 tensor or array of its 53 bytes)."""

@@ -57,8 +57,8 @@ class Tensor:
             if placement is None or sbp is None or device is not None:
                 raise ValueError("Tensor: a global tensor needs both placement and sbp (and no "
                                  "device)")
-            from actorflow.dispatch.global_tensor import from_full  # late: above tensors
-            g = from_full(Tensor(*args, dtype=dtype), placement, sbp)
+            # dispatch.global_tensor (a layer above) attaches _from_full
+            g = Tensor._from_full(Tensor(*args, dtype=dtype), placement, sbp)
             _init(self, g._h, g._shape, g.dtype)
             self.requires_grad = bool(requires_grad)
             return
@@ -199,25 +199,12 @@ class Tensor:
         self.requires_grad = bool(requires_grad)
         return self
 
-    def retain_grad(self) -> None:
-        from actorflow.autograd import engine  # late: autograd sits above tensor
-        engine.retain_grad(self)
-
     @property
     def retains_grad(self) -> bool:
         return self._retains_grad
 
-    def register_hook(self, hook):
-        """Call ``hook(grad)`` when this tensor's gradient is computed; a returned tensor
-        replaces the gradient. Returns a handle with ``remove()``."""
-        from actorflow.autograd import engine  # late: autograd sits above tensor
-        return engine.register_hook(self, hook)
-
-    def backward(self, gradient=None, retain_graph=None, create_graph: bool = False,
-                 inputs=None) -> None:
-        from actorflow.autograd import engine  # late: autograd sits above tensor
-        engine.backward([self], [gradient], retain_graph=retain_graph,
-                        create_graph=create_graph, inputs=inputs)
+    # retain_grad, register_hook and backward run the autograd engine, a layer above: it
+    # attaches them (autograd/engine.py)
 
     # -- values -----------------------------------------------------------------------------------
     def _array(self) -> np.ndarray:

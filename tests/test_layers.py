@@ -27,12 +27,13 @@ LAYERS = [
     ["runtime"],                 # actors running a Plan
     ["dispatch"],                # interpreters: eager-local, lazy
     ["functional"],
-    ["linalg", "fft", "serialization_torch", "passes"],  # passes emit functional ops
-    ["optim"],
+    ["linalg", "fft", "serialization_torch", "comm"],  # namespaces over functional; flow.comm
+    ["optim"],                   # optimizers, lr schedulers, gradient clipping
+    ["passes"],                  # Job -> Job; the optimizer pass emits optim's update ops
     ["nn"],                      # includes nn.graph, which drives passes, compiler, runtime
-    ["utils", "serialization", "asyncs", "sysconfig", "comm", "env", "jit", "_utils",
+    ["utils", "serialization", "asyncs", "sysconfig", "env", "jit", "_utils", "oneflow_compat",
      "distributed"],             # flow.distributed: the process facts, plan checks, launcher
-    ["oneflow_compat", "__init__"],
+    ["__init__"],
 ]
 LEVEL = {unit: i for i, units in enumerate(LAYERS) for unit in units}
 

@@ -11,7 +11,8 @@ import weakref
 
 from actorflow.autograd import grad_mode
 from actorflow import scope
-from actorflow.tensor import EagerBlob, Tensor
+from actorflow.ops._common import F as _late_F
+from actorflow.tensor import EagerBlob, Tensor, register_tensor_methods
 
 
 class Node:
@@ -198,9 +199,9 @@ def retain_grad(t: Tensor) -> None:
 # -- running backward ---------------------------------------------------------------------------
 
 def _F():
-    # late: the functional API sits above autograd (it records through it)
-    import actorflow.functional as F
-    return F
+    # the functional API sits above autograd (it records through it): reached through the op
+    # layer's late binding, as gradient rules reach it
+    return _late_F
 
 
 def _run_hooks(hooks, g):
@@ -499,3 +500,27 @@ class _Walk:
                 leaf._grad = leaf._grad.detach()
         for hook in tuple(leaf.__dict__.get("_post_accumulate_grad_hooks", ())):
             hook(leaf)
+
+
+# -- the Tensor methods that run the engine (attached from here: autograd sits above tensor) ----
+
+def _tensor_retain_grad(self: Tensor) -> None:
+    """Keep this non-leaf tensor's gradient in ``.grad`` after backward."""
+    retain_grad(self)
+
+
+def _tensor_register_hook(self: Tensor, hook) -> RemovableHandle:
+    """Call ``hook(grad)`` when this tensor's gradient is computed; a returned tensor
+    replaces the gradient. Returns a handle with ``remove()``."""
+    return register_hook(self, hook)
+
+
+def _tensor_backward(self: Tensor, gradient=None, retain_graph=None, create_graph: bool = False,
+                     inputs=None) -> None:
+    """Accumulate the gradients of this tensor into the ``.grad`` of the leaves it depends on."""
+    backward([self], [gradient], retain_graph=retain_graph, create_graph=create_graph,
+             inputs=inputs)
+
+
+register_tensor_methods({"retain_grad": _tensor_retain_grad,
+                         "register_hook": _tensor_register_hook, "backward": _tensor_backward})

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from actorflow.autograd import grad_mode
 from actorflow.autograd.engine import Node
+from actorflow.ops._common import F
 from actorflow.tensor import Tensor
 
 
@@ -67,9 +68,8 @@ class _FunctionNode(Node):
     def apply(self, douts: list) -> tuple:
         # released: runs again unless backward reads ctx.saved_tensors (which then raises)
         if self.ctx.materialize_grads:
-            # late: the functional API sits above autograd
-            from actorflow.functional import zeros
-            douts = [d if d is not None else zeros(m[0], dtype=m[1])
+            # the functional API sits above autograd: through the op layer's late binding
+            douts = [d if d is not None else F.zeros(m[0], dtype=m[1])
                      for d, m in zip(douts, self.output_metas)]
         try:  # user code: failures come back naming the Function, the original chained
             return self._tensor_grads(self.fn_cls.backward(self.ctx, *douts))

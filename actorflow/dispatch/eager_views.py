@@ -25,6 +25,8 @@ import numpy as np
 from actorflow import scope
 from actorflow.autograd.engine import Node
 from actorflow.compiler.views import aliasing_views, stride_probe
+from actorflow.framework import dtype as dt
+from actorflow.framework import sbp
 from actorflow.ops._common import F
 from actorflow.tensor import EagerBlob, Tensor
 
@@ -93,7 +95,6 @@ class _Geometry:
         """The positions as an int64 tensor to index ``like`` (global: broadcast on its
         placement)."""
         if getattr(like, "is_global", False):
-            from actorflow import sbp  # late: the sbp module sits above dispatch
             return F.tensor(self.positions(), dtype=_int64(), placement=like.placement,
                             sbp=sbp.broadcast)
         if self._pos is None:
@@ -120,7 +121,6 @@ def note_global_view(base: Tensor, root: Tensor, op, attrs: dict, views: list) -
 
 
 def _int64():
-    from actorflow.framework import dtype as dt  # late: the dtype table sits with tensors
     return dt.int64
 
 
@@ -171,7 +171,6 @@ class _ViewOf(Node):
         n = int(np.prod(self.base_shape))
         flat = F.reshape(g, (-1,))
         if getattr(g, "is_global", False):
-            from actorflow import sbp  # late: the sbp module sits above dispatch
             base = F.zeros((n,), dtype=g.dtype, placement=g.placement, sbp=sbp.broadcast)
         else:
             base = F.zeros((n,), dtype=g.dtype)

@@ -43,7 +43,7 @@ from actorflow.framework.placement import as_sbp_tuple, placement
 from actorflow.ops import boxing, registry
 from actorflow.ops.boxing import B, P
 from actorflow.random import default_generator
-from actorflow.tensor import DeviceMetaBlob, Tensor, meta_tensor
+from actorflow.tensor import DeviceMetaBlob, Tensor, meta_tensor, register_tensor_methods
 
 _EAGER = EagerInterpreter()
 
@@ -500,6 +500,9 @@ def from_full(t: Tensor, placement_: placement, sbp) -> Tensor:
         local = box_shard(t, (B,) * len(sbp), nd_attrs(sbp), t._shape, placement_, coords,
                           boxer)
     return wrap(local, placement_, sbp, t._shape, t.dtype)
+
+
+register_tensor_methods({"_from_full": staticmethod(from_full)})  # Tensor(..., placement, sbp)
 
 
 def _lazy_from_full(tracer, t: Tensor, placement_: placement, sbp) -> Tensor:

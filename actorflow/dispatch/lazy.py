@@ -19,6 +19,7 @@ from actorflow.dispatch.common import check_inplace, infer
 from actorflow.dispatch.eager import old_identity as _eager_old_identity
 from actorflow.job.builder import JobBuilder
 from actorflow.job.job import BlobDesc, Job, OpConf, split_blob
+from actorflow.ops import registry
 from actorflow.tensor import MetaBlob, Tensor
 
 class LazyValueError(RuntimeError):
@@ -322,8 +323,7 @@ class LazyInterpreter:
     def _write_in_place(self, op, ins, inputs, out, results, record):
         """An in-place op in a Job is an ordinary op; the written tensors are rebound to its
         outputs (lazy tensors), or written back with an ``assign`` op (eager state)."""
-        # late: functional sits above dispatch (it calls dispatch.apply)
-        from actorflow.functional import cast
+        from actorflow.dispatch import apply  # late: dispatch.apply imports this module
 
         check_inplace(op, inputs, out, [(r._shape, r.dtype) for r in results], record)
         if record:
@@ -333,7 +333,7 @@ class LazyInterpreter:
         for t, r in zip(out, results):
             if r.dtype is not t.dtype:
                 with grad_mode.no_grad():
-                    r = cast(r, t.dtype)
+                    r = apply(registry.get("cast"), [r], {"dtype": t.dtype})[0]
             written.append(self.rebind(t, r, self._assign_read))
         return list(out), ins, written
 

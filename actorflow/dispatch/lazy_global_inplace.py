@@ -19,14 +19,14 @@ from actorflow.autograd import grad_mode
 from actorflow.dispatch.common import check_inplace, infer
 from actorflow.dispatch.nd_sbp import nd_attrs
 from actorflow.framework.placement import SbpParallel
+from actorflow.ops import registry
 from actorflow.tensor import Tensor
 
 
 def _to_layout(interp, r: Tensor, t: Tensor, op_name: str) -> Tensor:
     """Result ``r`` as ``t`` is laid out and typed (the value ``t`` takes)."""
     from actorflow.dispatch.lazy_global import LazyGlobalBlob
-    # late: functional sits above dispatch (it calls dispatch.apply)
-    from actorflow.functional import cast
+    from actorflow.dispatch import apply  # late: dispatch.apply imports this module
 
     want = nd_attrs(t.sbp)
     if r._h.name is None:  # another stage's op: no blob here either way
@@ -35,7 +35,7 @@ def _to_layout(interp, r: Tensor, t: Tensor, op_name: str) -> Tensor:
         return Tensor._from_handle(h, tuple(t._shape), t.dtype)
     if r.dtype is not t.dtype:
         with grad_mode.no_grad():
-            r = cast(r, t.dtype)
+            r = apply(registry.get("cast"), [r], {"dtype": t.dtype})[0]
     if nd_attrs(r._h.sbp) != want:
         r = interp.box_to(r, want, f"{op_name}_ keeps the sbp of the tensor it writes")
     return r

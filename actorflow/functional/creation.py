@@ -14,6 +14,7 @@ from actorflow.dispatch import global_tensor as gt
 from actorflow.framework.placement import broadcast
 from actorflow.ops import registry
 from actorflow.ops.int_scalars import check_int_scalar, int_scalar
+from actorflow.random import Generator
 from actorflow.tensor import Size, Tensor, register_tensor_methods
 
 _constant = registry.get("constant")
@@ -521,3 +522,12 @@ for _name in ("tensor", "as_tensor", "full", "zeros", "ones", "empty", "zeros_li
               "normal", "randint", "randperm", "rand_like", "randn_like", "randint_like",
               "logspace", "hann_window"):
     globals()[_name] = creating_on(globals()[_name])
+
+
+def _generator_get_state(self: Generator) -> Tensor:
+    """The generator's state as a uint8 tensor (as in OneFlow and PyTorch): the initial seed,
+    then the PCG64 state (state, increment, cached 32-bit draw)."""
+    return tensor(self.state_array())
+
+
+Generator.get_state = _generator_get_state  # attached from here: random sits below tensors

@@ -40,14 +40,13 @@ _register("args_tree", ArgsTree=ArgsTree, NamedArg=NamedArg)
 
 
 def _register_internal() -> None:
-    import actorflow
     from actorflow.tensor import Tensor
 
     flags = types.SimpleNamespace(cuda_version=lambda: 0, with_cuda=lambda: False)
     module = types.ModuleType("actorflow._oneflow_internal")
     module.__dict__.update(flags=flags, TensorTuple=tuple, Tensor=Tensor)
     sys.modules[module.__name__] = module
-    actorflow._oneflow_internal = module
+    sys.modules["actorflow"]._oneflow_internal = module  # the package root, importing us
 
 
 _register_internal()

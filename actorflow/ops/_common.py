@@ -1,7 +1,11 @@
-"""Helpers shared by the op families: broadcasting, axis handling, and ``F``.
+"""Helpers shared by the op families: broadcasting, axis handling, ``F`` and ``autograd``.
 
 ``F`` is the functional API, imported on first use: gradient rules call functional ops so that
-they run eagerly or emit lazy ops while a Graph traces.
+they run eagerly or emit lazy ops while a Graph traces (the autograd engine reaches the
+functional API through it too). ``autograd`` is the autograd package, imported on first use:
+the few double-backward rules that differentiate a composite of functional ops call its
+``grad`` and grad mode. These two are the op layer's late bindings (``tests/test_layers.py``
+allows them).
 """
 from __future__ import annotations
 
@@ -24,6 +28,18 @@ class _Functional:
 
 
 F = _Functional()
+
+
+class _Autograd:
+    """Late-bound ``actorflow.autograd`` (the registry is below it in the layering)."""
+
+    def __getattr__(self, name):
+        value = getattr(importlib.import_module("actorflow.autograd"), name)
+        setattr(self, name, value)
+        return value
+
+
+autograd = _Autograd()
 
 
 def comm_wait(request, what: str, detail, attrs: dict, keep) -> None:

@@ -14,7 +14,7 @@ import ml_dtypes
 import numpy as np
 
 from actorflow.framework import dtype as dt
-from actorflow.ops._common import F, broadcast_shapes, promote
+from actorflow.ops._common import F, autograd, broadcast_shapes, promote
 from actorflow.ops.boxing import Sig, elementwise_rule
 from actorflow.ops.elementwise import _integral_only, _needs, _ufunc, bf16_safe, no_complex, unary
 from actorflow.ops.gelu_f32 import AS_A, AS_P, GELU_C, gelu_f32, gelu_grad_f32
@@ -422,13 +422,10 @@ def _gelu_second_derivative(x, approximate):
     """gelu''(x) with functional ops (used only for double backward)."""
     if approximate == "tanh":
         # differentiate the composite first derivative with autograd itself
-        from actorflow.autograd import grad as _agrad
-        # late: the gradient rule's double-backward path needs grad mode
-        from actorflow.autograd import enable_grad
-        with enable_grad():
+        with autograd.enable_grad():
             xd = F.detach(x)
             xd.requires_grad_(True)
-            (dd,) = _agrad(F.sum(_gelu_first_derivative_composite(xd, approximate)), [xd])
+            (dd,) = autograd.grad(F.sum(_gelu_first_derivative_composite(xd, approximate)), [xd])
         return dd
     # exact: gelu'' = phi(x) (2 - x^2)
     pdf = F.mul(F.exp(F.mul(F.square(x), -0.5)), _INV_SQRT_2PI)

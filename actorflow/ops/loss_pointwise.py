@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from actorflow.ops._common import F, promote
+from actorflow.ops._common import F, autograd, promote
 from actorflow.ops.loss import (
     REDUCTIONS, backward_infer, check_reduction, grad_rule, no_double_backward, work,
 )
@@ -82,21 +82,18 @@ def _double_backward(name: str, deriv_f):
     or None)``), for the input and target gradients (weight and pos_weight count as constants;
     a gradient *of* them is not differentiated again)."""
     def rule(ctx, *ggs):
-        # late: autograd sits above the op layer; the rule differentiates a composite
-        from actorflow.autograd import enable_grad, grad, is_grad_enabled
-
         attrs = ctx.attrs
         x, t, w, p = _unpack(ctx.inputs[1:], attrs)
         names = [k for k, a in zip("xtwp", (x, t, w, p)) if a is not None]
         produced = [k for k, n in zip(names, attrs["needs"]) if n]
         if "w" in produced or "p" in produced or (p is not None and not deriv_f.pos_weight):
             return no_double_backward(name)(ctx, *ggs)
-        keep = is_grad_enabled()  # create_graph: the result stays differentiable
+        keep = autograd.is_grad_enabled()  # create_graph: the result stays differentiable
         srcs = [ctx.inputs[0], x, t]
         if not keep:
             srcs = [a.detach().requires_grad_() for a in srcs]
         dout, xs, ts = srcs
-        with enable_grad():
+        with autograd.enable_grad():  # the rule differentiates a composite
             g = dout
             red = attrs["reduction"]
             if red == "mean":
@@ -113,7 +110,7 @@ def _double_backward(name: str, deriv_f):
             if not pairs:
                 return (None,) * len(ctx.inputs)
             wrt = [a for a in srcs if a.requires_grad]
-            res = iter(grad([o for o, _ in pairs], wrt, [gg for _, gg in pairs],
+            res = iter(autograd.grad([o for o, _ in pairs], wrt, [gg for _, gg in pairs],
                             create_graph=keep, allow_unused=True))
         out = [next(res) if a.requires_grad else None for a in srcs]
         return tuple(out) + (None,) * (len(ctx.inputs) - 3)
