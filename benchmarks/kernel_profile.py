@@ -32,8 +32,8 @@ def main(argv=None) -> None:
     recording = [False]
     issue = vm.issue
 
-    def timed_issue(fn, fargs, *rest, **kw):
-        name = rest[2]
+    def timed_issue(fn, fargs, **kw):
+        name = kw["name"]
 
         def kernel(*kargs):
             t0 = time.perf_counter()
@@ -44,7 +44,7 @@ def main(argv=None) -> None:
                 s[0] += 1
                 s[1] += time.perf_counter() - t0
             return out
-        return issue(kernel, fargs, *rest, **kw)
+        return issue(kernel, fargs, **kw)
 
     vm.issue = timed_issue
     vm.set_blocking(True)

@@ -39,7 +39,7 @@ class EagerInterpreter:
             results = [Tensor._wrap(np.empty(m[0], m[1].np), m[1]) for m in metas]
             _issue_kernel(op, inputs, attrs, [r._h.raw for r in results],
                           [r._h.storage for r in results])
-            if op.mutates or op.mutates_fn is not None:
+            if op.may_mutate:
                 for i in op.mutated_inputs(len(inputs), attrs):
                     inputs[i]._vc[0] += 1  # inputs written in place (optimizer state)
         return results, inputs, results
@@ -64,7 +64,7 @@ def _issue_kernel(op: Op, inputs: list, attrs: dict, outs: list, fresh: list,
     ``out_storages``) as a VM instruction."""
     arrays, reads, writes = [], [], list(out_storages)
     mutates = op.mutated_inputs(len(inputs), attrs) \
-        if (op.mutates or op.mutates_fn is not None) else ()
+        if op.may_mutate else ()
     n = 0
     i = 0
     for t in inputs:
@@ -82,8 +82,9 @@ def _issue_kernel(op: Op, inputs: list, attrs: dict, outs: list, fresh: list,
         i += 1
     for o in outs:
         n += o.size
-    vm.issue(op.kernel_cpu, (arrays, outs, attrs), reads, writes, op.name, fresh,
-             _state.names, arrays, "compute", False, n <= _scheduler.INLINE_MAX_ELEMENTS)
+    vm.issue(op.kernel_cpu, (arrays, outs, attrs), reads=reads, writes=writes, name=op.name,
+             fresh=fresh, where=_state.names, shapes=arrays,
+             small=n <= _scheduler.INLINE_MAX_ELEMENTS)
 
 
 def _apply_view(op: Op, inputs: list, attrs: dict, metas: list) -> list:
@@ -172,7 +173,7 @@ def old_identity(t: Tensor) -> Tensor:
     if s is None:
         np.copyto(a._h.raw, t._array())
     else:
-        vm.issue(_copy_kernel, ([t._h.raw], [a._h.raw], None), [s], (), "copy",
+        vm.issue(_copy_kernel, ([t._h.raw], [a._h.raw], None), reads=[s], writes=(), name="copy",
                  fresh=[a._h.storage], where=_state.names, shapes=[t._h.raw])
     a.requires_grad = t.requires_grad
     a.grad_fn = t.grad_fn

@@ -163,7 +163,7 @@ def choose_signature(op, inputs: list, attrs: dict, out, metas: list,
     if op.sbp_fn is None:
         _warn_no_rule(op)
     fixed = {}
-    if op.mutates or op.mutates_fn is not None:
+    if op.may_mutate:
         for i in op.mutated_inputs(len(inputs), attrs):
             fixed[i] = nd_attrs(inputs[i].sbp)
     out_sbps = None if out is None else [nd_attrs(o.sbp) for o in out]
@@ -188,7 +188,7 @@ class GlobalInterpreter:
         metas = infer(op, inputs, attrs)
         if op.random and attrs.get("seed") is None:
             attrs = dict(attrs, seed=agreed_seed())
-        if out is not None and not (op.mutates or op.mutates_fn is not None):
+        if out is not None and not op.may_mutate:
             try:
                 sig = choose_signature(op, inputs, attrs, out, metas, pl)
             except ValueError:  # no signature keeps the written sbp: out of place, boxed back
@@ -214,7 +214,7 @@ class GlobalInterpreter:
             for t in out:
                 t._vc[0] += 1
             return list(out), saved, list(out)
-        if op.mutates or op.mutates_fn is not None:
+        if op.may_mutate:
             for i in op.mutated_inputs(len(inputs), attrs):
                 inputs[i]._vc[0] += 1
         results = []

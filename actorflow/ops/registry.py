@@ -21,7 +21,8 @@ the compiler - reads them from the record; nothing keeps its own list of op name
     traits (``python -m actorflow.ops [name ...]`` prints the registry).
   * ``mutates``: indices of the inputs the kernel may write in place (optimizer updates, running
     stats, ``assign``); ``mutates_fn(n_inputs, attrs) -> indices`` for ops whose written inputs
-    depend on the call. Ask ``Op.mutated_inputs(n_inputs, attrs)``, the one accessor.
+    depend on the call. Ask ``Op.mutated_inputs(n_inputs, attrs)``, the one accessor;
+    ``may_mutate`` (derived) says whether any call of the op writes an input.
   * ``grad_uses_outputs``: the gradient rule reads the outputs (True), or these output indices.
   * ``random``: the dispatcher draws ``attrs["seed"]`` from the global generator.
   * ``optional_outputs``: ``{bool attr: output index}`` for trailing outputs an attr switches on
@@ -82,8 +83,8 @@ class Op:
     """One registered op. See the module docstring for its parts."""
 
     __slots__ = ("name", "doc", "infer_fn", "kernels", "grad_fn", "sbp_fn", "view_fn",
-                 "view_write_fn", "mutates", "mutates_fn", "grad_uses_outputs", "random",
-                 "optional_outputs", "elementwise", "alias_safe", "activation",
+                 "view_write_fn", "mutates", "mutates_fn", "may_mutate", "grad_uses_outputs",
+                 "random", "optional_outputs", "elementwise", "alias_safe", "activation",
                  "bias_act_epilogue", "bias_input", "add_to_output", "optimizer_update", "amp",
                  "is_identity", "kernel_cpu", "collective", "transfer")
 
@@ -115,6 +116,8 @@ class Op:
         self.view_write_fn: Callable | None = None
         self.mutates = tuple(mutates)
         self.mutates_fn = mutates_fn
+        # some call of the op writes an input in place (``mutates`` or ``mutates_fn``)
+        self.may_mutate = bool(self.mutates) or mutates_fn is not None
         self.grad_uses_outputs = grad_uses_outputs
         self.random = random
         self.optional_outputs = dict(optional_outputs or {})

@@ -187,7 +187,7 @@ class KernelActor(Actor):
         self.attrs = self.task.attrs
         self.random = op.random and self.attrs.get("seed") is None
         self.seed_key = self.task.tags.get("seed_of", self.task.op_name)
-        self.writes_inputs = bool(op.mutates) or op.mutates_fn is not None
+        self.writes_inputs = op.may_mutate
 
     def compute(self, ins: list, out) -> None:
         arrays = [ins[k].arrays[i] for k, i in self.input_pos]

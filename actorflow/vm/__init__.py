@@ -72,8 +72,8 @@ def launch(fn, reads=(), writes=(), name: str = "launch", *, args: tuple = (),
     r = [_storage_of(x) for x in reads]
     w = [_storage_of(x) for x in writes]
     c = [_storage_of(x) for x in creates]
-    return issue(fn, tuple(args), r, w, name, c, kind=stream, deferred=deferred, chain=chain,
-                 small=small)
+    return issue(fn, tuple(args), reads=r, writes=w, name=name, fresh=c, kind=stream,
+                 deferred=deferred, chain=chain, small=small)
 
 
 def wait(ins: Instruction) -> None:

@@ -79,10 +79,11 @@ _tls = _ThreadState()
 
 # ---- issue ------------------------------------------------------------------------------------
 
-def issue(fn, args: tuple, reads, writes, name: str, fresh=(), where=None, shapes=None,
+def issue(fn, args: tuple, *, reads, writes, name: str, fresh=(), where=None, shapes=None,
           kind: str = "compute", deferred: bool = False, small: bool = False,
           chain=None) -> Instruction:
-    """Issue ``fn(*args)`` as an instruction on the current worker's ``kind`` stream.
+    """Issue ``fn(*args)`` as an instruction on the current worker's ``kind`` stream (all
+    but ``fn`` and ``args`` by keyword).
 
     ``reads`` / ``writes`` are the ``Storage`` records it reads and writes; ``fresh`` are
     storages of new outputs (written, nothing to wait for). ``where`` (the module-name list of
