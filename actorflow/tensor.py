@@ -47,7 +47,7 @@ class Tensor:
     __slots__ = ("_h", "_shape", "dtype", "requires_grad", "_grad", "grad_fn", "_out_idx",
                  "_vc", "_hooks", "_retains_grad", "_base", "__weakref__", "__dict__")
     # weak references to the live views made of this tensor with grad mode on (set on a base
-    # by ``dispatch/eager_views.py``, which rebases their histories after in-place writes)
+    # by ``dispatch/copy_slices.py``, which rebases their histories after in-place writes)
     _views = None
 
     # -- construction ---------------------------------------------------------------------------

@@ -23,7 +23,7 @@ import actorflow as flow  # noqa: E402
 import actorflow.nn as nn  # noqa: E402
 from actorflow.dispatch.lazy import LazyInterpreter  # noqa: E402
 from actorflow.job.executor import ReferenceExecutor  # noqa: E402
-from actorflow.runtime.launcher import RuntimeExecutor  # noqa: E402
+from actorflow.runtime.executor import RuntimeExecutor  # noqa: E402
 from benchmarks import bench_graph  # noqa: E402
 from benchmarks.common import quick_parser, table, time_per_call  # noqa: E402
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from actorflow.autograd import grad_mode
 from actorflow.dispatch.common import check_inplace, infer, record
 from actorflow.dispatch.eager import EagerInterpreter
-from actorflow.dispatch import eager_views, lazy_global, lazy_views
+from actorflow.dispatch import copy_slices, lazy_global, lazy_views
 from actorflow.dispatch.global_tensor import GLOBAL, GlobalBlob, GlobalInterpreter
 from actorflow.dispatch.meta import META, MetaInterpreter
 from actorflow.dispatch.lazy import current_tracer
@@ -75,7 +75,7 @@ def apply(op: Op, inputs: list, attrs: dict, out: list | None = None) -> list:
     if out is not None and _grad.enabled and (interp is None or interp is GLOBAL):
         for t in out:  # an eager write into a view (or a base with views) rebases histories
             if t._base is not None or t._views is not None or (t.grad_fn and not rec):
-                eager_views.after_write(inputs, out, rec)
+                copy_slices.after_write(inputs, out, rec)
                 break
     if tracer is not None:
         if out is not None:  # a write through a view reaches its base

@@ -12,7 +12,7 @@ import numpy as np
 from actorflow import scope, vm
 from actorflow.compiler.views import aliasing_views
 from actorflow.autograd import grad_mode
-from actorflow.dispatch import eager_views
+from actorflow.dispatch import copy_slices
 from actorflow.dispatch.common import check_inplace, infer, note_view_mode, where
 from actorflow.ops.registry import Op
 from actorflow.random import default_generator
@@ -111,7 +111,7 @@ def _apply_view(op: Op, inputs: list, attrs: dict, metas: list) -> list:
     if not copied:
         note_view_mode(base, root, results)
     if _grad.enabled and not copied:  # later in-place writes rebase the views' histories
-        eager_views.register(root, results)
+        copy_slices.register(root, results)
     return results
 
 

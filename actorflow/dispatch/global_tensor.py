@@ -29,7 +29,7 @@ import warnings
 import numpy as np
 
 from actorflow.autograd import grad_mode
-from actorflow.dispatch import eager_views
+from actorflow.dispatch import copy_slices
 from actorflow.dispatch.common import check_inplace, infer, note_view_mode, record
 from actorflow.dispatch.eager import EagerInterpreter
 from actorflow.dispatch.meta import META
@@ -240,7 +240,7 @@ class GlobalInterpreter:
                     t._copied_view = True
             note_view_mode(inputs[0], root, results)
             if len(inputs) == 1:  # where they lie in root: a write into one rebases root
-                eager_views.note_global_view(inputs[0], root, op, attrs, results)
+                copy_slices.note_global_view(inputs[0], root, op, attrs, results)
         return results, inputs, results
 
 

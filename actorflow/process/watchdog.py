@@ -342,7 +342,7 @@ EXIT_WAIT_S = 10.0   # the longest a rank waits at exit for the others (``exit_b
 
 
 def exit_barrier() -> None:
-    """At interpreter exit, after the graph runtimes closed (``runtime.launcher`` calls it):
+    """At interpreter exit, after the graph runtimes closed (``runtime.executor`` calls it):
     wait, bounded, until every rank got here, testing a non-blocking barrier. A graph
     collective can complete on this rank before its data reached a peer, which MPI delivers
     only while this rank keeps making MPI calls; a rank that finalized at once would leave that

@@ -3,7 +3,7 @@
 from actorflow.runtime.actors import ActorError
 from actorflow.runtime.buffer import Buffer, BufferStatus
 from actorflow.runtime.collective import CollectiveActor
-from actorflow.runtime.launcher import RuntimeExecutor
+from actorflow.runtime.executor import RuntimeExecutor
 from actorflow.runtime.transfer import RecvActor, SendActor
 from actorflow.runtime.runtime import Runtime, RuntimeAborted
 

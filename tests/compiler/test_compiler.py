@@ -186,7 +186,7 @@ def test_regst_num_option():
 
 
 def test_values_independent_of_memory_sharing():
-    from actorflow.runtime.launcher import RuntimeExecutor
+    from actorflow.runtime.executor import RuntimeExecutor
 
     job, bindings, x = mlp_job(train=False)
     outs = []

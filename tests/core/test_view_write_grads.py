@@ -1,5 +1,5 @@
 """Eager autograd through in-place writes into views: the base's history is rebased
-(``actorflow/dispatch/eager_views.py``). Gradients of the base's inputs and of the written-in
+(``actorflow/dispatch/copy_slices.py``). Gradients of the base's inputs and of the written-in
 tensors are compared with PyTorch (float64) and with finite differences."""
 from __future__ import annotations
 

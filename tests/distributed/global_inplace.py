@@ -65,7 +65,7 @@ w = np.random.default_rng(0).standard_normal(full.shape)
 np.testing.assert_allclose(x.grad.numpy(), xl.grad.numpy())
 
 # a chain of views written from a tensor that requires grad, the view used again after the
-# write: eager-local rebases the base's history as PyTorch (dispatch/eager_views.py)
+# write: eager-local rebases the base's history as PyTorch (dispatch/copy_slices.py)
 x, xl = pair()
 wg = flow.tensor(w[:, 0], placement=PL, sbp=B, requires_grad=True)
 wl = flow.tensor(w[:, 0], requires_grad=True)

@@ -44,7 +44,7 @@ def test_every_rank_compiles_and_the_plans_agree(case, monkeypatch):
         raise AssertionError("the runtime started")
 
     monkeypatch.setattr(EagerInterpreter, "apply", spy)
-    monkeypatch.setattr("actorflow.runtime.launcher.Runtime", no_runtime)
+    monkeypatch.setattr("actorflow.runtime.executor.Runtime", no_runtime)
     summaries, failures = simulate_plans(make, n)
     assert failures == [] and ran == [], (failures, ran)
     assert [s["rank"] for s in summaries] == list(range(n))

@@ -28,7 +28,7 @@ from actorflow import profiler
 from actorflow.compiler import Plan, decode_task_id
 from actorflow.dispatch import apply
 from actorflow.job.executor import ReferenceExecutor
-from actorflow.runtime.launcher import RuntimeExecutor
+from actorflow.runtime.executor import RuntimeExecutor
 from examples.gpt import GPT
 from tests.helpers import fail_if_negative_op, slow_actors
 

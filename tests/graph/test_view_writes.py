@@ -1,7 +1,7 @@
 """In-place writes through views inside ``nn.Graph.build`` reach the viewed tensor, as eagerly
 (views share memory): values, gradients through the written base and a training step compared
 with PyTorch and with eager mode, on both graph executors (``actorflow/dispatch/lazy_views.py``;
-eagerly ``actorflow/dispatch/eager_views.py``)."""
+eagerly ``actorflow/dispatch/copy_slices.py``)."""
 from __future__ import annotations
 
 import importlib.util
@@ -98,7 +98,7 @@ def _graph(view, write, xs, ws, ps):
 def _eager(view, write, xs, ws, ps):
     p = flow.tensor(ps, requires_grad=True)
     y, loss = _run(flow, view, write, flow.tensor(xs), flow.tensor(ws), p)
-    loss.backward()  # eager autograd rebases the written base (dispatch/eager_views.py)
+    loss.backward()  # eager autograd rebases the written base (dispatch/copy_slices.py)
     return y.detach().numpy(), loss.detach().numpy(), p.grad.numpy()
 
 

@@ -15,7 +15,7 @@ from actorflow.dispatch.lazy import LazyInterpreter
 from actorflow.job.executor import ReferenceExecutor
 from actorflow.runtime import Buffer, BufferStatus, Runtime, RuntimeAborted
 from actorflow.runtime import actors as actor_mod
-from actorflow.runtime.launcher import RuntimeExecutor
+from actorflow.runtime.executor import RuntimeExecutor
 
 
 def chain_job(n: int = 5, fail_op: bool = False):
