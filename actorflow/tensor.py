@@ -5,7 +5,8 @@ A Tensor is metadata (shape, dtype, autograd links) plus a storage *handle*:
   * ``MetaBlob``: shape and dtype only, a blob of a Job (``LazyBlob``, its subclass in
     ``actorflow.dispatch.lazy``, is a blob of the Job a Graph is tracing).
 The handles are in ``actorflow/tensor_blob.py`` (re-exported here), the printing in
-``actorflow/tensor_str.py``. Ops never see Tensors: the dispatcher hands their kernels arrays.
+``actorflow/tensor_str.py``. Kernels never see Tensors: the dispatcher hands them arrays
+(shape inference and gradient rules do see Tensors).
 Most methods (``add``, ``sum``, ``reshape``...) are attached by the functional modules through
 ``register_tensor_methods``, so each op family keeps its API next to its definition.
 """

@@ -1,5 +1,8 @@
-"""Job passes: pure functions Job -> Job, run in order by ``run_passes`` (which verifies the
-Job after each). ``build_pipeline`` chooses the passes a Graph's config asks for.
+"""Job passes: functions Job -> Job, run in order by ``run_passes`` (which verifies the Job
+after each). ``build_pipeline`` chooses the passes a Graph's config asks for. Most are pure
+rewrites of the Job; the optimizer pass (and the gradient-accumulation and ZeRO helpers it
+uses) traces instead: it runs the optimizer's update code under a lazy interpreter, so it
+reads the graph's eager parameters and optimizers through ``ctx``.
 
 Each entry of ``PASSES`` names a pass (the name ``GraphConfig.disable_pass`` takes) and a
 factory ``make(ctx)`` that returns the pass function, or None when the pass has nothing to do
