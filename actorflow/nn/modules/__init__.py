@@ -3,7 +3,10 @@ from actorflow.nn.modules.activation import (  # noqa: F401
     ELU, GELU, Dropout, LeakyReLU, LogSoftmax, ReLU, RReLU, Sigmoid, SiLU, Softmax, Softplus,
     Tanh,
 )
-from actorflow.nn.modules.activation_pointwise import *  # noqa: F401,F403
+from actorflow.nn.modules.activation import (  # noqa: F401
+    CELU, GLU, SELU, Hardshrink, Hardsigmoid, Hardswish, Hardtanh, LogSigmoid, Mish, PReLU,
+    QuickGELU, ReLU6, Softmin, Softshrink, Softsign, Tanhshrink, Threshold,
+)
 from actorflow.nn.modules.container import (  # noqa: F401
     ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential,
 )
