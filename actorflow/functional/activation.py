@@ -250,7 +250,29 @@ register_tensor_methods({
     "logsigmoid": logsigmoid,
 })
 
-__all__ = ["gelu_grad", "rrelu", "rrelu_",
+def gumbel_softmax(logits: Tensor, tau: float = 1.0, hard: bool = False, eps: float = 1e-10,
+                   dim: int = -1) -> Tensor:
+    """Softmax of ``(logits + Gumbel noise) / tau`` along ``dim``; ``hard`` returns the one-hot
+    of its argmax with the soft sample's gradient (straight-through)."""
+    from actorflow.autograd import no_grad
+    # (late: these functional modules import this one)
+    from actorflow.functional.creation import rand_like, zeros_like
+    from actorflow.functional.index import scatter
+    from actorflow.functional.nn_ops import softmax
+    from actorflow.functional.reduce_extrema import argmax
+
+    with no_grad():
+        u = rand_like(logits)
+        gumbels = -log((-log(u.clamp(min=1e-20))).clamp(min=1e-20))
+    y = softmax((logits + gumbels) / float(tau), dim=dim)
+    if not hard:
+        return y
+    index = argmax(y, dim=dim, keepdim=True)
+    y_hard = scatter(zeros_like(logits), dim, index, value=1.0)
+    return y_hard - y.detach() + y
+
+
+__all__ = ["gelu_grad", "rrelu", "rrelu_", "gumbel_softmax",
     *_UNARY, "isnan", "isinf", "isfinite", "round", "nan_to_num", "absolute", "fix", "arcsin",
     "arccos", "arctan", "arcsinh", "arccosh", "arctanh", "gelu", "silu", "mish", "leaky_relu",
     "elu", "selu", "celu", "softplus", "hardtanh", "relu6", "threshold", "hardsigmoid",

@@ -1,12 +1,15 @@
 """Loss functions (``flow.cross_entropy``, ``flow.mse_loss``, ...) with torch.nn.functional's
 names, signatures and semantics. Each is one fused op (see ``actorflow/ops/loss.py`` and
 ``actorflow/ops/loss_pointwise.py``); ``loss_backward`` is what their gradient rules call.
+Margin ranking, triplet margin and OneFlow's sparse softmax cross-entropy are composites of
+registered ops.
 
 ``size_average`` and ``reduce`` are PyTorch's deprecated spellings of ``reduction``.
 """
 from __future__ import annotations
 
 from actorflow.dispatch import apply
+from actorflow.functional.distance import pairwise_distance
 from actorflow.ops import registry
 from actorflow.tensor import Tensor
 
@@ -164,6 +167,53 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,
                       _reduction(size_average, reduce, reduction), weight, pos_weight)
 
 
+def _reduce(name: str, loss: Tensor, reduction: str) -> Tensor:
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    if reduction == "none":
+        return loss
+    raise ValueError(f"{name}: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
+
+
+def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0,
+                        size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
+    """``max(0, -target * (input1 - input2) + margin)``, reduced."""
+    from actorflow.functional.elementwise import relu
+
+    reduction = _reduction(size_average, reduce, reduction)
+    if not (len(input1._shape) == len(input2._shape) == len(target._shape)):
+        raise ValueError(f"margin_ranking_loss: all input tensors should have the same number "
+                         f"of dims, got shapes {tuple(input1._shape)}, {tuple(input2._shape)} "
+                         f"and {tuple(target._shape)}")
+    loss = relu(-target * (input1 - input2) + float(margin))
+    return _reduce("margin_ranking_loss", loss, reduction)
+
+
+def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, margin: float = 1.0,
+                        p: float = 2.0, eps: float = 1e-6, swap: bool = False,
+                        size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
+    """``max(d(a, p) - d(a, n) + margin, 0)`` with the p-norm distance (``swap``: use the
+    smaller of d(a, n) and d(p, n))."""
+    from actorflow.functional.elementwise import relu
+    from actorflow.functional.elementwise import minimum
+
+    reduction = _reduction(size_average, reduce, reduction)
+    d_pos = pairwise_distance(anchor, positive, float(p), float(eps))
+    d_neg = pairwise_distance(anchor, negative, float(p), float(eps))
+    if swap:
+        d_neg = minimum(d_neg, pairwise_distance(positive, negative, float(p), float(eps)))
+    loss = relu(d_pos - d_neg + float(margin))
+    return _reduce("triplet_margin_loss", loss, reduction)
+
+
+def sparse_softmax_cross_entropy(labels: Tensor, logits: Tensor) -> Tensor:
+    """OneFlow's per-sample ``-log softmax(logits)[label]`` (no reduction)."""
+    return cross_entropy(logits, labels, reduction="none")
+
+
 __all__ = ["cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
            "kl_div", "binary_cross_entropy", "binary_cross_entropy_with_logits",
-           "loss_backward"]
+           "loss_backward", "margin_ranking_loss", "triplet_margin_loss",
+           "sparse_softmax_cross_entropy"]
