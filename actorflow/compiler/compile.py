@@ -9,7 +9,7 @@ System tasks, as in OneFlow's compiled jobs:
   with no other inputs (variables, literals, creation ops) and to ``iteration_end``;
 * ``variable``: hands the live memory of a parameter/buffer/optimizer state to its consumers;
 * ``output``: copies a result into the output Buffer of its index;
-* ``view``: a view op the Job proves safe to alias (``compiler/views.py``) publishes a strided
+* ``view``: a view op the Job proves safe to alias (``job/views.py``) publishes a strided
   view of its input register instead of copying (its regst is ``alias_of`` the input's);
 * ``iteration_end`` tick: acts when every task of the iteration has acted (it reads the register
   of every task nobody else reads); because it also holds ``compute_start``'s register, the
@@ -35,7 +35,7 @@ from actorflow.compiler.memory import plan_memory
 from actorflow.compiler.plan import Plan, RegstDesc, TaskProto
 from actorflow.compiler.task_id import encode_task_id
 from actorflow.compiler.lanes import LANE_STREAMS, assign_lanes
-from actorflow.compiler.views import alias_views, foldable_views
+from actorflow.job.views import alias_views, foldable_views
 from actorflow.job.schedule import stage_of
 from actorflow.job.job import BlobDesc, Job, split_blob
 from actorflow.job.system_ops import system_op

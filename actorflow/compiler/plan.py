@@ -74,7 +74,7 @@ class TaskProto:
     time_shape: int = 1              # acts per iteration (n for micro-batch tasks)
     tags: dict = field(default_factory=dict)
     # kernel input position -> view steps [op type, attrs, output index, shape] applied to the
-    # consumed array (view ops folded into their reader, compiler/views.py)
+    # consumed array (view ops folded into their reader, job/views.py)
     input_views: dict = field(default_factory=dict)
 
     @property

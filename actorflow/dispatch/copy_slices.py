@@ -24,7 +24,7 @@ import numpy as np
 
 from actorflow import scope
 from actorflow.autograd.engine import Node
-from actorflow.compiler.views import aliasing_views, stride_probe
+from actorflow.job.views import aliasing_views, stride_probe
 from actorflow.framework import dtype as dt
 from actorflow.framework import sbp
 from actorflow.ops._common import F
@@ -105,7 +105,7 @@ class _Geometry:
 def note_global_view(base: Tensor, root: Tensor, op, attrs: dict, views: list) -> None:
     """Remember where the global views ``views`` that ``op`` made of ``base`` lie in ``root``
     (the tensor they view): the view function tried on a stride probe of ``base``'s place in
-    ``root`` (``compiler.views``). A later write into one of them rebases ``root``'s history
+    ``root`` (``job.views``). A later write into one of them rebases ``root``'s history
     at those positions; a view eager mode would copy gets none (nothing aliases)."""
     if base is root:
         probe = stride_probe(tuple(root._shape))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from actorflow import scope, vm
-from actorflow.compiler.views import aliasing_views
+from actorflow.job.views import aliasing_views
 from actorflow.autograd import grad_mode
 from actorflow.dispatch import copy_slices
 from actorflow.dispatch.common import check_inplace, infer, note_view_mode, where

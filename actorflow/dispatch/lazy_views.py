@@ -29,7 +29,7 @@ share one base element) raises an error naming the op and the module path.
 from __future__ import annotations
 
 from actorflow.autograd import grad_mode
-from actorflow.compiler.views import aliasing_views, stride_probe
+from actorflow.job.views import aliasing_views, stride_probe
 from actorflow.dispatch.common import note_view_mode, where
 
 

@@ -131,7 +131,7 @@ def _(inputs, attrs):
 @reshape.view
 def _(ins, attrs):
     # never a copy: ValueError where ``x``'s strides can't express the shape (eager mode then
-    # runs the kernel; ``compiler.views.aliasing_views``)
+    # runs the kernel; ``job.views.aliasing_views``)
     x = ins[0]
     shape = infer_reshape("reshape", x.shape, attrs["shape"])
     try:

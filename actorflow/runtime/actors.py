@@ -263,7 +263,7 @@ class LightKernelActor(KernelActor):
 
 
 class ViewActor(Actor):
-    """A view op the compiler proved safe to alias (``compiler/views.py``): it publishes NumPy
+    """A view op the compiler proved safe to alias (``job/views.py``): it publishes NumPy
     views of its input register instead of running the copying kernel. It holds the input
     register until its own has come back from every consumer, so the producer cannot write
     that memory again while a view of it is read."""

@@ -48,7 +48,7 @@ def test_plan_structure():
               "iteration_end", "callback_notify"):
         assert k in kinds, k
     # one task per op of the job, plus the four system ticks; by default view ops read only by
-    # kernels are folded into them (compiler/views.py) and have none
+    # kernels are folded into them (job/views.py) and have none
     assert len(compile_job(job, CompileOptions(fold_views=False)).tasks) == len(job.ops) + 4
     folded = {o.name for o in job.ops} - {t.op_name for t in plan.tasks}
     assert folded and all(o.op_type in ("reshape", "expand") for o in job.ops if o.name in folded)

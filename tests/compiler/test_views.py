@@ -1,10 +1,10 @@
-"""Which view ops the compiler lets alias their input (``compiler/views.py``), on hand-built
+"""Which view ops the compiler lets alias their input (``job/views.py``), on hand-built
 Jobs: aliased when no in-place write can tell a view from a copy, with control edges that keep
 readers through a view ahead of a later write of its base; copies otherwise."""
 import pytest
 
 from actorflow.compiler import CompileOptions, compile_job
-from actorflow.compiler.views import alias_views
+from actorflow.job.views import alias_views
 from actorflow.framework import dtype as dt
 from actorflow.job.job import BlobDesc, Job, OpConf
 
