@@ -147,11 +147,13 @@ class _CastInto:
     """Stands in for an op whose in-place result must be cast: the kernel writes temporaries
     of the inferred dtypes, which are then cast into the outputs (on the worker)."""
 
-    __slots__ = ("name", "mutates", "mutates_fn", "mutated_inputs", "_op", "_metas")
+    __slots__ = ("name", "mutates", "mutates_fn", "may_mutate", "mutated_inputs", "_op",
+                 "_metas")
 
     def __init__(self, op: Op, metas: list):
         self.name, self.mutates, self._op, self._metas = op.name, op.mutates, op, metas
         self.mutates_fn, self.mutated_inputs = op.mutates_fn, op.mutated_inputs
+        self.may_mutate = op.may_mutate
 
     def kernel_cpu(self, arrays, outs, attrs):
         tmp = [np.empty(m[0], m[1].np) for m in self._metas]
