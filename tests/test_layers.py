@@ -27,7 +27,7 @@ LAYERS = [
     ["runtime"],                 # actors running a Plan
     ["dispatch"],                # interpreters: eager-local, lazy
     ["functional"],
-    ["linalg", "fft", "serialization_torch", "passes"],  # passes emit functional ops
+    ["linalg", "fft", "special", "serialization_torch", "passes"],  # passes emit functional ops
     ["optim"],
     ["nn"],                      # includes nn.graph, which drives passes, compiler, runtime
     ["utils", "serialization", "asyncs", "sysconfig", "comm", "env", "jit", "_utils"],

@@ -23,6 +23,13 @@ lgamma, lgamma_ = unary_fn("lgamma")
 digamma, digamma_ = unary_fn("digamma")
 logaddexp, _ = binary_fn("logaddexp", commutative=True)
 logaddexp2, _ = binary_fn("logaddexp2", commutative=True)
+_zeta, _ = binary_fn("zeta")
+
+
+def zeta(input, other) -> Tensor:
+    """The Hurwitz zeta function ``sum_k (other + k) ** -input``, elementwise, broadcasting
+    (either may be a number; ``zeta(x, 1)`` is Riemann's). Differentiable in ``other``."""
+    return _zeta(input, other)
 
 _polygamma = registry.get("polygamma")
 _conj, _real, _imag = registry.get("conj"), registry.get("real"), registry.get("imag")
@@ -196,7 +203,7 @@ register_tensor_methods({
     "digamma": digamma, "digamma_": digamma_, "polygamma": _polygamma_method,
     "polygamma_": _polygamma_inplace, "logaddexp": logaddexp, "logaddexp2": logaddexp2,
     "addcmul": addcmul, "addcmul_": addcmul_, "addcdiv": addcdiv, "addcdiv_": addcdiv_,
-    "conj": conj, "is_complex": is_complex,
+    "conj": conj, "is_complex": is_complex, "zeta": zeta,
 })
 # Tensor.real / Tensor.imag are properties, as in PyTorch
 Tensor.real = property(real)
@@ -206,5 +213,5 @@ __all__ = [
     "erfinv", "lgamma", "digamma", "polygamma", "logaddexp", "logaddexp2", "addcmul", "addcdiv",
     "quick_gelu", "square_relu", "gelu_with_approximate", "fast_gelu", "fused_fast_gelu_mul",
     "tanhshrink", "glu", "fused_glu", "prelu", "broadcast_shapes", "broadcast_tensors", "conj",
-    "real", "imag", "is_complex",
+    "real", "imag", "is_complex", "zeta",
 ]
