@@ -6,6 +6,7 @@ from actorflow.ops import (  # noqa: F401  (importing registers the ops)
     optim_ops, views, fold,
 )
 from actorflow.ops import pool_adaptive, linalg_dense  # noqa: F401,E402  (nn layers, linalg)
+from actorflow.ops import linalg_decomp  # noqa: F401,E402  (solve, cholesky, qr, slogdet)
 from actorflow.ops import fused  # noqa: F401,E402  (fused ops of the fusion passes)
 from actorflow.ops import graph_ops  # noqa: F401,E402  (depend)
 from actorflow.ops import special  # noqa: F401,E402  (erfinv, lgamma, digamma, logaddexp...)
