@@ -134,11 +134,10 @@ def _running(name: str, better):
     def _(ctx, g, gi):
         if g is None:
             return None
-        shape, dtype = ctx.input_metas[0]
-        if not shape:
+        if not g._shape:
             return g
-        idx = ctx.outputs[1]
-        return F.scatter_add(F.zeros(shape, dtype=dtype), ctx.attrs["dim"], idx, g)
+        idx = ctx.outputs[1]  # zeros_like(g): the input's shape and dtype, and its placement
+        return F.scatter_add(F.zeros_like(g), ctx.attrs["dim"], idx, g)
 
     return op
 
