@@ -51,6 +51,25 @@ def test_square_and_log_match_torch(name):
     np.testing.assert_allclose(z.grad.numpy(), tz.grad.numpy(), rtol=1e-12)
 
 
+@pytest.mark.parametrize("exponent", [2, 0.5, -1, 1.5 + 0.5j, 0])
+def test_complex_tensor_to_a_number_matches_torch(exponent):
+    a = Z[[0, 1, 3, 4]]
+    z, tz = flow.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    y, ty = z ** exponent, tz ** exponent
+    assert y.dtype is flow.complex128
+    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-12)
+    w = RNG.standard_normal(a.shape) + 1j * RNG.standard_normal(a.shape)
+    (y * flow.tensor(w)).sum().real.backward()
+    (ty * torch.tensor(w)).sum().real.backward()
+    np.testing.assert_allclose(z.grad.numpy(), tz.grad.numpy(), rtol=1e-12, atol=1e-14)
+    x = flow.tensor([1.0, 2.0], requires_grad=True)  # a real tensor to a complex power
+    tx = torch.tensor([1.0, 2.0], requires_grad=True)
+    (x ** 1j).real.sum().backward()
+    (tx ** 1j).real.sum().backward()
+    assert (x ** 1j).dtype is flow.complex64
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-6)
+
+
 def test_nan_and_inf_tests_of_complex_tensors():
     a = np.array([1 + 1j, complex(np.nan, 0), complex(0, np.inf), complex(np.inf, np.nan)])
     for name in ("isnan", "isinf", "isfinite"):
