@@ -6,5 +6,11 @@ namespace (``import actorflow.linalg as LA`` or ``flow.linalg.norm``).
 from actorflow.functional.linalg import matmul, matrix_norm, norm, vector_norm
 from actorflow.functional.linalg_ops import det, inv
 from actorflow.functional.linalg_ops import linalg_cross as cross
+from actorflow.functional.linalg_decomp import (
+    cholesky, logdet, matrix_power, multi_dot, qr, slogdet, solve, solve_triangular, vecdot,
+)
+from actorflow.functional.linalg_decomp import linalg_diagonal as diagonal
 
-__all__ = ["matmul", "matrix_norm", "norm", "vector_norm", "det", "inv", "cross"]
+__all__ = ["matmul", "matrix_norm", "norm", "vector_norm", "det", "inv", "cross", "diagonal",
+           "solve", "solve_triangular", "cholesky", "qr", "slogdet", "logdet", "matrix_power",
+           "multi_dot", "vecdot"]

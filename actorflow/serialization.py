@@ -41,6 +41,8 @@ _MAX_BYTES = 2 ** 63 - 1
 _TO_ST = {dt.float16: "F16", dt.bfloat16: "BF16", dt.float32: "F32", dt.float64: "F64",
           dt.int8: "I8", dt.uint8: "U8", dt.int16: "I16", dt.int32: "I32", dt.int64: "I64",
           dt.bool_: "BOOL"}
+# complex dtypes: safetensors names complex64 "C64"; complex128 takes the same pattern ("C128")
+_TO_ST.update({dt.complex64: "C64", dt.complex128: "C128"})
 _FROM_ST = {v: k for k, v in _TO_ST.items()}
 # safetensors dtypes without an actorflow dtype of their own load widened to one
 _WIDENED = {"U16": (np.dtype("<u2"), dt.int32), "U32": (np.dtype("<u4"), dt.int64),

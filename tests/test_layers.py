@@ -28,7 +28,7 @@ LAYERS = [
     ["runtime"],                 # actors running a Plan
     ["dispatch"],                # interpreters: eager-local, lazy
     ["functional"],
-    ["linalg", "fft", "serialization_torch", "comm"],  # namespaces over functional; flow.comm
+    ["linalg", "fft", "special", "serialization_torch", "comm"],  # namespaces over functional; flow.comm
     ["optim"],                   # optimizers, lr schedulers, gradient clipping
     ["passes"],                  # Job -> Job; the optimizer pass emits optim's update ops
     ["nn"],                      # includes nn.graph, which drives passes, compiler, runtime

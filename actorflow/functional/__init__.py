@@ -30,6 +30,9 @@ from actorflow.functional.fold import *  # noqa: F401,F403
 from actorflow.functional.layers import *  # noqa: F401,F403
 from actorflow.functional.pool_adaptive import *  # noqa: F401,F403
 from actorflow.functional.linalg_ops import *  # noqa: F401,F403
+from actorflow.functional.linalg_decomp import *  # noqa: F401,F403
+from actorflow.functional.scan import *  # noqa: F401,F403
+from actorflow.functional.stft import *  # noqa: F401,F403
 from actorflow.functional.grid_sample import *  # noqa: F401,F403
 from actorflow.functional.global_tensor import *  # noqa: F401,F403
 from actorflow.functional.quantize import *  # noqa: F401,F403

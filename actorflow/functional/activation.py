@@ -10,7 +10,17 @@ from actorflow.ops import registry
 from actorflow.ops.activation import SELU_ALPHA, SELU_SCALE
 from actorflow.tensor import Tensor, register_tensor_methods
 
-abs, abs_ = unary_fn("abs")  # noqa: A001  (flow.abs, as in PyTorch)
+_abs_real, abs_ = unary_fn("abs")
+_COMPLEX_ABS = registry.get("complex_abs")
+
+
+def abs(x: Tensor) -> Tensor:  # noqa: A001  (flow.abs, as in PyTorch)
+    """Elementwise ``|x|``; of a complex tensor, its modulus (a float tensor)."""
+    if x.dtype.is_complex:
+        return apply(_COMPLEX_ABS, [x], {})[0]
+    return _abs_real(x)
+
+
 sign, sign_ = unary_fn("sign")
 square, square_ = unary_fn("square")
 floor, floor_ = unary_fn("floor")

@@ -23,6 +23,13 @@ lgamma, lgamma_ = unary_fn("lgamma")
 digamma, digamma_ = unary_fn("digamma")
 logaddexp, _ = binary_fn("logaddexp", commutative=True)
 logaddexp2, _ = binary_fn("logaddexp2", commutative=True)
+_zeta, _ = binary_fn("zeta")
+
+
+def zeta(input, other) -> Tensor:
+    """The Hurwitz zeta function ``sum_k (other + k) ** -input``, elementwise, broadcasting
+    (either may be a number; ``zeta(x, 1)`` is Riemann's). Differentiable in ``other``."""
+    return _zeta(input, other)
 
 _polygamma = registry.get("polygamma")
 _conj, _real, _imag = registry.get("conj"), registry.get("real"), registry.get("imag")
@@ -41,6 +48,32 @@ def real(x: Tensor) -> Tensor:
 def imag(x: Tensor) -> Tensor:
     """The imaginary part of a complex tensor (an error for a real tensor, as in PyTorch)."""
     return apply(_imag, [x], {})[0]
+
+
+_angle = registry.get("angle")
+
+
+def angle(input: Tensor) -> Tensor:
+    """The argument of each element, ``atan2(imag, real)`` (of a real tensor: 0 or pi)."""
+    return apply(_angle, [input], {})[0]
+
+
+def complex(real: Tensor, imag: Tensor) -> Tensor:  # noqa: A001  (flow.complex, as torch)
+    """The complex tensor ``real + i imag`` of two float tensors of one dtype (float32 gives
+    complex64, float64 complex128), broadcasting."""
+    for name, t in (("real", real), ("imag", imag)):
+        if not isinstance(t, Tensor) or t.dtype.name not in ("float32", "float64"):
+            raise TypeError(f"complex: expected {name} to be a float32 or float64 tensor, got "
+                            f"{getattr(t, 'dtype', type(t).__name__)}")
+    if real.dtype is not imag.dtype:
+        raise TypeError(f"complex: real and imag must have the same dtype, got {real.dtype} "
+                        f"and {imag.dtype}")
+    return _ew.add(real, _ew.mul(imag, 1j))
+
+
+def polar(abs: Tensor, angle: Tensor) -> Tensor:  # noqa: A002
+    """The complex tensor ``abs * (cos(angle) + i sin(angle))``."""
+    return complex(_ew.mul(abs, _act.cos(angle)), _ew.mul(abs, _act.sin(angle)))
 
 
 def is_complex(x: Tensor) -> bool:
@@ -196,7 +229,7 @@ register_tensor_methods({
     "digamma": digamma, "digamma_": digamma_, "polygamma": _polygamma_method,
     "polygamma_": _polygamma_inplace, "logaddexp": logaddexp, "logaddexp2": logaddexp2,
     "addcmul": addcmul, "addcmul_": addcmul_, "addcdiv": addcdiv, "addcdiv_": addcdiv_,
-    "conj": conj, "is_complex": is_complex,
+    "conj": conj, "is_complex": is_complex, "zeta": zeta, "angle": angle,
 })
 # Tensor.real / Tensor.imag are properties, as in PyTorch
 Tensor.real = property(real)
@@ -206,5 +239,5 @@ __all__ = [
     "erfinv", "lgamma", "digamma", "polygamma", "logaddexp", "logaddexp2", "addcmul", "addcdiv",
     "quick_gelu", "square_relu", "gelu_with_approximate", "fast_gelu", "fused_fast_gelu_mul",
     "tanhshrink", "glu", "fused_glu", "prelu", "broadcast_shapes", "broadcast_tensors", "conj",
-    "real", "imag", "is_complex",
+    "real", "imag", "is_complex", "zeta", "angle", "complex", "polar",
 ]

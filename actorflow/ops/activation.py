@@ -143,16 +143,19 @@ def _sign_kernel(x, out, attrs):
 
 
 sign = unary("sign", _sign_kernel, float_only=False, grad=_zero_grad)
-square = unary("square", _ufunc(np.square), float_only=False,
-               grad=lambda ctx, g: F.mul(g, F.mul(ctx.inputs[0], 2)))
+square = unary("square", _ufunc(np.square), float_only=False, complex_ok=True,
+               grad=lambda ctx, g: F.mul(g, F.mul(F.conj(ctx.inputs[0]), 2)))
 floor = unary("floor", _ufunc(np.floor), float_only=False, grad=_zero_grad)
 ceil = unary("ceil", _ufunc(np.ceil), float_only=False, grad=_zero_grad)
 trunc = unary("trunc", _ufunc(np.trunc), float_only=False, grad=_zero_grad)
 round_op = unary("round", lambda x, out, attrs: np.round(x, attrs.get("decimals", 0), out=out),
               float_only=False, grad=_zero_grad)
-isnan = unary("isnan", _ufunc(np.isnan), float_only=False, out_dtype=dt.bool_)
-isinf = unary("isinf", _ufunc(np.isinf), float_only=False, out_dtype=dt.bool_)
-isfinite = unary("isfinite", _ufunc(np.isfinite), float_only=False, out_dtype=dt.bool_)
+isnan = unary("isnan", _ufunc(np.isnan), float_only=False, out_dtype=dt.bool_,
+              complex_ok=True)
+isinf = unary("isinf", _ufunc(np.isinf), float_only=False, out_dtype=dt.bool_,
+              complex_ok=True)
+isfinite = unary("isfinite", _ufunc(np.isfinite), float_only=False, out_dtype=dt.bool_,
+                 complex_ok=True)
 logical_not = unary("logical_not", _ufunc(np.logical_not), float_only=False, out_dtype=dt.bool_)
 bitwise_not = unary("bitwise_not", _ufunc(np.invert), float_only=False, elementwise=False)
 _integral_only(bitwise_not)
@@ -182,7 +185,8 @@ exp2 = unary("exp2", _quiet_ufunc(np.exp2), grad_uses_outputs=True,
              grad=lambda ctx, g: F.mul(g, F.mul(_y(ctx), _LN2)), amp="deny")
 expm1 = unary("expm1", _quiet_ufunc(np.expm1), grad_uses_outputs=True,
               grad=lambda ctx, g: F.mul(g, F.add(_y(ctx), 1)), amp="deny")
-log = unary("log", _quiet_ufunc(np.log), grad=lambda ctx, g: F.div(g, _x(ctx)), amp="deny")
+log = unary("log", _quiet_ufunc(np.log), grad=lambda ctx, g: F.div(g, F.conj(_x(ctx))),
+            amp="deny", complex_ok=True)
 log2 = unary("log2", _quiet_ufunc(np.log2),
              grad=lambda ctx, g: F.div(g, F.mul(_x(ctx), _LN2)), amp="deny")
 log10 = unary("log10", _quiet_ufunc(np.log10),

@@ -11,8 +11,10 @@ import numpy as np
 from actorflow.ops._common import (
     F,
 )
+from actorflow.framework import dtype as dt
 from actorflow.ops.int_scalars import is_int_scalar
 from actorflow.ops.elementwise import _needs, _quiet, binary
+from actorflow.ops.registry import Meta
 
 floor_divide, scalar_floor_divide = binary(
     "floor_divide", _quiet(np.floor_divide, int_divisor=True),
@@ -62,7 +64,8 @@ def _scalar_pow_grad(ctx, g, s, rev):
         return F.mul(g, F.mul(F.pow(s, x), log_s))
     if s == 0:
         return F.zeros_like(g)
-    return F.mul(g, F.mul(F.pow(x, s - 1), s))
+    d = F.mul(F.pow(x, s - 1), s)
+    return F.mul(g, F.conj(d) if d.dtype.is_complex else d)  # PyTorch's conjugate rule
 
 
 def _power(a, b, out, dtype, casting):
@@ -102,9 +105,15 @@ pow_op, scalar_pow = binary("pow", _quiet(_power), grad=_pow_grad, scalar_grad=_
 
 def _scalar_pow_infer(inputs, attrs, base=scalar_pow.infer_fn):
     # A negative integral exponent of an integer or bool tensor is an error (PyTorch's rule);
-    # a tensor exponent instead gives 1, +-1 or 0 per element (see _int_power).
+    # a tensor exponent instead gives 1, +-1 or 0 per element (see _int_power). A complex
+    # tensor to a real or complex number is supported (a complex base number is not).
     s = attrs["scalar"]
     x = inputs[0]
+    if not attrs.get("reverse") and (x.dtype.is_complex or isinstance(s, complex)):
+        d = dt.result_type([x.dtype], (), (s,))
+        if not d.is_complex:  # a complex exponent of a real tensor: complex result
+            d = dt.complex128 if x.dtype is dt.float64 else dt.complex64
+        return [Meta(x._shape, d)]
     if (not attrs.get("reverse") and is_int_scalar(s) and s < 0
             and not x.dtype.is_floating_point):
         raise ValueError(f"Integers to negative integer powers are not allowed ({x.dtype} "

@@ -225,3 +225,76 @@ def _part_op(name: str, part: str, grad):
 
 real = _part_op("real", "real", lambda ctx, g: F.cast(g, ctx.input_metas[0][1]))
 imag = _part_op("imag", "imag", lambda ctx, g: F.mul(F.cast(g, ctx.input_metas[0][1]), 1j))
+
+
+# ---- zeta (Hurwitz) -----------------------------------------------------------------------------
+
+# B_2j / (2j)! for the Euler-Maclaurin tail of the Hurwitz zeta function
+_B2J_OVER_FACT = tuple(b / math.factorial(2 * (k + 1)) for k, b in enumerate(_B2K))
+
+
+def _zeta_numpy(s: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Hurwitz zeta ``sum_k (q + k)^-s`` in float64 (Cephes' domain: s > 1; s = 1 is inf,
+    s < 1 nan; q a non-positive integer is inf, any other q <= 0 needs an integral s):
+    the first 12 terms summed, the rest by Euler-Maclaurin."""
+    s, q = np.broadcast_arrays(np.asarray(s, np.float64), np.asarray(q, np.float64))
+    n = 12
+    with np.errstate(all="ignore"):
+        acc = np.zeros(s.shape)
+        for k in range(n):
+            acc = acc + (q + k) ** -s
+        a = q + n
+        tail = a ** (1.0 - s) / (s - 1.0) + 0.5 * a ** -s
+        rising = s.copy()  # s (s+1) ... (s+2j-2)
+        power = a ** (-s - 1.0)
+        for j, c in enumerate(_B2J_OVER_FACT):
+            tail = tail + c * rising * power
+            rising = rising * (s + 2 * j + 1) * (s + 2 * j + 2)
+            power = power / (a * a)
+        out = acc + tail
+    out = np.where(s == 1.0, np.inf, out)
+    out = np.where(s < 1.0, np.nan, out)
+    q_int = q == np.floor(q)
+    out = np.where((q <= 0) & q_int & (s >= 1.0), np.inf, out)
+    out = np.where((q <= 0) & ~q_int & (s != np.floor(s)), np.nan, out)
+    return out
+
+
+def _zeta_array(s: np.ndarray, q: np.ndarray) -> np.ndarray:
+    fn = _scipy("zeta")
+    if fn is not None:
+        return fn(s, q)
+    return _zeta_numpy(s, q)
+
+
+def _zeta_ufunc(a, b, out, dtype, casting):
+    """``zeta(a, b)`` written into ``out``; half precision and integers compute in float32
+    (float64 for float64 outputs)."""
+    work = np.float64 if out.dtype == np.float64 else np.float32
+    with np.errstate(all="ignore"):
+        r = _zeta_array(np.asarray(a, work), np.asarray(b, work))
+        np.copyto(out, np.asarray(r, work), casting="unsafe")
+
+
+def _zeta_grad(ctx, g, x, q):
+    """d zeta(x, q) / dq = -x zeta(x + 1, q); the derivative in x has no closed form here and
+    is refused, as in PyTorch."""
+    if ctx.needs_input_grad[0]:
+        raise NotImplementedError("zeta: the derivative with respect to the first input (x) "
+                                  "is not implemented (as in PyTorch); detach it")
+    return None, (F.mul(g, F.neg(F.mul(x, F.zeta(F.add(x, 1.0), q))))
+                  if ctx.needs_input_grad[1] else None)
+
+
+def _scalar_zeta_grad(ctx, g, s, rev):
+    x = ctx.inputs[0]
+    if not rev:  # zeta(x, s): x is the exponent
+        raise NotImplementedError("zeta: the derivative with respect to the first input (x) "
+                                  "is not implemented (as in PyTorch); detach it")
+    return F.mul(g, F.mul(F.zeta(s + 1.0, x), -s))
+
+
+zeta, scalar_zeta = binary("zeta", _zeta_ufunc, kind="float", grad=_zeta_grad,
+                           scalar_grad=_scalar_zeta_grad, amp="deny")
+zeta.doc = ("zeta(x, q): the Hurwitz zeta function sum_k (q + k)^-x, elementwise, "
+            "broadcasting x and q.")

@@ -169,8 +169,8 @@ def _raw(header: dict, body: bytes = b"", n=None) -> bytes:
     (struct.pack("<Q", 5) + b"{nope", "not valid JSON"),
     (_raw({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}, b"\0" * 4),
      "out of range"),
-    (_raw({"a": {"dtype": "C64", "shape": [1], "data_offsets": [0, 8]}}, b"\0" * 8),
-     "unknown dtype 'C64'"),
+    (_raw({"a": {"dtype": "Q4", "shape": [1], "data_offsets": [0, 8]}}, b"\0" * 8),
+     "unknown dtype 'Q4'"),  # (C64 / C128 are complex64 / complex128 now)
     (_raw({"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}}, b"\0" * 8),
      "needs 12"),
     (_raw({"a": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 4]}}, b"\0" * 4),

@@ -88,12 +88,14 @@ class _ConvNd(Module):
                 widths += [self.padding[i], self.padding[i]]
         return tuple(widths)
 
-    def _conv_forward(self, input: Tensor, conv) -> Tensor:
+    def _conv_forward(self, input: Tensor, conv, weight: Tensor | None = None) -> Tensor:
+        """``conv`` of ``input`` with this module's settings and ``weight`` (default: its
+        own; QAT convolutions pass the fake-quantized one)."""
+        weight = self.weight if weight is None else weight
         if self.padding_mode != "zeros":
             padded = F.pad(input, self._pad_for_mode(), mode=self.padding_mode)
-            return conv(padded, self.weight, self.bias, self.stride, 0, self.dilation,
-                        self.groups)
-        return conv(input, self.weight, self.bias, self.stride, self.padding, self.dilation,
+            return conv(padded, weight, self.bias, self.stride, 0, self.dilation, self.groups)
+        return conv(input, weight, self.bias, self.stride, self.padding, self.dilation,
                     self.groups)
 
     def extra_repr(self) -> str:
