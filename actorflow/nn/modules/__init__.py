@@ -40,3 +40,4 @@ from actorflow.nn.modules.coin_flip import *  # noqa: F401,F403,E402
 from actorflow.nn.modules.margin_loss import *  # noqa: F401,F403,E402
 from actorflow.nn.modules.ctc import *  # noqa: F401,F403,E402
 from actorflow.nn.modules.rnn import *  # noqa: F401,F403,E402
+from actorflow.nn.modules.upsampling import *  # noqa: F401,F403,E402
