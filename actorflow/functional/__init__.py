@@ -40,3 +40,4 @@ from actorflow.functional.margin_loss import *  # noqa: F401,F403
 from actorflow.functional.ctc import *  # noqa: F401,F403
 from actorflow.functional.random_fill import *  # noqa: F401,F403
 from actorflow.functional.interpolate import *  # noqa: F401,F403
+from actorflow.functional.einsum import *  # noqa: F401,F403
