@@ -89,6 +89,12 @@ class QuickGELU(_Plain):
     _fn = staticmethod(F.quick_gelu)
 
 
+class SquareReLU(_Plain):
+    """``relu(x) ** 2`` (OneFlow's, as in the Primer transformer)."""
+
+    _fn = staticmethod(F.square_relu)
+
+
 class CELU(Module):
     """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
 
@@ -217,4 +223,4 @@ class Softmin(Module):
 
 __all__ = ["ReLU6", "SELU", "CELU", "Mish", "Hardtanh", "Hardsigmoid", "Hardswish",
            "Hardshrink", "Softshrink", "Softsign", "LogSigmoid", "Tanhshrink", "Threshold",
-           "PReLU", "GLU", "Softmin", "QuickGELU"]
+           "PReLU", "GLU", "Softmin", "QuickGELU", "SquareReLU"]
