@@ -123,3 +123,6 @@ __all__ += ["ctc_loss", "ctc_greedy_decoder", "combined_margin_loss"]
 from actorflow.functional.interpolate import interpolate, upsample  # noqa: E402,F401
 
 __all__ += ["interpolate", "upsample"]
+from actorflow.functional.deform_conv import deform_conv2d  # noqa: E402,F401
+
+__all__ += ["deform_conv2d"]
