@@ -99,13 +99,14 @@ def _adjoint(g: np.ndarray, axis: int, idx: np.ndarray, w, in_size: int) -> np.n
     its taps along ``axis`` (a dim of ``in_size`` positions)."""
     moved = np.moveaxis(g, axis, -1)
     lead, out = moved.shape[:-1], moved.shape[-1]
-    rows = moved.reshape(-1, out)
-    contrib = rows if w is None else (rows[:, :, None] * w[None]).reshape(rows.shape[0], -1)
-    flat = idx.reshape(-1)
-    order = np.argsort(flat, kind="stable")
-    positions, starts = np.unique(flat[order], return_index=True)
-    res = np.zeros((rows.shape[0], in_size), g.dtype)
-    if rows.shape[0]:
+    m = int(np.prod(lead))
+    res = np.zeros((m, in_size), g.dtype)
+    if m:
+        rows = moved.reshape(m, out)
+        contrib = rows if w is None else (rows[:, :, None] * w[None]).reshape(m, -1)
+        flat = idx.reshape(-1)
+        order = np.argsort(flat, kind="stable")
+        positions, starts = np.unique(flat[order], return_index=True)
         res[:, positions] = np.add.reduceat(contrib[:, order], starts, axis=1)
     return np.moveaxis(res.reshape(lead + (in_size,)), -1, axis)
 

@@ -80,6 +80,18 @@ def test_half_precision_and_integer_nearest():
         got.numpy(), torch.nn.functional.interpolate(torch.tensor(img), size=(7, 9)).numpy())
 
 
+def test_empty_batch_and_permuted_input():
+    x = flow.zeros(0, 2, 3, 3, requires_grad=True)
+    y = F.interpolate(x, scale_factor=2, mode="bicubic")
+    y.sum().backward()
+    assert y.shape == (0, 2, 6, 6) and x.grad.shape == (0, 2, 3, 3)
+    a = rng.standard_normal((3, 4, 5, 6)).astype(np.float32)
+    got = F.interpolate(flow.tensor(a).permute(1, 3, 0, 2), scale_factor=1.7, mode="bilinear")
+    want = torch.nn.functional.interpolate(torch.tensor(a).permute(1, 3, 0, 2),
+                                           scale_factor=1.7, mode="bilinear")
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+
+
 def test_upsample_modules_match_torch():
     a = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
     pairs = [(flow.nn.Upsample(scale_factor=2, mode="bicubic"),
