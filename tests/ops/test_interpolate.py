@@ -30,6 +30,10 @@ CASES = [
     ((1, 2, 7, 5), dict(scale_factor=0.5, mode="area")),
     ((1, 2, 4, 5), dict(scale_factor=1.3, mode="bilinear", recompute_scale_factor=True)),
     ((1, 2, 4, 5), dict(scale_factor=1.3, mode="nearest", recompute_scale_factor=True)),
+    # dims longer than the dense-matrix limit: the adjoint sums with add.reduceat
+    ((1, 2, 600), dict(scale_factor=1.5, mode="linear")),
+    ((1, 1, 2, 530), dict(size=(3, 700), mode="bicubic")),
+    ((1, 2, 600), dict(size=257, mode="nearest")),
 ]
 
 
@@ -45,7 +49,9 @@ def test_interpolate_matches_torch(shape, kw, dtype):
     g = rng.standard_normal(tuple(ty.shape)).astype(dtype)
     (y * flow.tensor(g)).sum().backward()
     (ty * torch.tensor(g)).sum().backward()
-    tol = 1e-5 if dtype == np.float32 else 1e-12
+    # float32 source positions near 600 are exact to ~3e-5 (PyTorch may round them
+    # differently, e.g. with a fused multiply-add), hence the float32 tolerance
+    tol = 1e-4 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=tol, atol=tol)
     np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=tol, atol=tol)
 
