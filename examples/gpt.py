@@ -201,9 +201,7 @@ class GPT(nn.Module):
             ctx = idx[:, -self.block_size:]
             logits = self(ctx)[:, -1, :] / temperature
             probs = F.softmax(logits, dim=-1)
-            u = flow.rand(idx.shape[0], 1, dtype=probs.dtype)
-            nxt = (flow.cumsum(probs, dim=-1) < u).sum(dim=-1, keepdim=True)
-            nxt = flow.clamp(nxt, max=probs.shape[-1] - 1)
+            nxt = flow.multinomial(probs, 1)
             idx = flow.cat([idx, nxt.to(idx.dtype)], dim=1)
         return idx
 

@@ -41,3 +41,9 @@ from actorflow.functional.decode import *  # noqa: F401,F403
 from actorflow.functional.margin_loss import *  # noqa: F401,F403
 from actorflow.functional.ctc import *  # noqa: F401,F403
 from actorflow.functional.random_fill import *  # noqa: F401,F403
+from actorflow.functional.interpolate import *  # noqa: F401,F403
+from actorflow.functional.einsum import *  # noqa: F401,F403
+from actorflow.functional.pointwise_extra import *  # noqa: F401,F403
+from actorflow.functional.sampling import *  # noqa: F401,F403
+from actorflow.functional.index_extra import *  # noqa: F401,F403
+from actorflow.functional.deform_conv import *  # noqa: F401,F403

@@ -118,3 +118,11 @@ from actorflow.functional.decode import ctc_greedy_decoder  # noqa: E402,F401
 from actorflow.functional.margin_loss import combined_margin_loss  # noqa: E402,F401
 
 __all__ += ["ctc_loss", "ctc_greedy_decoder", "combined_margin_loss"]
+
+# ---- resampling -------------------------------------------------------------------------------
+from actorflow.functional.interpolate import interpolate, upsample  # noqa: E402,F401
+
+__all__ += ["interpolate", "upsample"]
+from actorflow.functional.deform_conv import deform_conv2d  # noqa: E402,F401
+
+__all__ += ["deform_conv2d"]

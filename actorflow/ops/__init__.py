@@ -19,3 +19,6 @@ from actorflow.ops import transfer  # noqa: F401,E402  (send/recv between ranks 
 from actorflow.ops import quantization  # noqa: F401,E402  (observers, (fake) quantization)
 from actorflow.ops import decode  # noqa: F401,E402  (nms, ctc_greedy_decoder)
 from actorflow.ops import ctc  # noqa: F401,E402  (ctc_loss)
+from actorflow.ops import upsample  # noqa: F401,E402  (interpolate: nearest, linear, cubic)
+from actorflow.ops import pointwise_extra  # noqa: F401,E402  (lerp, frac)
+from actorflow.ops import multinomial, index_extra  # noqa: F401,E402  (multinomial, scatter_nd)

@@ -5,7 +5,7 @@ from actorflow.nn.modules.activation import (  # noqa: F401
 )
 from actorflow.nn.modules.activation import (  # noqa: F401
     CELU, GLU, SELU, Hardshrink, Hardsigmoid, Hardswish, Hardtanh, LogSigmoid, Mish, PReLU,
-    QuickGELU, ReLU6, Softmin, Softshrink, Softsign, Tanhshrink, Threshold,
+    QuickGELU, ReLU6, Softmin, Softshrink, Softsign, SquareReLU, Tanhshrink, Threshold,
 )
 from actorflow.nn.modules.container import (  # noqa: F401
     ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential,
@@ -44,3 +44,4 @@ from actorflow.nn.modules.coin_flip import *  # noqa: F401,F403,E402
 from actorflow.nn.modules.margin_loss import *  # noqa: F401,F403,E402
 from actorflow.nn.modules.ctc import *  # noqa: F401,F403,E402
 from actorflow.nn.modules.rnn import *  # noqa: F401,F403,E402
+from actorflow.nn.modules.upsampling import *  # noqa: F401,F403,E402

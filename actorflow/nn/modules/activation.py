@@ -260,6 +260,12 @@ class QuickGELU(_Plain):
     _fn = staticmethod(F.quick_gelu)
 
 
+class SquareReLU(_Plain):
+    """``relu(x) ** 2`` (OneFlow's, as in the Primer transformer)."""
+
+    _fn = staticmethod(F.square_relu)
+
+
 class CELU(Module):
     """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
 
