@@ -1,6 +1,7 @@
 """``actorflow.nn.utils``: helpers for training modules."""
 from actorflow.nn.utils.clip_grad import clip_grad_norm_, clip_grad_value_
 from actorflow.nn.utils import prune
+from actorflow.nn.utils import rnn
 from actorflow.nn.utils.skip_init import skip_init
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_", "skip_init", "prune"]
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "skip_init", "prune", "rnn"]
