@@ -63,6 +63,7 @@ def numel(x: Tensor) -> _builtins.int:
 def manual_seed_all(seed_value) -> None:
     manual_seed(seed_value)
 from actorflow import utils  # noqa: F401,E402
+from actorflow import distributions  # noqa: F401,E402
 from actorflow.serialization import load, save  # noqa: F401,E402
 from actorflow import optim  # noqa: F401,E402
 from actorflow import profiler  # noqa: F401,E402

@@ -30,7 +30,8 @@ LAYERS = [
     ["linalg", "fft", "serialization_torch", "passes"],  # passes emit functional ops
     ["optim"],
     ["nn"],                      # includes nn.graph, which drives passes, compiler, runtime
-    ["utils", "serialization", "asyncs", "sysconfig", "comm", "env", "jit", "_utils"],
+    ["utils", "serialization", "asyncs", "sysconfig", "comm", "env", "jit", "_utils",
+     "distributions"],
     ["oneflow_compat", "__init__"],
 ]
 LEVEL = {unit: i for i, units in enumerate(LAYERS) for unit in units}
