@@ -26,6 +26,8 @@ from actorflow import autograd  # noqa: F401
 from actorflow import vm  # noqa: F401
 from actorflow import asyncs  # noqa: F401
 from actorflow.vm import synchronize  # noqa: F401
+from actorflow.vm.threads import get_num_threads, set_num_threads  # noqa: F401
+from actorflow.tensor_str import set_printoptions  # noqa: F401
 from actorflow import nn  # noqa: F401
 from actorflow import comm, distributed, env  # noqa: F401
 from actorflow import oneflow_compat as _oneflow_compat  # noqa: F401  (oneflow.framework.X)
