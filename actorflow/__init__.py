@@ -26,6 +26,8 @@ from actorflow import autograd  # noqa: F401
 from actorflow import vm  # noqa: F401
 from actorflow import asyncs  # noqa: F401
 from actorflow.vm import synchronize  # noqa: F401
+from actorflow.vm.threads import get_num_threads, set_num_threads  # noqa: F401
+from actorflow.tensor_str import set_printoptions  # noqa: F401
 from actorflow import nn  # noqa: F401
 from actorflow import comm, distributed, env  # noqa: F401
 from actorflow import oneflow_compat as _oneflow_compat  # noqa: F401  (oneflow.framework.X)
@@ -63,6 +65,7 @@ def numel(x: Tensor) -> _builtins.int:
 def manual_seed_all(seed_value) -> None:
     manual_seed(seed_value)
 from actorflow import utils  # noqa: F401,E402
+from actorflow import distributions  # noqa: F401,E402
 from actorflow.serialization import load, save  # noqa: F401,E402
 from actorflow import optim  # noqa: F401,E402
 from actorflow import profiler  # noqa: F401,E402

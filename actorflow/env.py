@@ -22,5 +22,20 @@ def all_device_placement(device_type: str = "cpu"):
     return placement.all(device_type)
 
 
-__all__ = ["all_device_placement", "get_rank", "get_world_size", "get_local_rank",
+def init_rdma() -> None:
+    """Turn on OneFlow's own RDMA transport: actorflow has none, so this raises
+    RuntimeError. Ranks exchange data over MPI, whose library uses RDMA by itself where its
+    build and the network support it (nothing to turn on here)."""
+    raise RuntimeError("env.init_rdma: actorflow has no RDMA transport of its own; ranks "
+                       "communicate over MPI, which uses RDMA itself where the MPI build and "
+                       "the network support it")
+
+
+def rdma_is_initialized() -> bool:
+    """Whether ``init_rdma`` turned RDMA on: never (see ``init_rdma``)."""
+    return False
+
+
+__all__ = ["init_rdma", "rdma_is_initialized", "all_device_placement", "get_rank",
+           "get_world_size", "get_local_rank",
            "get_node_size", "is_multi_client"]

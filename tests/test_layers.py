@@ -28,12 +28,12 @@ LAYERS = [
     ["runtime"],                 # actors running a Plan
     ["dispatch"],                # interpreters: eager-local, lazy
     ["functional"],
-    ["linalg", "fft", "special", "serialization_torch", "comm"],  # namespaces over functional; flow.comm
+    ["linalg", "fft", "special", "serialization_torch", "comm"],  # over functional
     ["optim"],                   # optimizers, lr schedulers, gradient clipping
     ["passes"],                  # Job -> Job; the optimizer pass emits optim's update ops
     ["nn"],                      # includes nn.graph, which drives passes, compiler, runtime
     ["utils", "serialization", "asyncs", "sysconfig", "env", "jit", "_utils", "oneflow_compat",
-     "distributed"],             # flow.distributed: the process facts, plan checks, launcher
+     "distributions", "distributed"],             # flow.distributed: the process facts, plan checks, launcher
     ["__init__"],
 ]
 LEVEL = {unit: i for i, units in enumerate(LAYERS) for unit in units}

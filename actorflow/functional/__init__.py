@@ -26,6 +26,7 @@ from actorflow.functional.distance import *  # noqa: F401,F403
 from actorflow.functional.index_nd import *  # noqa: F401,F403
 from actorflow.functional.views import *  # noqa: F401,F403
 from actorflow.functional.tensor_api import *  # noqa: F401,F403
+from actorflow.functional import tensor_memory  # noqa: F401,E402  (pin_memory, offload, ...)
 from actorflow.functional.fold import *  # noqa: F401,F403
 from actorflow.functional.layers import *  # noqa: F401,F403
 from actorflow.functional.pool_adaptive import *  # noqa: F401,F403

@@ -79,6 +79,32 @@ def to_local(x: Tensor, *, copy: bool = False) -> Tensor:
     return clone(out) if copy else out
 
 
+def local_to_global(x: Tensor, placement=None, sbp=None, *, check_meta: bool = True,
+                    copy: bool = False) -> Tensor:
+    """OneFlow's ``Tensor.local_to_global``: ``to_global`` of a local tensor (placement and
+    sbp both required); a global ``x`` raises."""
+    if not isinstance(x, Tensor) or x.is_global or lazy_global.is_lazy_global(x):
+        raise RuntimeError("local_to_global: input must be a local tensor")
+    if placement is None or sbp is None:
+        raise ValueError("local_to_global: converting a local tensor to a global tensor needs "
+                         "both placement and sbp")
+    return to_global(x, placement, sbp, check_meta=check_meta, copy=copy)
+
+
+def global_to_global(x: Tensor, placement=None, sbp=None, *, grad_sbp=None,
+                     check_meta: bool = False, copy: bool = False) -> Tensor:
+    """OneFlow's ``Tensor.global_to_global``: ``to_global`` of a global tensor (None keeps
+    its placement or sbp); a local ``x`` raises."""
+    if not isinstance(x, Tensor) or not (x.is_global or lazy_global.is_lazy_global(x)):
+        raise RuntimeError("global_to_global: input must be a global tensor")
+    return to_global(x, placement, sbp, grad_sbp=grad_sbp, check_meta=check_meta, copy=copy)
+
+
+def _to_consistent(self, *args, **kwargs):
+    """Removed from OneFlow (its old name for ``to_global``): raises, as OneFlow does."""
+    raise RuntimeError(".to_consistent has been removed, please use .to_global instead")
+
+
 def _placement(self):
     """The placement of a global tensor (None for a local one)."""
     return self._h.placement if self.is_global else None
@@ -94,6 +120,8 @@ def _is_local(self) -> bool:
 
 
 register_tensor_methods({"to_global": to_global, "to_local": to_local,
+                         "local_to_global": local_to_global,
+                         "global_to_global": global_to_global, "to_consistent": _to_consistent,
                          "placement": property(_placement), "sbp": property(_sbp),
                          "is_local": property(_is_local)})
 

@@ -157,6 +157,14 @@ class Module:
         hooks[handle.id] = hook
         return handle
 
+    def register_state_dict_pre_hook(self, hook: Callable) -> RemovableHandle:
+        """``hook(module, prefix, keep_vars)`` runs before this module's ``state_dict`` entries
+        are collected (PyTorch's API); returns a handle whose ``remove()`` unregisters it."""
+        hooks = self.__dict__.setdefault("_state_dict_pre_hooks", OrderedDict())
+        handle = RemovableHandle(hooks, set())
+        hooks[handle.id] = hook
+        return handle
+
     # -- attribute bookkeeping -------------------------------------------------------------------
     def __getattr__(self, name: str) -> Any:
         d = self.__dict__
@@ -358,6 +366,8 @@ class Module:
         OneFlow (``keep_vars`` is accepted for PyTorch code and changes nothing)."""
         if destination is None:
             destination = OrderedDict()
+        for hook in self.__dict__.get("_state_dict_pre_hooks", {}).values():
+            hook(self, prefix, keep_vars)
         self._save_to_state_dict(destination, prefix, keep_vars)
         for name, child in self._modules.items():
             if child is not None:

@@ -572,3 +572,9 @@ __all__ = ["LRScheduler", "StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnea
            "CosineDecayLR", "CosineAnnealingWarmRestarts", "PolynomialLR", "LinearLR",
            "ConstantLR", "LambdaLR", "MultiplicativeLR", "SequentialLR", "ChainedScheduler",
            "WarmupLR", "WarmUpLR", "ReduceLROnPlateau"]
+
+
+# last: they subclass LRScheduler
+from actorflow.optim.lr_cyclic import CyclicLR, OneCycleLR  # noqa: E402
+
+__all__ += ["CyclicLR", "OneCycleLR"]

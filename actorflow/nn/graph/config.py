@@ -8,6 +8,12 @@ from actorflow.passes import PASSES
 PASS_NAMES = tuple(name for name, _, _ in PASSES)
 
 
+def _no_auto_parallel(name: str):
+    raise NotImplementedError(f"GraphConfig.{name}: auto-parallel (the automatic SBP search) is "
+                              f"not implemented in actorflow; set the sbp of parameters and "
+                              f"inputs (to_global) instead")
+
+
 class GraphConfig:
     """Configuration of one ``nn.Graph`` (set it in ``__init__``, before the first call)."""
 
@@ -73,6 +79,66 @@ class GraphConfig:
     def allow_fuse_add_to_output(self, mode: bool = True) -> None:
         """Fold an add into the op producing one of its operands (the op writes x + y)."""
         self.fuse_add_to_output = bool(mode)
+
+    # -- switches with nothing to act on here (recorded in ``cpu_noop_switches``) -----------
+    def _record(self, name: str, value) -> None:
+        self.__dict__.setdefault("cpu_noop_switches", {})[name] = value
+
+    def allow_fuse_cast_scale(self, mode: bool = True) -> None:
+        """OneFlow fuses a cast followed by a scale into one CUDA kernel. Accepted and recorded
+        only: there is no separate cast-scale fusion here (the elementwise fusion pass,
+        ``disable_pass("fuse_elementwise")``, decides what fuses on the CPU); it changes
+        nothing."""
+        self._record("allow_fuse_cast_scale", bool(mode))
+
+    def enable_cudnn_conv_heuristic_search_algo(self, mode: bool = True) -> None:
+        """Chooses how cuDNN picks convolution algorithms: there is no cuDNN on the CPU, so
+        nothing to tune. Accepted and recorded only."""
+        self._record("enable_cudnn_conv_heuristic_search_algo", bool(mode))
+
+    def enable_straighten_algorithm(self, mode="MemoryFirst") -> None:
+        """OneFlow reorders the tasks of a Plan within a stream ("straightening") to save memory
+        or overlap CUDA streams. Accepted and recorded only: the compiler here always orders
+        tasks by their data dependencies, one actor thread per stream, and has no other
+        order to choose."""
+        self._record("enable_straighten_algorithm", mode)
+
+    def enable_compress_memory(self, mode: bool = True) -> None:
+        """OneFlow then searches harder for a smaller memory plan. Accepted and recorded only:
+        the memory plan here always shares register blocks between registers whose lifetimes
+        cannot overlap (best fit, ``compiler/memory.py``) and has no second algorithm."""
+        self._record("enable_compress_memory", bool(mode))
+
+    # -- auto-parallel: not implemented ----------------------------------------------------
+    def enable_auto_parallel(self, mode: bool = True) -> None:
+        """OneFlow's automatic SBP search. Not implemented: ``mode=True`` raises
+        NotImplementedError (give parameters and inputs their sbp); False is accepted."""
+        if mode:
+            _no_auto_parallel("enable_auto_parallel")
+
+    def enable_auto_parallel_ignore_user_sbp_config(self, mode: bool = True) -> None:
+        """Auto-parallel setting: raises NotImplementedError (no auto-parallel)."""
+        _no_auto_parallel("enable_auto_parallel_ignore_user_sbp_config")
+
+    def set_auto_parallel_computation_cost_ratio(self, ratio: float) -> None:
+        """Auto-parallel setting: raises NotImplementedError (no auto-parallel)."""
+        _no_auto_parallel("set_auto_parallel_computation_cost_ratio")
+
+    def set_auto_parallel_wait_time(self, cost: float) -> None:
+        """Auto-parallel setting: raises NotImplementedError (no auto-parallel)."""
+        _no_auto_parallel("set_auto_parallel_wait_time")
+
+    def enable_auto_parallel_trunk_algo(self, mode: bool = True) -> None:
+        """Auto-parallel setting: raises NotImplementedError (no auto-parallel)."""
+        _no_auto_parallel("enable_auto_parallel_trunk_algo")
+
+    def enable_auto_parallel_sbp_collector(self, mode: bool = True) -> None:
+        """Auto-parallel setting: raises NotImplementedError (no auto-parallel)."""
+        _no_auto_parallel("enable_auto_parallel_sbp_collector")
+
+    def enable_auto_memory(self, mode="AdaptiveMemory") -> None:
+        """Auto-parallel's memory-aware search: raises NotImplementedError (no auto-parallel)."""
+        _no_auto_parallel("enable_auto_memory")
 
     def set_outputs_buffer_size(self, value: int = 2) -> None:
         """How many calls' outputs may be in flight (the output registers of the runtime)."""

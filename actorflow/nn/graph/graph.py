@@ -140,6 +140,27 @@ class Graph:
         else:
             object.__delattr__(self, name)
 
+    def set_grad_scaler(self, grad_scaler) -> None:
+        """The dynamic loss scale of this float16 AMP graph (``passes/optimizer.py``): a
+        ``GradScalerState``, or an object with OneFlow GradScaler's fields (``_init_scale``,
+        ``_growth_factor``, ``_backoff_factor``, ``_growth_interval``). Call it in
+        ``__init__`` after ``config.enable_amp(True)`` (float16), before the first call."""
+        from actorflow.passes.optimizer import GradScalerState, uses_grad_scaler
+
+        if self._cache:
+            raise RuntimeError(f"nn.Graph {self._name}: set_grad_scaler must be called before "
+                               f"the first call of the graph")
+        if not uses_grad_scaler(self.config):
+            raise RuntimeError(f"nn.Graph {self._name}: set_grad_scaler: loss scaling runs "
+                               f"with float16 AMP; call config.enable_amp(True) first")
+        if not isinstance(grad_scaler, GradScalerState):
+            fields = ("_init_scale", "_growth_factor", "_backoff_factor", "_growth_interval")
+            if not all(hasattr(grad_scaler, f) for f in fields):
+                raise TypeError(f"set_grad_scaler: expected a GradScaler, got "
+                                f"{type(grad_scaler).__name__}")
+            grad_scaler = GradScalerState(*(getattr(grad_scaler, f) for f in fields))
+        self.__dict__["_grad_scaler"] = grad_scaler
+
     def add_optimizer(self, optim, *, lr_sch=None, is_sparse: bool = False) -> None:
         """Train with ``optim`` (its update ops join the Job) and step ``lr_sch`` once per
         call. Call it in ``__init__``, before the first call."""

@@ -5,7 +5,8 @@ They are compositions of existing functional ops (``linear``, ``sigmoid``, ``tan
 multiplies the whole input sequence by ``weight_ih`` once, then steps through time with
 ``weight_hh``. Parameter names, gate order (LSTM: i, f, g, o; GRU: r, z, n), shapes and
 initialisation (uniform in +-1/sqrt(hidden_size)) are PyTorch's and OneFlow's, so their
-state dicts load unchanged. PackedSequence inputs are not supported.
+state dicts load unchanged. A PackedSequence input (``nn.utils.rnn``) runs each time step on
+the sequences still running at that step and returns a PackedSequence.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from actorflow.nn import functional as F
 from actorflow.nn import init
 from actorflow.nn.module import Module
 from actorflow.nn.parameter import Parameter
+from actorflow.nn.utils.rnn import PackedSequence
 from actorflow.tensor import Tensor
 
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
@@ -142,9 +144,11 @@ class RNNBase(Module):
         """``(output, h_n)`` for RNN and GRU, ``(output, (h_n, c_n))`` for LSTM. ``input`` is
         (L, N, H_in), (N, L, H_in) with ``batch_first``, or unbatched (L, H_in)."""
         name = type(self).__name__
+        if isinstance(input, PackedSequence):
+            return self._forward_packed(input, hx)
         if not isinstance(input, Tensor):
-            raise TypeError(f"{name}: expected a tensor input (PackedSequence is not "
-                            f"supported), got {type(input).__name__}")
+            raise TypeError(f"{name}: expected a tensor or a PackedSequence input, got "
+                            f"{type(input).__name__}")
         if input.dim() not in (2, 3) or input.shape[-1] != self.input_size:
             raise ValueError(f"{name}: expected input of shape (L, N, {self.input_size}) or "
                              f"(L, {self.input_size}), got {tuple(input.shape)}")
@@ -153,14 +157,7 @@ class RNNBase(Module):
         if batched and self.batch_first:
             x = x.transpose(0, 1)
         batch = x.shape[1] if batched else None
-        out_size = self.proj_size or self.hidden_size
-        if self.mode == "LSTM":
-            h0, c0 = (None, None) if hx is None else hx
-            h0 = self._hidden(h0, batch, x, out_size, "h_0")
-            c0 = self._hidden(c0, batch, x, self.hidden_size, "c_0")
-        else:
-            h0 = self._hidden(hx, batch, x, out_size, "h_0")
-            c0 = None
+        h0, c0 = self._initial_states(hx, batch, x)
         dirs = 2 if self.bidirectional else 1
         h_n, c_n = [], []
         for layer in range(self.num_layers):
@@ -186,25 +183,119 @@ class RNNBase(Module):
         c_n = flow_f.stack(c_n, 0)
         return output, (h_n, c_n if batched else c_n.squeeze(1))
 
-    def _run_direction(self, x: Tensor, k: int, reverse: bool, h: Tensor, c: Tensor | None):
-        """Run one layer-direction (weights ``self._all_weights[k]``) over the sequence
-        ``x`` (L, N, H); returns (outputs (L, N, H_out), last h, last c)."""
+    def _initial_states(self, hx, batch: int | None, x: Tensor):
+        """``(h0, c0)`` checked against the batch (``c0`` None unless LSTM)."""
+        out_size = self.proj_size or self.hidden_size
+        if self.mode != "LSTM":
+            return self._hidden(hx, batch, x, out_size, "h_0"), None
+        h0, c0 = (None, None) if hx is None else hx
+        return (self._hidden(h0, batch, x, out_size, "h_0"),
+                self._hidden(c0, batch, x, self.hidden_size, "c_0"))
+
+    def _weights(self, k: int):
+        """``(w_ih, b_ih, step)`` of layer-direction ``k``: ``step(x_proj, h, c)`` returns the
+        next ``(h, c)``."""
         ws = [getattr(self, n) for n in self._all_weights[k]]
         w_ih, w_hh = ws[0], ws[1]
         b_ih, b_hh = (ws[2], ws[3]) if self.bias else (None, None)
         w_hr = ws[-1] if self.proj_size else None
+        mode = self.mode
+
+        def step(xp, h, c):
+            if mode == "LSTM":
+                return _lstm_step(xp, h, c, w_hh, b_hh, w_hr)
+            if mode == "GRU":
+                return _gru_step(xp, h, w_hh, b_hh), None
+            return _rnn_step(mode, xp, h, w_hh, b_hh), None
+        return w_ih, b_ih, step
+
+    def _run_direction(self, x: Tensor, k: int, reverse: bool, h: Tensor, c: Tensor | None):
+        """Run one layer-direction (weights ``self._all_weights[k]``) over the sequence
+        ``x`` (L, N, H); returns (outputs (L, N, H_out), last h, last c)."""
+        w_ih, b_ih, step = self._weights(k)
         x_proj = F.linear(x, w_ih, b_ih)  # every time step at once
         steps = range(x.shape[0] - 1, -1, -1) if reverse else range(x.shape[0])
         outs = [None] * x.shape[0]
         for t in steps:
-            if self.mode == "LSTM":
-                h, c = _lstm_step(x_proj[t], h, c, w_hh, b_hh, w_hr)
-            elif self.mode == "GRU":
-                h = _gru_step(x_proj[t], h, w_hh, b_hh)
-            else:
-                h = _rnn_step(self.mode, x_proj[t], h, w_hh, b_hh)
+            h, c = step(x_proj[t], h, c)
             outs[t] = h
         return flow_f.stack(outs, 0), h, c
+
+    def _forward_packed(self, seq: PackedSequence, hx):
+        """The forward pass over a PackedSequence: ``(PackedSequence, h_n)`` (LSTM:
+        ``(PackedSequence, (h_n, c_n))``); ``hx`` and the final states are in the caller's
+        batch order."""
+        data, batch_sizes, sorted_idx, unsorted_idx = seq
+        if data.dim() != 2 or data.shape[-1] != self.input_size:
+            raise ValueError(f"{type(self).__name__}: expected packed data of shape (N, "
+                             f"{self.input_size}), got {tuple(data.shape)}")
+        sizes = [int(b) for b in batch_sizes.numpy()]
+
+        def order(states, idx):
+            return states if idx is None else flow_f.index_select(states, 1, idx)
+        if hx is not None and sorted_idx is not None:
+            hx = (tuple(order(s, sorted_idx) for s in hx) if self.mode == "LSTM"
+                  else order(hx, sorted_idx))
+        h0, c0 = self._initial_states(hx, sizes[0], data)
+        dirs = 2 if self.bidirectional else 1
+        x, h_n, c_n = data, [], []
+        for layer in range(self.num_layers):
+            outs = []
+            for d in range(dirs):
+                k = layer * dirs + d
+                out, h, c = self._run_packed(x, sizes, k, d == 1, h0[k],
+                                             None if c0 is None else c0[k])
+                outs.append(out)
+                h_n.append(h)
+                c_n.append(c)
+            x = outs[0] if dirs == 1 else flow_f.cat(outs, -1)
+            if self.dropout and self.training and layer < self.num_layers - 1:
+                x = F.dropout(x, self.dropout, True)
+        output = PackedSequence(x, batch_sizes, sorted_idx, unsorted_idx)
+        h_n = order(flow_f.stack(h_n, 0), unsorted_idx)
+        if self.mode != "LSTM":
+            return output, h_n
+        return output, (h_n, order(flow_f.stack(c_n, 0), unsorted_idx))
+
+    def _run_packed(self, x: Tensor, sizes: list, k: int, reverse: bool, h: Tensor,
+                    c: Tensor | None):
+        """One layer-direction over packed rows ``x``; step ``t`` runs the first ``sizes[t]``
+        sequences. Returns (packed outputs, final h, final c), final states for all B."""
+        w_ih, b_ih, step = self._weights(k)
+        x_proj = F.linear(x, w_ih, b_ih)
+        starts = [0]
+        for n in sizes:
+            starts.append(starts[-1] + n)
+        outs = [None] * len(sizes)
+        if not reverse:  # sequences drop out as they end; keep their last states
+            done_h, done_c = [], []
+            for t, n in enumerate(sizes):
+                if n < h.shape[0]:
+                    done_h.append(h[n:])
+                    h = h[:n]
+                    if c is not None:
+                        done_c.append(c[n:])
+                        c = c[:n]
+                h, c = step(x_proj[starts[t]:starts[t + 1]], h, c)
+                outs[t] = h
+            h = flow_f.cat([h] + done_h[::-1], 0) if done_h else h
+            if c is not None and done_c:
+                c = flow_f.cat([c] + done_c[::-1], 0)
+        else:  # sequences join, with their initial states, as the step reaches their end
+            h_init, c_init = h, c
+            live = sizes[-1]
+            h = h_init[:live]
+            c = None if c is None else c_init[:live]
+            for t in range(len(sizes) - 1, -1, -1):
+                n = sizes[t]
+                if n > live:
+                    h = flow_f.cat([h, h_init[live:n]], 0)
+                    if c is not None:
+                        c = flow_f.cat([c, c_init[live:n]], 0)
+                    live = n
+                h, c = step(x_proj[starts[t]:starts[t + 1]], h, c)
+                outs[t] = h
+        return flow_f.cat(outs, 0), h, c
 
 
 class RNN(RNNBase):
