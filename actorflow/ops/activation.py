@@ -138,6 +138,10 @@ abs_op = unary("abs", _ufunc(np.abs), float_only=False,
 def _sign_kernel(x, out, attrs):
     if x.dtype == np.bool_:  # NumPy has no bool loop; the sign of a bool is itself (PyTorch)
         np.copyto(out, x, casting="unsafe")
+    elif x.dtype.kind == "f" or x.dtype == ml_dtypes.bfloat16:
+        # PyTorch's (x > 0) - (x < 0): 0 for NaN (NumPy keeps NaN) and +0 for -0
+        np.copyto(out, np.greater(x, 0), casting="unsafe")
+        out -= np.less(x, 0)
     else:
         np.sign(x, out=out, dtype=out.dtype, casting="unsafe")
 
