@@ -134,7 +134,7 @@ def all_reduce(tensor: Tensor) -> None:
                     sl = watchdog.slot()
                     sl.enter("comm.all_reduce", _describe, tensor)
                     try:
-                        agree.check(d.comm, "comm.all_reduce", (a.shape, a.dtype.name))
+                        agree.check(d.comm, "comm.all_reduce", (a.shape, a.dtype))
                         d.comm.Allreduce(d.in_place, a, op=op)
                     except Exception as e:
                         sl.leave()
@@ -200,7 +200,7 @@ def _all_reduce(tensor: Tensor, small: bool) -> None:
 
     def fn():
         a = unsynced_array(tensor)
-        agree.check(_comm(), "comm.all_reduce", (a.shape, a.dtype.name))
+        agree.check(_comm(), "comm.all_reduce", (a.shape, a.dtype))
         if a.flags.c_contiguous and a.flags.writeable and _direct_sum(a):
             _comm().Allreduce(_in_place(), a, op=_sum_op(a))
             return
@@ -236,7 +236,7 @@ def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor) -> None:
         if _comm() is None:
             out.reshape(-1)[...] = src.reshape(-1)
             return
-        agree.check(_comm(), "comm.all_gather", (src.shape, src.dtype.name))
+        agree.check(_comm(), "comm.all_gather", (src.shape, src.dtype))
         buf = np.empty((n,) + src.shape, src.dtype)
         _comm().Allgather(_wire(src), _wire(buf))
         out.reshape(-1)[...] = buf.reshape(-1)
@@ -268,7 +268,7 @@ def broadcast(tensor: Tensor, src: int) -> None:
 
     def fn():
         a = unsynced_array(tensor)
-        agree.check(_comm(), "comm.broadcast", (a.shape, a.dtype.name, "src", src))
+        agree.check(_comm(), "comm.broadcast", (a.shape, a.dtype, "src", src))
         buf = _wire(a)
         _comm().Bcast(buf, root=src)
         if buf.base is not a and buf is not a:
@@ -287,7 +287,7 @@ def reduce(tensor: Tensor, dst: int) -> None:
 
     def fn():
         a = unsynced_array(tensor)
-        agree.check(_comm(), "comm.reduce", (a.shape, a.dtype.name, "dst", dst))
+        agree.check(_comm(), "comm.reduce", (a.shape, a.dtype, "dst", dst))
         buf = _for_sum(a)
         if world().rank == dst:
             _comm().Reduce(_in_place(), buf, op=_sum_op(buf), root=dst)
@@ -308,7 +308,7 @@ def reduce_scatter_tensor(output_tensor: Tensor, input_tensor: Tensor) -> None:
         if _comm() is None:
             out.reshape(-1)[...] = src.reshape(-1)
             return
-        agree.check(_comm(), "comm.reduce_scatter", (src.shape, src.dtype.name))
+        agree.check(_comm(), "comm.reduce_scatter", (src.shape, src.dtype))
         send = _for_sum(src)
         recv = np.empty(out.shape, send.dtype)
         _comm().Reduce_scatter_block(send, recv, op=_sum_op(send))
@@ -352,7 +352,7 @@ def all_to_all(output_tensor_list: list, input_tensor_list: list) -> None:
         if _comm() is None:
             recv[...] = send
         else:
-            agree.check(_comm(), "comm.all_to_all", (send.shape[1:], send.dtype.name))
+            agree.check(_comm(), "comm.all_to_all", (send.shape[1:], send.dtype))
             _comm().Alltoall(_wire(send), _wire(recv))
         for t, piece in zip(output_tensor_list, recv):
             unsynced_array(t)[...] = piece
@@ -382,7 +382,7 @@ def scatter(tensor: Tensor, scatter_list: list | None = None, src: int = 0) -> N
         if _comm() is None:
             out[...] = send[0]
             return
-        agree.check(_comm(), "comm.scatter", (out.shape, out.dtype.name, "src", src))
+        agree.check(_comm(), "comm.scatter", (out.shape, out.dtype, "src", src))
         recv = np.empty(out.shape, out.dtype)
         _comm().Scatter(_wire(send) if send is not None else None, _wire(recv), root=src)
         out[...] = recv
@@ -408,7 +408,7 @@ def gather(tensor: Tensor, gather_list: list | None = None, dst: int = 0) -> Non
         if _comm() is None:
             recv[0] = src
         else:
-            agree.check(_comm(), "comm.gather", (src.shape, src.dtype.name, "dst", dst))
+            agree.check(_comm(), "comm.gather", (src.shape, src.dtype, "dst", dst))
             _comm().Gather(_wire(src), _wire(recv) if recv is not None else None, root=dst)
         if recv is not None:
             for t, piece in zip(gather_list, recv):

@@ -57,7 +57,12 @@ def check(comm, op: str, fields: tuple) -> None:
     every = cc.allgather(fields)
     groups: dict = {}
     for r, f in enumerate(every):
-        groups.setdefault(repr(f), []).append(r)
+        groups.setdefault(repr(_shown(f)), []).append(r)
     parts = [f"rank{'s' if len(rs) > 1 else ''} {', '.join(map(str, rs))}: {f}"
              for f, rs in groups.items()]
     raise RankMismatchError(f"{op}: the ranks disagree on what they pass ({'; '.join(parts)})")
+
+
+def _shown(fields: tuple) -> tuple:
+    """``fields`` with NumPy dtypes as their names (as the error prints them)."""
+    return tuple(f.name if isinstance(f, np.dtype) else f for f in fields)
