@@ -20,7 +20,7 @@ import numpy as np
 
 from actorflow import profiler as _profiler
 from actorflow import vm
-from actorflow.process import watchdog
+from actorflow.process import agree, watchdog
 from actorflow.process.world import world
 from actorflow.framework import dtype as dt
 from actorflow.tensor import EagerBlob, Tensor, unsynced_array
@@ -134,6 +134,7 @@ def all_reduce(tensor: Tensor) -> None:
                     sl = watchdog.slot()
                     sl.enter("comm.all_reduce", _describe, tensor)
                     try:
+                        agree.check(d.comm, "comm.all_reduce", (a.shape, a.dtype))
                         d.comm.Allreduce(d.in_place, a, op=op)
                     except Exception as e:
                         sl.leave()
@@ -199,6 +200,7 @@ def _all_reduce(tensor: Tensor, small: bool) -> None:
 
     def fn():
         a = unsynced_array(tensor)
+        agree.check(_comm(), "comm.all_reduce", (a.shape, a.dtype))
         if a.flags.c_contiguous and a.flags.writeable and _direct_sum(a):
             _comm().Allreduce(_in_place(), a, op=_sum_op(a))
             return
@@ -234,6 +236,7 @@ def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor) -> None:
         if _comm() is None:
             out.reshape(-1)[...] = src.reshape(-1)
             return
+        agree.check(_comm(), "comm.all_gather", (src.shape, src.dtype))
         buf = np.empty((n,) + src.shape, src.dtype)
         _comm().Allgather(_wire(src), _wire(buf))
         out.reshape(-1)[...] = buf.reshape(-1)
@@ -265,6 +268,7 @@ def broadcast(tensor: Tensor, src: int) -> None:
 
     def fn():
         a = unsynced_array(tensor)
+        agree.check(_comm(), "comm.broadcast", (a.shape, a.dtype, "src", src))
         buf = _wire(a)
         _comm().Bcast(buf, root=src)
         if buf.base is not a and buf is not a:
@@ -283,6 +287,7 @@ def reduce(tensor: Tensor, dst: int) -> None:
 
     def fn():
         a = unsynced_array(tensor)
+        agree.check(_comm(), "comm.reduce", (a.shape, a.dtype, "dst", dst))
         buf = _for_sum(a)
         if world().rank == dst:
             _comm().Reduce(_in_place(), buf, op=_sum_op(buf), root=dst)
@@ -303,6 +308,7 @@ def reduce_scatter_tensor(output_tensor: Tensor, input_tensor: Tensor) -> None:
         if _comm() is None:
             out.reshape(-1)[...] = src.reshape(-1)
             return
+        agree.check(_comm(), "comm.reduce_scatter", (src.shape, src.dtype))
         send = _for_sum(src)
         recv = np.empty(out.shape, send.dtype)
         _comm().Reduce_scatter_block(send, recv, op=_sum_op(send))
@@ -346,6 +352,7 @@ def all_to_all(output_tensor_list: list, input_tensor_list: list) -> None:
         if _comm() is None:
             recv[...] = send
         else:
+            agree.check(_comm(), "comm.all_to_all", (send.shape[1:], send.dtype))
             _comm().Alltoall(_wire(send), _wire(recv))
         for t, piece in zip(output_tensor_list, recv):
             unsynced_array(t)[...] = piece
@@ -375,6 +382,7 @@ def scatter(tensor: Tensor, scatter_list: list | None = None, src: int = 0) -> N
         if _comm() is None:
             out[...] = send[0]
             return
+        agree.check(_comm(), "comm.scatter", (out.shape, out.dtype, "src", src))
         recv = np.empty(out.shape, out.dtype)
         _comm().Scatter(_wire(send) if send is not None else None, _wire(recv), root=src)
         out[...] = recv
@@ -400,6 +408,7 @@ def gather(tensor: Tensor, gather_list: list | None = None, dst: int = 0) -> Non
         if _comm() is None:
             recv[0] = src
         else:
+            agree.check(_comm(), "comm.gather", (src.shape, src.dtype, "dst", dst))
             _comm().Gather(_wire(src), _wire(recv) if recv is not None else None, root=dst)
         if recv is not None:
             for t, piece in zip(gather_list, recv):
@@ -409,15 +418,16 @@ def gather(tensor: Tensor, gather_list: list | None = None, dst: int = 0) -> Non
 
 
 def send(tensor: Tensor, dst: int, send_meta: bool = True) -> None:
-    """Send ``tensor`` to rank ``dst`` (with its shape and dtype first unless ``send_meta`` is
-    False, in which case the receiver must pass them to ``recv``)."""
+    """Send ``tensor`` to rank ``dst``. Its shape and dtype always go first, in a small message
+    of their own: ``recv`` needs them when it is given no ``shape``/``dtype``, and checks them
+    against what it was given otherwise (``send_meta=False`` as in OneFlow: the receiver must
+    pass them; they still travel, so a mismatch is an error, never stale memory)."""
     _check("send", tensor)
     _check_rank("send", dst, peer=True)
 
     def fn():
         a = np.ascontiguousarray(unsynced_array(tensor))
-        if send_meta:
-            _comm().send((a.shape, tensor.dtype.name), dest=dst, tag=_META_TAG)
+        _comm().send((a.shape, tensor.dtype.name), dest=dst, tag=_META_TAG)
         _comm().Send(_wire(a), dest=dst, tag=_DATA_TAG)
 
     _issue("send", fn, reads=[tensor], detail=f"{_describe(tensor)} to rank {dst}")
@@ -425,15 +435,15 @@ def send(tensor: Tensor, dst: int, send_meta: bool = True) -> None:
 
 def recv(src: int, shape=None, dtype=None, device=None, *, out: Tensor | None = None) -> Tensor:
     """Receive a tensor ``send`` sent from rank ``src``: into ``out`` if given, else a new
-    tensor. Without ``shape`` and ``dtype`` (and ``out``) the sender must have sent them
-    (``send_meta=True``), and this call waits for them."""
+    tensor. Without ``shape`` and ``dtype`` (and ``out``) this call waits for the sender's
+    shape and dtype; with them, a sent tensor of another shape or dtype is received (so the
+    sender is not left waiting) and the receive fails naming both."""
     _check_rank("recv", src, peer=True)
+    box = {}
     if out is not None:
         _check("recv", out, "out")
         shape, dtype = tuple(out._shape), out.dtype
     elif shape is None or dtype is None:
-        box = {}
-
         def meta():
             box["meta"] = _comm().recv(source=src, tag=_META_TAG)
 
@@ -448,11 +458,18 @@ def recv(src: int, shape=None, dtype=None, device=None, *, out: Tensor | None = 
         creates, writes = [out], []
     else:
         creates, writes = [], [out]
+    want = (tuple(shape), dtype.name)
 
     def fn():
+        sent = box.pop("meta", None) or _comm().recv(source=src, tag=_META_TAG)
+        sent = (tuple(sent[0]), sent[1])
         a = unsynced_array(out)
-        buf = np.empty(a.shape, a.dtype)
+        buf = np.empty(sent[0], dt.as_dtype(sent[1]).np)
         _comm().Recv(_wire(buf), source=src, tag=_DATA_TAG)
+        if sent != want:
+            raise agree.RankMismatchError(
+                f"comm.recv: rank {src} sent {sent[0]} {sent[1]}, rank {world().rank} "
+                f"receives into {want[0]} {want[1]}")
         a[...] = buf
 
     _issue("recv", fn, writes=writes, creates=creates,

@@ -183,8 +183,10 @@ def save(obj, path, global_dst_rank: int | None = None,
         for c in chunks:
             path.write(c)
         return
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
+    # through a symlink, write its target (as torch.save, which opens the path): the rename
+    # of the temporary file would otherwise replace the link itself
+    path = os.path.realpath(os.fspath(path))
+    directory = os.path.dirname(path)
     stem = _temp_stem(path)
     _remove_stale_temps(directory, stem)
     fd, tmp = _create_temp(directory, stem)
@@ -432,8 +434,23 @@ def _parse(data: bytes, where: str) -> tuple[dict, dict]:
             arr = arr.reshape(shape).astype(d.np, copy=True)  # native order, owns its memory
         except (ValueError, OverflowError, TypeError) as e:  # what NumPy refuses
             raise _invalid(where, f"tensor {name!r} of shape {shape}: {e}") from None
+        _check_widened(name, stored, arr, d, where)
         tensors[name] = Tensor._wrap(arr, d)
     return tensors, meta
+
+
+def _check_widened(name: str, stored: np.dtype, arr: np.ndarray, d: dt.dtype,
+                   where: str) -> None:
+    """An unsigned stored dtype loads widened to ``d`` (``arr``: the values as loaded); refuse
+    a value ``d`` can't hold: a U64 above 2**63 - 1 would have wrapped to a negative int64."""
+    if stored.kind != "u" or stored.itemsize < d.np.itemsize or arr.size == 0:
+        return
+    if int(arr.min()) < 0:
+        raw = np.frombuffer(arr.tobytes(), dtype=stored.newbyteorder("="))
+        top = int(raw.max())
+        raise ValueError(f"load: {where}: tensor {name!r} holds the unsigned value {top}, "
+                         f"beyond {d}'s largest value {np.iinfo(d.np).max} (it loads as {d}; "
+                         f"actorflow has no {stored.itemsize * 8}-bit unsigned dtype)")
 
 
 def _decode(node, tensors: dict, where: str, depth: int = 0):

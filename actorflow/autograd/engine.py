@@ -245,11 +245,25 @@ def _prepare_roots(tensors, grads, op_name, create_graph=False):
     return roots
 
 
+def _tensor_list(fn: str, what: str, value) -> list:
+    """``value`` (a Tensor or a sequence of Tensors) as a list; anything else (None, a number,
+    a sequence holding a non-Tensor) is a TypeError naming ``fn`` and the argument."""
+    if isinstance(value, Tensor):
+        return [value]
+    try:
+        items = list(value)
+    except TypeError:
+        raise TypeError(f"{fn}: {what} must be a Tensor or a sequence of Tensors, got "
+                        f"{type(value).__name__}") from None
+    for i, t in enumerate(items):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{fn}: {what}[{i}] must be a Tensor, got {type(t).__name__}")
+    return items
+
+
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
     """Accumulate gradients of ``tensors`` into the ``.grad`` of the leaves they depend on."""
-    if isinstance(tensors, Tensor):
-        tensors = [tensors]
-    tensors = list(tensors)
+    tensors = _tensor_list("autograd.backward", "tensors", tensors)
     if grad_tensors is None:
         grad_tensors = [None] * len(tensors)
     elif isinstance(grad_tensors, Tensor):
@@ -257,7 +271,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     roots = _prepare_roots(tensors, list(grad_tensors), "backward", create_graph)
     only = None
     if inputs is not None:
-        inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+        inputs = _tensor_list("autograd.backward", "inputs", inputs)
         only = {id(t) for t in inputs}
     _execute(roots, retain_graph if retain_graph is not None else create_graph, create_graph,
              capture=None, accumulate_only=only)
@@ -297,10 +311,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     """Return the gradients of ``outputs`` with respect to ``inputs`` without touching ``.grad``.
     ``is_grads_batched``: the first dim of every grad_output is a batch of vectors; the result
     stacks one gradient per vector (one backward each)."""
-    if isinstance(outputs, Tensor):
-        outputs = [outputs]
-    single = isinstance(inputs, Tensor)
-    inputs = [inputs] if single else list(inputs)
+    outputs = _tensor_list("autograd.grad", "outputs", outputs)
+    inputs = _tensor_list("autograd.grad", "inputs", inputs)
     if grad_outputs is None or isinstance(grad_outputs, Tensor):
         grad_outputs = [grad_outputs] * len(outputs) if grad_outputs is None else [grad_outputs]
     if is_grads_batched:

@@ -30,7 +30,7 @@ from actorflow.dispatch.lazy import current_tracer
 from actorflow.dispatch.lazy_global import LazyGlobalBlob
 from actorflow.ops.registry import Meta, Op
 from actorflow.scope import current_interpreter, interpreter_scope, state as _scope_state
-from actorflow.tensor import DeviceMetaBlob, EagerBlob
+from actorflow.tensor import DeviceMetaBlob, EagerBlob, Tensor
 
 _grad = grad_mode._state
 EAGER = EagerInterpreter()
@@ -42,26 +42,31 @@ def apply(op: Op, inputs: list, attrs: dict, out: list | None = None) -> list:
     ``out`` (in-place ops) names existing tensors to write the outputs into. Autograd records
     a node when grad mode is on, the op has a gradient rule and an input requires grad.
     """
-    rec = _grad.enabled and op.grad_fn is not None and any(t.requires_grad for t in inputs)
-    interp = _scope_state.interpreter
-    for t in inputs:
-        kind = type(t._h)
-        if kind is GlobalBlob or kind is LazyGlobalBlob:
-            if interp is not None:  # a Graph traces: the lazy-global interpreter
-                interp = lazy_global.interpreter_for(interp)
-            elif kind is LazyGlobalBlob:
-                raise RuntimeError(f"{op.name}: tensor {t._h.name} is a lazy tensor of an "
-                                   f"nn.Graph trace that has ended")
-            else:
-                interp = GLOBAL
-            break
-        if kind is DeviceMetaBlob and interp is None:
-            interp = META
-            break
-    else:
-        if out is not None and interp is None:
-            kinds = {type(t._h) for t in out}
-            interp = GLOBAL if GlobalBlob in kinds else META if DeviceMetaBlob in kinds else None
+    try:
+        rec = _grad.enabled and op.grad_fn is not None and any(t.requires_grad for t in inputs)
+        interp = _scope_state.interpreter
+        for t in inputs:
+            kind = type(t._h)
+            if kind is GlobalBlob or kind is LazyGlobalBlob:
+                if interp is not None:  # a Graph traces: the lazy-global interpreter
+                    interp = lazy_global.interpreter_for(interp)
+                elif kind is LazyGlobalBlob:
+                    raise RuntimeError(f"{op.name}: tensor {t._h.name} is a lazy tensor of an "
+                                       f"nn.Graph trace that has ended")
+                else:
+                    interp = GLOBAL
+                break
+            if kind is DeviceMetaBlob and interp is None:
+                interp = META
+                break
+        else:
+            if out is not None and interp is None:
+                kinds = {type(t._h) for t in out}
+                interp = GLOBAL if GlobalBlob in kinds else \
+                    META if DeviceMetaBlob in kinds else None
+    except AttributeError:  # an input that is no Tensor (checked only after the error)
+        _check_tensors(op, inputs)
+        raise
     tracer = current_tracer() if interp is not None else None
     if tracer is not None:  # a Graph traces: views whose base was written are made again
         for t in inputs:
@@ -83,6 +88,15 @@ def apply(op: Op, inputs: list, attrs: dict, out: list | None = None) -> list:
         elif op.view_fn is not None:
             lazy_views.note_view(tracer, op, inputs, attrs, results)
     return results
+
+
+def _check_tensors(op: Op, inputs: list) -> None:
+    """A TypeError naming the op and the argument when an input is not a Tensor (a module
+    called with a string, a list where a tensor belongs)."""
+    for i, t in enumerate(inputs):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{op.name}: input {i} must be a Tensor, got {type(t).__name__}"
+                            f"{' ' + repr(t)[:60] if isinstance(t, (str, int, float)) else ''}")
 
 
 __all__ = ["apply", "infer", "check_inplace", "record", "current_interpreter",

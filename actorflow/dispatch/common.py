@@ -2,6 +2,11 @@
 and the autograd record made after whichever interpreter ran."""
 from __future__ import annotations
 
+import math
+import sys
+
+import numpy as np
+
 from actorflow import scope
 from actorflow.autograd import grad_mode
 from actorflow.autograd.engine import Node
@@ -19,6 +24,26 @@ def infer(op: Op, inputs: list, attrs: dict) -> list:
     except (ValueError, TypeError, IndexError) as e:
         raise OpError(where(f"{op.name}: {e}", inputs)) from None
     return metas
+
+
+def allocate(op_name: str, shape: tuple, dtype) -> np.ndarray:
+    """An uninitialised array for an output of ``op_name``; memory the process can't get
+    raises a MemoryError naming the op, the shape, the dtype and the bytes asked for."""
+    try:
+        return np.empty(shape, dtype.np)
+    except (MemoryError, ValueError) as e:
+        raise allocation_error(op_name, shape, dtype, e) from None
+
+
+def allocation_error(op_name: str, shape: tuple, dtype, err: Exception) -> Exception:
+    """The error for an output array NumPy could not allocate (``err``: NumPy's): a
+    MemoryError naming the op and the bytes; any other error unchanged."""
+    nbytes = math.prod(shape) * dtype.np.itemsize
+    if isinstance(err, MemoryError) or nbytes > sys.maxsize:
+        return MemoryError(f"{op_name}: can't allocate {nbytes} bytes "
+                           f"({nbytes / 2 ** 30:.1f} GiB) for an output of shape "
+                           f"{tuple(shape)} and dtype {dtype}")
+    return err
 
 
 def where(msg: str, inputs: list) -> str:

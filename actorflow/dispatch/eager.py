@@ -7,13 +7,16 @@ given tensors.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from actorflow import scope, vm
 from actorflow.job.views import aliasing_views
 from actorflow.autograd import grad_mode
 from actorflow.dispatch import copy_slices
-from actorflow.dispatch.common import check_inplace, infer, note_view_mode, where
+from actorflow.dispatch.common import (allocation_error, check_inplace, infer, note_view_mode,
+                                       where)
 from actorflow.ops.registry import Op
 from actorflow.random import default_generator
 from actorflow.tensor import EagerBlob, Tensor
@@ -36,7 +39,10 @@ class EagerInterpreter:
         if op.view_fn is not None:
             results = _apply_view(op, inputs, attrs, metas)
         else:
-            results = [Tensor._wrap(np.empty(m[0], m[1].np), m[1]) for m in metas]
+            try:
+                results = [Tensor._wrap(np.empty(m[0], m[1].np), m[1]) for m in metas]
+            except (MemoryError, ValueError) as e:
+                raise _allocation_failed(op, metas, e) from None
             _issue_kernel(op, inputs, attrs, [r._h.raw for r in results],
                           [r._h.storage for r in results])
             if op.may_mutate:
@@ -48,6 +54,13 @@ class EagerInterpreter:
         """A tensor with ``t``'s autograd identity and its current values, for a gradient rule
         that needs the values an in-place op is about to overwrite."""
         return old_identity(t)
+
+
+def _allocation_failed(op: Op, metas: list, err: Exception) -> Exception:
+    """The error of an output NumPy could not allocate (the largest), naming the op and the
+    bytes."""
+    shape, dtype = max(metas, key=lambda m: math.prod(m[0]) * m[1].np.itemsize)[:2]
+    return allocation_error(op.name, shape, dtype, err)
 
 
 def storage_and_array(t: Tensor):

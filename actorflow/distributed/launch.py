@@ -11,7 +11,12 @@ next to this Python, else the first on PATH), so that they form one program (see
 * ``--master_addr`` / ``--master_port``: exported as ``MASTER_ADDR`` / ``MASTER_PORT`` (MPI
   does not use them; they are there for code that reads them).
 
-The exit status is the processes' (non-zero if any failed).
+The exit status is the processes' (non-zero if any failed). A rank that ends early fails the
+launch too, even with exit status 0 (on one machine, where the ranks can tell the launcher how
+they left): every rank waits at exit for the others (``process.watchdog.exit_barrier``, at
+most 10 s or ``ACTORFLOW_COMM_TIMEOUT``); a rank whose wait ran out left while others were still
+running, and a rank that left without that wait (``os._exit``, a signal) said nothing. Either
+makes the launcher print which ranks and return 1.
 """
 from __future__ import annotations
 
@@ -20,6 +25,9 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
+
+from actorflow.process.watchdog import STATUS_DIR_VAR
 
 
 def find_mpiexec() -> str:
@@ -79,7 +87,47 @@ def main(argv=None) -> int:
         print(f"actorflow.distributed.launch: {e}", file=sys.stderr)
         return 2
     env = dict(os.environ, MASTER_ADDR=args.master_addr, MASTER_PORT=str(args.master_port))
-    return subprocess.call(cmd, env=env)
+    n = args.nnodes * args.nproc_per_node
+    if args.nnodes > 1 or n == 1:  # other machines can't write here; one process has no peers
+        return subprocess.call(cmd, env=env)
+    with tempfile.TemporaryDirectory(prefix="actorflow-launch-") as status:
+        env[STATUS_DIR_VAR] = status
+        rc = subprocess.call(cmd, env=env)
+        problem = early_ranks(status, n)
+    if rc == 0 and problem:
+        print(f"actorflow.distributed.launch: {problem}; the launch failed", file=sys.stderr)
+        return 1
+    return rc
+
+
+def early_ranks(directory: str, n: int) -> str:
+    """What the ``n`` ranks' exit statuses in ``directory`` say went wrong ("" if every rank
+    reached the end of the program with the others). A rank ended early when its exit wait ran
+    out and it arrived there more than that wait before the last rank did; a rank that wrote
+    nothing left without actorflow's exit."""
+    arrived, bound, silent = {}, {}, []
+    for r in range(n):
+        try:
+            with open(os.path.join(directory, f"rank{r}")) as f:
+                words = f.read().split()
+            arrived[r] = float(words[1])
+            if words[0] != "complete":
+                bound[r] = float(words[2])
+        except (OSError, IndexError, ValueError):
+            silent.append(r)
+    parts = []
+    if bound:
+        last = max(arrived.values())
+        early = [r for r in sorted(bound) if last - arrived[r] >= bound[r]]
+        if early:
+            parts.append(f"rank(s) {early} ended early: they reached the end of the program "
+                         f"while other ranks were still running")
+        elif not silent:
+            parts.append(f"rank(s) {sorted(bound)} left without every rank at the exit")
+    if silent:
+        parts.append(f"rank(s) {silent} ended without actorflow's orderly exit (os._exit, a "
+                     f"signal, or the process never started)")
+    return "; ".join(parts)
 
 
 if __name__ == "__main__":

@@ -7,12 +7,14 @@ import numpy as np
 from actorflow.framework import dtype as dt
 from actorflow.framework.device import as_device
 from actorflow.dispatch import apply
+from actorflow.dispatch.common import allocate
 from actorflow.dispatch.meta import creating_on
 from actorflow.functional.activation import sin
 from actorflow.functional.elementwise import cast, mul, rpow
 from actorflow.dispatch import global_tensor as gt
 from actorflow.framework.placement import broadcast
 from actorflow.ops import registry
+from actorflow.ops.creation import as_shape
 from actorflow.ops.int_scalars import check_int_scalar, int_scalar
 from actorflow.random import Generator
 from actorflow.tensor import Size, Tensor, register_tensor_methods
@@ -20,10 +22,8 @@ from actorflow.tensor import Size, Tensor, register_tensor_methods
 _constant = registry.get("constant")
 
 
-def _shape(size) -> tuple:
-    if len(size) == 1 and isinstance(size[0], (tuple, list, Size)):
-        size = size[0]
-    return tuple(int(s) for s in size)
+def _shape(size, op_name: str = "size") -> tuple:
+    return as_shape(op_name, size)
 
 
 def _finish(t: Tensor, requires_grad: bool) -> Tensor:
@@ -164,7 +164,7 @@ def _full(name: str, size, fill_value, dtype, requires_grad: bool, placement=Non
     if d._category == 1:
         check_int_scalar(name, fill_value, d, exact=True)
         fill_value = int_scalar(fill_value, d.np)
-    t = apply(_constant, [], {"shape": tuple(int(s) for s in size), "dtype": d,
+    t = apply(_constant, [], {"shape": as_shape(name, (size,)), "dtype": d,
                               "value": fill_value})[0]
     return _global(t, placement, sbp, requires_grad)
 
@@ -172,14 +172,14 @@ def _full(name: str, size, fill_value, dtype, requires_grad: bool, placement=Non
 def zeros(*size, dtype=None, device=None, requires_grad: bool = False, placement=None,
           sbp=None) -> Tensor:
     d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
-    return full(_shape(size), 0, dtype=d, device=device, requires_grad=requires_grad,
+    return full(_shape(size, "zeros"), 0, dtype=d, device=device, requires_grad=requires_grad,
                 placement=placement, sbp=sbp)
 
 
 def ones(*size, dtype=None, device=None, requires_grad: bool = False, placement=None,
           sbp=None) -> Tensor:
     d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
-    return full(_shape(size), 1, dtype=d, device=device, requires_grad=requires_grad,
+    return full(_shape(size, "ones"), 1, dtype=d, device=device, requires_grad=requires_grad,
                 placement=placement, sbp=sbp)
 
 
@@ -187,7 +187,7 @@ def empty(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor
     """An uninitialised tensor (its values are whatever the memory held)."""
     as_device(device)
     d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
-    return _finish(Tensor._wrap(np.empty(_shape(size), d.np), d), requires_grad)
+    return _finish(Tensor._wrap(allocate("empty", _shape(size, "empty"), d), d), requires_grad)
 
 
 def _like(x: Tensor, dtype):
@@ -266,7 +266,7 @@ def _random(op_name, size, dtype, requires_grad, generator=None, placement=None,
     d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
     if not d.is_floating_point:
         raise RandomDtypeError(f"{op_name}: random values need a floating dtype, got {d}")
-    attrs.update(shape=_shape(size), dtype=d)
+    attrs.update(shape=_shape(size, op_name), dtype=d)
     if generator is not None:
         attrs["seed"] = generator.next_seed()
     elif placement is not None:

@@ -16,7 +16,8 @@ import numpy as np
 from actorflow.framework import dtype as dt
 from actorflow.ops._common import F, autograd, broadcast_shapes, promote
 from actorflow.ops.boxing import Sig, elementwise_rule
-from actorflow.ops.elementwise import _integral_only, _needs, _ufunc, bf16_safe, no_complex, unary
+from actorflow.ops.elementwise import (_integral_only, _needs, _ufunc, bf16_safe, no_complex,
+                                      refuse_bool, unary)
 from actorflow.ops.gelu_f32 import AS_A, AS_P, GELU_C, gelu_f32, gelu_grad_f32
 from actorflow.ops.int_scalars import check_int_scalar, int_scalar
 from actorflow.ops.registry import Meta, fail, register
@@ -138,6 +139,10 @@ abs_op = unary("abs", _ufunc(np.abs), float_only=False,
 def _sign_kernel(x, out, attrs):
     if x.dtype == np.bool_:  # NumPy has no bool loop; the sign of a bool is itself (PyTorch)
         np.copyto(out, x, casting="unsafe")
+    elif x.dtype.kind == "f" or x.dtype == ml_dtypes.bfloat16:
+        # PyTorch's (x > 0) - (x < 0): 0 for NaN (NumPy keeps NaN) and +0 for -0
+        np.copyto(out, np.greater(x, 0), casting="unsafe")
+        out -= np.less(x, 0)
     else:
         np.sign(x, out=out, dtype=out.dtype, casting="unsafe")
 
@@ -150,6 +155,15 @@ ceil = unary("ceil", _ufunc(np.ceil), float_only=False, grad=_zero_grad)
 trunc = unary("trunc", _ufunc(np.trunc), float_only=False, grad=_zero_grad)
 round_op = unary("round", lambda x, out, attrs: np.round(x, attrs.get("decimals", 0), out=out),
               float_only=False, grad=_zero_grad)
+refuse_bool(round_op)  # PyTorch has no bool rounding
+
+
+def _square_infer(inputs, attrs, base=square.infer_fn):
+    m = base(inputs, attrs)[0]  # a bool squares to int64, as PyTorch's pow(x, 2)
+    return [Meta(m.shape, dt.int64)] if m.dtype is dt.bool_ else [m]
+
+
+square.infer(_square_infer)
 isnan = unary("isnan", _ufunc(np.isnan), float_only=False, out_dtype=dt.bool_,
               complex_ok=True)
 isinf = unary("isinf", _ufunc(np.isinf), float_only=False, out_dtype=dt.bool_,

@@ -13,7 +13,7 @@ from actorflow.ops._common import (
 )
 from actorflow.framework import dtype as dt
 from actorflow.ops.int_scalars import is_int_scalar
-from actorflow.ops.elementwise import _needs, _quiet, binary
+from actorflow.ops.elementwise import _needs, _quiet, binary, refuse_bool
 from actorflow.ops.registry import Meta
 
 floor_divide, scalar_floor_divide = binary(
@@ -163,3 +163,6 @@ def _scalar_atan2_grad(ctx, g, s, rev):
 
 atan2, scalar_atan2 = binary("atan2", np.arctan2, kind="float", grad=_atan2_grad,
                              scalar_grad=_scalar_atan2_grad)
+
+refuse_bool(floor_divide, scalar_floor_divide, remainder, scalar_remainder, fmod, scalar_fmod,
+            pow_op)  # (a bool tensor to a bool scalar power stays bool, as in PyTorch)

@@ -12,7 +12,7 @@ from actorflow.ops._common import (
 )
 from actorflow.ops.int_scalars import check_int_scalar, int_scalar
 from actorflow.ops.boxing import Sig, elementwise_rule
-from actorflow.ops.registry import Meta, register
+from actorflow.ops.registry import Meta, fail, register
 from actorflow.ops.elementwise import _integral_only, _needs, binary
 
 # comparisons and logical ops: bool results, no gradient
@@ -93,6 +93,8 @@ masked_fill.sbp(elementwise_rule)
 @masked_fill.infer
 def _(inputs, attrs):
     x, mask = inputs
+    if mask.dtype._category >= 2:  # PyTorch takes bool masks; integer ones as OneFlow
+        fail("masked_fill", f"the mask must be a bool tensor, got {mask.dtype}")
     check_int_scalar("masked_fill", attrs["value"], x.dtype, exact=True)
     return [Meta(broadcast_shapes("masked_fill", x._shape, mask._shape), x.dtype)]
 

@@ -5,11 +5,38 @@ They have no tensor inputs, so a Graph traces them as ops of their own. Random o
 """
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from actorflow.ops._common import F
-from actorflow.ops.registry import Meta, register
+from actorflow.ops.registry import Meta, fail, register
 from actorflow.random import numpy_rng
+
+
+def as_size_int(owner: str, what: str, value) -> int:
+    """``value`` as a Python int (ints, NumPy integers, integer 0-d tensors: anything with
+    ``__index__``); a float, string or other value raises a TypeError naming ``owner`` and
+    ``what``, never truncated or parsed (PyTorch refuses them too)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{owner}: {what} must be an int, got {type(value).__name__} "
+                        f"{value!r}") from None
+
+
+def as_shape(op_name: str, size) -> tuple:
+    """``size`` (ints, or one tuple/list/Size of ints) as a tuple of non-negative ints; a
+    float, string or negative size raises, naming the op."""
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = size[0]
+    shape = tuple(as_size_int(op_name, f"size[{i}] (of {tuple(size)!r})", s)
+                  for i, s in enumerate(size))
+    if any(s < 0 for s in shape):
+        raise ValueError(f"{op_name}: size {shape} has a negative dimension")
+    return shape
 
 
 def _meta_from_attrs(inputs, attrs):
@@ -95,7 +122,14 @@ def _(ins, outs, attrs):
 
 
 normal = register("normal", random=True, doc="Normal values with mean and std.")
-normal.infer(_meta_from_attrs)
+
+
+@normal.infer
+def _(inputs, attrs):
+    std = attrs.get("std", 1.0)
+    if not std >= 0:  # also NaN, as PyTorch
+        fail("normal", f"std must be >= 0, got {std}")
+    return _meta_from_attrs(inputs, attrs)
 
 
 @normal.kernel("cpu")
@@ -142,6 +176,8 @@ bernoulli = register("bernoulli", random=True, doc="0/1 draws with probabilities
 @bernoulli.infer
 def _(inputs, attrs):
     p = inputs[0]
+    if attrs.get("p") is not None and not 0 <= attrs["p"] <= 1:
+        fail("bernoulli", f"p must be in [0, 1], got {attrs['p']}")
     return [Meta(p._shape, attrs.get("dtype") or p.dtype)]
 
 
@@ -150,6 +186,9 @@ def _(ins, outs, attrs):
     p = ins[0]
     if attrs.get("p") is not None:
         p = np.full(outs[0].shape, attrs["p"])
+    elif p.size and not (np.min(p) >= 0 and np.max(p) <= 1):  # NaN fails too, as PyTorch
+        bad = p[~((p >= 0) & (p <= 1))].flat[0]
+        raise ValueError(f"bernoulli: probabilities must be in [0, 1], got {bad}")
     r = numpy_rng(attrs["seed"]).random(outs[0].shape)
     outs[0][...] = r < p
 

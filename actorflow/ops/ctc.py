@@ -35,7 +35,17 @@ def _check(name: str, inputs):
 
 
 def _sequences(targets, tgt_len, n):
-    """Each batch entry's target labels."""
+    """Each batch entry's target labels; the lengths must fit the targets, as in PyTorch (never
+    clipped to what is there)."""
+    if np.any(tgt_len < 0):
+        raise ValueError(f"ctc_loss: target_lengths must be >= 0, got {tgt_len.tolist()}")
+    if targets.ndim == 2 and n and tgt_len.max() > targets.shape[1]:
+        raise ValueError(f"ctc_loss: target_lengths {tgt_len.tolist()} exceed the padded "
+                         f"targets' length {targets.shape[1]} (targets of shape "
+                         f"{targets.shape})")
+    if targets.ndim == 1 and int(tgt_len.sum()) != targets.shape[0]:
+        raise ValueError(f"ctc_loss: concatenated targets hold {targets.shape[0]} labels but "
+                         f"target_lengths {tgt_len.tolist()} sum to {int(tgt_len.sum())}")
     if targets.ndim == 2:
         return [targets[b, :tgt_len[b]] for b in range(n)]
     ends = np.cumsum(tgt_len)

@@ -455,6 +455,25 @@ def _quiet(ufunc, int_divisor: bool = False):
     return f
 
 
+def refuse_bool(*ops, any_operand: bool = False) -> None:
+    """Make the ops' inference refuse bool operands where PyTorch does, instead of a kernel
+    failing later: ``any_operand`` (subtraction, negation) refuses a bool tensor or scalar
+    anywhere; otherwise only operands whose result dtype is bool (``fmod`` of two bools)."""
+    for op in ops:
+        def infer(inputs, attrs, base=op.infer_fn, name=op.name):
+            metas = base(inputs, attrs)
+            if any_operand:
+                if any(t.dtype is dt.bool_ for t in inputs) or type(attrs.get("scalar")) is bool:
+                    hint = "; to invert a mask use ~ or logical_not()" if name.endswith("neg") \
+                        else "; use ^ or logical_xor() for bools"
+                    fail(name, f"bool tensors are not supported{hint}")
+            elif metas[0].dtype is dt.bool_:
+                fail(name, "bool tensors are not supported (convert them to an integer or "
+                           "floating dtype first)")
+            return metas
+        op.infer(infer)
+
+
 def _integral_only(*ops):
     """Make the ops' inference reject floating inputs (bitwise ops)."""
     for op in ops:
@@ -472,3 +491,6 @@ def _integral_only(*ops):
 
 def _needs(ctx, i):
     return ctx.needs_input_grad[i]
+
+
+refuse_bool(sub, scalar_sub, neg, any_operand=True)

@@ -175,8 +175,18 @@ def _position_grad(dout: np.ndarray, reduction: str, denom):
     g = g.item()
     if reduction == "mean":
         with np.errstate(divide="ignore", invalid="ignore"):
-            g = g / denom if denom else g * np.nan
+            g = float(np.float64(g) / denom)  # inf (or nan) when nothing counts, as in PyTorch
     return g
+
+
+def _counted(v, mask):
+    """``v`` (a number or shaped like the targets) where a position counts, exactly 0 where
+    its target is ignored: an ignored position gets no gradient even when the mean's
+    denominator is 0 (PyTorch skips it rather than multiplying by 0)."""
+    if mask is None:
+        return v
+    with np.errstate(invalid="ignore"):
+        return np.where(mask, v, 0.0)
 
 
 def _mean_denominator(wy, ys) -> float:
@@ -357,13 +367,14 @@ def _(ins, outs, attrs):
     mask, ys = _class_targets("cross_entropy", y, n_cls, attrs["ignore_index"])
     wy = _target_weights(w, ys, mask, work_dtype(x))
     g = _position_grad(dout, red, _mean_denominator(wy, ys))
-    gm = g if mask is None else g * mask  # the gradient of counted positions
-    at_target = gm * (1.0 - eps) if w is None else g * (1.0 - eps) * wy
-    total = at_target
-    if eps:
-        w_total = n_cls if w is None else float(np.sum(work(w)))
-        total = at_target + gm * (eps * w_total / n_cls)
-    np.multiply(prob, _cls_axis(total), out=dx, casting="unsafe")
+    gm = _counted(g, mask)  # the gradient of counted positions
+    with np.errstate(invalid="ignore"):  # inf * 0 weight: NaN, as in PyTorch
+        at_target = gm * (1.0 - eps) if w is None else _counted(g * (1.0 - eps) * wy, mask)
+        total = at_target
+        if eps:
+            w_total = n_cls if w is None else float(np.sum(work(w)))
+            total = at_target + gm * (eps * w_total / n_cls)
+        np.multiply(prob, _cls_axis(total), out=dx, casting="unsafe")
     if eps:
         spread = _cls_axis(gm * (eps / n_cls))
         dx -= spread if wc is None else spread * wc
@@ -420,7 +431,8 @@ def _(ins, outs, attrs):
     wy = _target_weights(w, ys, mask, work_dtype(x))
     g = _position_grad(dout, attrs["reduction"], _mean_denominator(wy, ys))
     dx.fill(0)
-    _sub_at(dx, ys, g if wy is None else g * wy)
+    with np.errstate(invalid="ignore"):
+        _sub_at(dx, ys, _counted(g if wy is None else g * wy, mask))
 
 
 from actorflow.ops import loss_pointwise  # noqa: E402,F401  (registers the pointwise losses)

@@ -44,7 +44,11 @@ def _lgamma_array(a: np.ndarray) -> np.ndarray:
     fn = _scipy("gammaln")
     if fn is None:
         fn = np.frompyfunc(_math_lgamma, 1, 1)
-    return np.asarray(fn(a), dtype=a.dtype)
+    r = np.asarray(fn(a), dtype=a.dtype)
+    # |Gamma(x)| grows without bound as x -> -inf: lgamma(-inf) = +inf (C's lgamma, PyTorch);
+    # SciPy's gammaln gives -inf there
+    np.copyto(r, np.inf, where=np.isneginf(a))
+    return r
 
 
 def _erfinv_array(a: np.ndarray) -> np.ndarray:

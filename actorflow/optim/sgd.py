@@ -34,6 +34,9 @@ class SGD(Optimizer):
                  contiguous_params: bool = False, fused: bool = False):
         check_nonnegative(**{"learning rate": lr, "momentum": momentum,
                              "weight_decay": weight_decay})
+        if nesterov and momentum <= 0:  # (PyTorch also wants dampening 0; OneFlow takes it)
+            raise ValueError(f"SGD: nesterov momentum needs momentum > 0, got momentum="
+                             f"{momentum}")
         if maximize and momentum == 0.0:
             warnings.warn("SGD: maximize takes effect only with momentum > 0", stacklevel=2)
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,

@@ -360,12 +360,46 @@ def exit_barrier() -> None:
         req = comm.Ibarrier()
     except Exception:  # MPI already finalized or broken: nothing to wait for
         return
-    end = time.monotonic() + min(EXIT_WAIT_S, timeout())
+    bound = min(EXIT_WAIT_S, timeout())
+    arrived = time.time()  # (wall clock: the launcher compares the ranks' arrivals)
+    end = time.monotonic() + bound
     while not req.Test():
         if time.monotonic() > end:
             abandon(req)
+            _report_exit(False, bound, arrived)
             return
         time.sleep(1e-4)
+    _report_exit(True, bound, arrived)
+
+
+STATUS_DIR_VAR = "ACTORFLOW_LAUNCH_STATUS_DIR"  # set by ``distributed.launch`` for its ranks
+
+
+def _report_exit(complete: bool, bound: float, arrived: float) -> None:
+    """Say how this rank left: every rank reached the end of the program together
+    (``complete``), or this one left while others had not come within ``bound`` seconds (it
+    may have ended early: they may still be running without it). That is printed; under
+    ``distributed.launch`` each rank also writes ``rank<r>`` (``complete <arrived>`` or
+    ``timeout <arrived> <bound>``, ``arrived`` its wall-clock time at the exit) in the
+    launcher's directory, and the launcher fails the job when a rank ended early or wrote
+    nothing (``os._exit``, a signal)."""
+    rank = _world.rank if _world is not None else 0
+    if not complete:
+        sys.stderr.write(f"[actorflow rank {rank}] reached the end of the program, but not every "
+                         f"rank did within {bound:g} s: a rank ended early (the others may "
+                         f"still be running without it)\n")
+        sys.stderr.flush()
+    directory = os.environ.get(STATUS_DIR_VAR)
+    if not directory:
+        return
+    path = os.path.join(directory, f"rank{rank}")
+    try:
+        with open(path + ".tmp", "w") as f:
+            f.write(f"complete {arrived!r}" if complete else f"timeout {arrived!r} {bound!r}")
+        os.replace(path + ".tmp", path)
+    except OSError as e:  # the launcher then reports this rank as ending without a word
+        sys.stderr.write(f"[actorflow rank {rank}] could not write its exit status to "
+                         f"{path}: {e}\n")
 
 
 def install(world) -> None:

@@ -8,6 +8,7 @@ from actorflow.nn import functional as F
 from actorflow.nn import init
 from actorflow.nn.module import Module
 from actorflow.nn.parameter import Parameter
+from actorflow.ops.creation import as_size_int
 from actorflow.tensor import Tensor
 
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
@@ -31,6 +32,9 @@ class _ConvNd(Module):
                  device=None, dtype=None) -> None:
         super().__init__()
         n, name = self._n, type(self).__name__
+        in_channels = as_size_int(name, "in_channels", in_channels)
+        out_channels = as_size_int(name, "out_channels", out_channels)
+        groups = as_size_int(name, "groups", groups)
         if groups <= 0:
             raise ValueError(f"{name}: groups must be a positive integer, got {groups}")
         if in_channels % groups or out_channels % groups:

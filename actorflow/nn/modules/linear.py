@@ -8,6 +8,7 @@ from actorflow.nn import functional as F
 from actorflow.nn import init
 from actorflow.nn.module import Module
 from actorflow.nn.parameter import Parameter
+from actorflow.ops.creation import as_size_int
 from actorflow.tensor import Tensor
 
 
@@ -27,8 +28,8 @@ class Linear(Module):
     def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None,
                  dtype=None) -> None:
         super().__init__()
-        self.in_features = int(in_features)
-        self.out_features = int(out_features)
+        self.in_features = as_size_int("Linear", "in_features", in_features)
+        self.out_features = as_size_int("Linear", "out_features", out_features)
         self.weight = Parameter(empty((self.out_features, self.in_features), dtype=dtype,
                                       device=device))
         if bias:
