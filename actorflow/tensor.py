@@ -20,7 +20,6 @@ from actorflow.framework import dtype as dt
 from actorflow.framework.device import CPU, META, as_device, is_meta
 from actorflow.tensor_blob import DeviceMetaBlob, EagerBlob, MetaBlob  # noqa: F401 (re-exported)
 from actorflow.tensor_str import _format
-from actorflow.vm.scheduler import _errors as _vm_errors
 from actorflow.vm.scheduler import sync_read, sync_write
 
 
@@ -210,13 +209,14 @@ class Tensor:
     # -- values -----------------------------------------------------------------------------------
     def _array(self) -> np.ndarray:
         """The NumPy array with this tensor's values: a VM sync point that waits for the
-        instruction producing them (and raises its error, or an earlier unreported one).
+        instruction producing them (and raises its error, or that of a failed in-place write).
         Read only; to write the memory outside an op, use ``_array_for_write()``."""
         h = self._h
         if type(h) is EagerBlob:
             s = h.storage
             w = s.writer
-            if (w is not None and (not w.done or w.error is not None)) or _vm_errors:
+            if (w is not None and (not w.done or w.error is not None)) or \
+                    s.failed is not None:
                 sync_read(s)
             return h.raw
         return h.get()
@@ -233,13 +233,20 @@ class Tensor:
     def numpy(self) -> np.ndarray:
         """The values as a NumPy array sharing memory with the tensor (CPU). As in OneFlow,
         this works on tensors that require grad too (the array is outside autograd). A sync
-        point: waits for every pending access, so the array may be written. Ops issued later
-        change it asynchronously (call ``numpy()`` again, or ``flow.synchronize()``)."""
-        return self._array_for_write()
+        point: waits for every pending access, so the array may be written. From then on the
+        memory is shared with NumPy: every op reading or writing it (or a view of it)
+        completes before it returns, so the array and the tensor agree as in PyTorch."""
+        h = self._h
+        if type(h) is EagerBlob:
+            return h.shared_array()
+        return h.get()
 
     def __array__(self, dtype=None, copy=None):
-        a = self._array()
-        return a if dtype is None else a.astype(dtype)
+        """``np.asarray(t)``: the shared array (as ``numpy()``), or a copy when ``copy`` is
+        True or ``dtype`` differs."""
+        if copy or (dtype is not None and np.dtype(dtype) != self.dtype.np):
+            return np.array(self._array(), dtype=dtype, copy=True)
+        return self.numpy()
 
     def item(self):
         if self.numel() != 1:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 
 from actorflow.vm.instruction import Storage
-from actorflow.vm.scheduler import _errors as _vm_errors
 from actorflow.vm.scheduler import sync_read, sync_write
 
 
@@ -39,8 +38,17 @@ class EagerBlob:
         """The array, once its last writer has run (a read sync point)."""
         s = self.storage
         w = s.writer
-        if (w is not None and (not w.done or w.error is not None)) or _vm_errors:
+        if (w is not None and (not w.done or w.error is not None)) or s.failed is not None:
             sync_read(s)
+        return self.raw
+
+    def shared_array(self) -> np.ndarray:
+        """The array handed to NumPy code (``Tensor.numpy()``): after every pending access,
+        and from now on every instruction on this memory completes before its op returns
+        (``Storage.shared``), since the VM can't see what NumPy code does with it."""
+        s = self.storage
+        sync_write(s)
+        s.shared = True
         return self.raw
 
 

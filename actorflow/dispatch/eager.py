@@ -93,11 +93,13 @@ def _issue_kernel(op: Op, inputs: list, attrs: dict, outs: list, fresh: list,
         arrays.append(a)
         n += a.size
         i += 1
+    nbytes = 0
     for o in outs:
         n += o.size
+        nbytes += o.nbytes
     vm.issue(op.kernel_cpu, (arrays, outs, attrs), reads=reads, writes=writes, name=op.name,
              fresh=fresh, where=_state.names, shapes=arrays,
-             small=n <= _scheduler.INLINE_MAX_ELEMENTS)
+             small=n <= _scheduler.INLINE_MAX_ELEMENTS, nbytes=nbytes if fresh else 0)
 
 
 def _apply_view(op: Op, inputs: list, attrs: dict, metas: list) -> list:

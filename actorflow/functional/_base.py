@@ -33,7 +33,8 @@ def replicated_like(t: Tensor, like: Tensor | None) -> Tensor:
 
 
 def as_tensor_like(x, like: Tensor | None = None, op_name: str = "as_tensor_like") -> Tensor:
-    """A tensor for ``x``: tensors pass through, arrays and Python data are wrapped.
+    """A tensor for ``x``: tensors pass through, arrays are copied (the op may run after the
+    caller changed the array), Python data is wrapped.
 
     A number takes ``like``'s dtype unless that would lower its category (bool < integer <
     float). An integral number becoming an integer tensor must be representable there, as in
@@ -43,7 +44,8 @@ def as_tensor_like(x, like: Tensor | None = None, op_name: str = "as_tensor_like
     if isinstance(x, Tensor):
         return x
     if isinstance(x, np.ndarray):
-        return Tensor._wrap(x, dt.from_numpy_dtype(x.dtype))
+        # a copy taken now: the op may run later, after the caller changed the array
+        return Tensor._wrap(np.array(x, copy=True), dt.from_numpy_dtype(x.dtype))
     if is_scalar(x):
         d = dt.scalar_dtype(x)
         if like is not None and d._category <= like.dtype._category:

@@ -130,20 +130,30 @@ def _like_global(x: Tensor) -> tuple:
 
 
 def as_tensor(data, dtype=None, device=None) -> Tensor:
-    """Like ``tensor`` but shares memory with a NumPy array (or tensor) when no cast is needed."""
+    """Like ``tensor`` but shares memory with a NumPy array (or tensor) when no cast is needed
+    (shared as by ``from_numpy``)."""
     as_device(device)
     if isinstance(data, Tensor):
         return data if dtype is None else data.to(dtype)
     if isinstance(data, np.ndarray) and (dtype is None or dt.as_dtype(dtype).np == data.dtype):
-        return Tensor._wrap(data, dt.from_numpy_dtype(data.dtype))
+        return from_numpy(data)
     return tensor(data, dtype=dtype)
 
 
 def from_numpy(array: np.ndarray) -> Tensor:
-    """A tensor sharing memory with ``array``."""
+    """A tensor sharing memory with ``array``: writes to either show in the other.
+
+    What is shared, as in PyTorch: the array's memory, both ways, at every moment. The VM
+    can't see NumPy code, so every op that reads or writes this tensor (or a view of it)
+    completes before it returns: writing ``array`` after ``y = t * 2`` leaves ``y`` as it
+    was, and after ``t.add_(1)`` the array already holds the sum. (Such ops don't overlap
+    with the caller; ``flow.tensor(array)`` copies, and its ops stay asynchronous.) The same
+    holds for ``as_tensor(array)`` and for the array ``Tensor.numpy()`` returns."""
     if not isinstance(array, np.ndarray):
         raise TypeError(f"from_numpy: expected a numpy.ndarray, got {type(array).__name__}")
-    return Tensor._wrap(array, dt.from_numpy_dtype(array.dtype))
+    t = Tensor._wrap(array, dt.from_numpy_dtype(array.dtype))
+    t._h.storage.shared = True
+    return t
 
 
 def full(size, fill_value, dtype=None, device=None, requires_grad: bool = False,

@@ -47,7 +47,7 @@ def _storage_of(x) -> Storage:
 
 def launch(fn, reads=(), writes=(), name: str = "launch", *, args: tuple = (),
            stream: str = "launch", deferred: bool = False, chain=None,
-           creates=(), small: bool = False) -> Instruction:
+           creates=(), small: bool = False, nbytes: int = 0) -> Instruction:
     """Run ``fn(*args)`` (``fn(finish, *args)`` when ``deferred``) as a VM instruction on the
     current worker's ``stream``, ordered by the storages it ``reads`` and ``writes`` (eager
     tensors, ``EagerBlob``s or ``Storage``s). Returns the ``Instruction``; ``wait(ins)`` blocks
@@ -68,12 +68,16 @@ def launch(fn, reads=(), writes=(), name: str = "launch", *, args: tuple = (),
 
     ``small``: quick work that may run on the calling thread when the worker has nothing
     queued and no dependency is pending (what the worker would do at that moment, without the
-    hand-off)."""
+    hand-off).
+
+    ``nbytes``: the memory the instruction holds until it completes (arrays it allocated or
+    keeps alive), counted by back-pressure: issuing waits while a worker's queued
+    instructions hold more than ``scheduler.MAX_QUEUED_BYTES``."""
     r = [_storage_of(x) for x in reads]
     w = [_storage_of(x) for x in writes]
     c = [_storage_of(x) for x in creates]
     return issue(fn, tuple(args), reads=r, writes=w, name=name, fresh=c, kind=stream,
-                 deferred=deferred, chain=chain, small=small)
+                 deferred=deferred, chain=chain, small=small, nbytes=nbytes)
 
 
 def wait(ins: Instruction) -> None:

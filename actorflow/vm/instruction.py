@@ -25,13 +25,21 @@ class Storage:
     ``writer`` is the last instruction that writes it (``None``: none since it was created);
     ``readers`` the instructions that read it since that write. Only the VM's issue lock
     changes these fields.
+
+    ``shared``: NumPy code outside the VM can reach this memory (``from_numpy``, ``as_tensor``,
+    the array ``numpy()`` returns), so an instruction reading or writing it completes before
+    its op returns: the caller may change or read the array right after, as in PyTorch.
+    ``failed``: the error of a failed instruction that was to write this memory in place
+    (the memory keeps its previous values); the next read reports it, if nothing did yet.
     """
 
-    __slots__ = ("writer", "readers")
+    __slots__ = ("writer", "readers", "shared", "failed")
 
     def __init__(self):
         self.writer = None
         self.readers = None
+        self.shared = False
+        self.failed = None
 
     def __repr__(self) -> str:
         n = len(self.readers) if self.readers else 0
@@ -50,7 +58,7 @@ class Instruction:
 
     __slots__ = ("fn", "args", "name", "stream", "after", "war", "done", "error", "stack",
                  "where", "shapes", "deferred", "waiters", "started", "chain", "launched",
-                 "restore", "__weakref__")
+                 "restore", "nbytes", "__weakref__")
 
     def __init__(self, fn, args, name: str, stream, where=None, shapes=None,
                  deferred: bool = False):
@@ -75,6 +83,7 @@ class Instruction:
         self.launched = False
         # (storage, previous writer) of what it writes in place: handed back if it fails
         self.restore = None
+        self.nbytes = 0  # memory it allocated (its outputs): what back-pressure counts
 
     def __repr__(self) -> str:
         state = "failed" if self.error is not None else ("done" if self.done else "pending")

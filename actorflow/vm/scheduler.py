@@ -9,10 +9,18 @@ A worker takes instructions in queue order and waits for dependencies on other w
 running one. Dependencies always point to earlier-issued instructions and every queue is in
 issue order, so waits can't form a cycle.
 
-Failures: a kernel exception becomes a ``KernelError`` kept on the instruction and in a list of
-unreported errors. Instructions that read or overwrite a failed result are skipped and carry the
-same error. The error is raised by the next sync point (``Tensor._array()``, ``synchronize()``)
-or by the next op issued on the failed result.
+Failures: a kernel exception becomes a ``KernelError`` kept on the instruction. Instructions
+that read or overwrite a failed result are skipped and carry the same error. The error belongs
+to what it poisoned (``actorflow/vm/failures.py``): reading the failed outputs raises it (so does
+issuing an op on them); the memory a failed instruction was to write in place keeps its values
+and its next read raises the error, once. ``synchronize()`` reports the failures nobody read,
+once, all together.
+
+Memory NumPy code shares (``Storage.shared``) is not the VM's alone: an instruction reading or
+writing it completes before its op returns. Back-pressure bounds each worker's queued
+instructions by count (``MAX_QUEUED``, deferred launches such as graph calls counted until they
+finish) and by the bytes they allocated (``MAX_QUEUED_BYTES``). An exception a signal handler
+raises on the issuing thread (Ctrl-C) never leaves an instruction half issued or half run.
 
 Blocking mode (``ACTORFLOW_EAGER_BLOCKING=1`` or ``set_blocking(True)``) runs each instruction
 on the calling thread before ``issue`` returns and raises its error there. Instructions issued
@@ -22,7 +30,6 @@ waits for itself.
 from __future__ import annotations
 
 import atexit
-import copy as _copy
 import os
 import sys
 import threading
@@ -34,16 +41,21 @@ from actorflow.settings import env_flag, env_int
 from actorflow.vm.instruction import (
     Instruction, KernelError, Storage, capture_stack, detach_traceback, make_error,
 )
+from actorflow.vm import failures
 from actorflow.vm.worker import WorkerPool
 
 BLOCKING_VAR = "ACTORFLOW_EAGER_BLOCKING"
 INLINE_VAR = "ACTORFLOW_VM_INLINE_MAX_ELEMENTS"
-MAX_QUEUED = 2048        # per worker; issuing more first waits until half have run
+BYTES_VAR = "ACTORFLOW_VM_MAX_QUEUED_BYTES"
+MAX_QUEUED = 2048        # per worker; issuing more first waits until half have completed
+# per worker: bytes the queued instructions allocated (outputs; a graph call's inputs and
+# outputs); issuing beyond it first waits until half that is left
+MAX_QUEUED_BYTES = env_int(BYTES_VAR, 256 << 20, minimum=1)
 _PRUNE_AT = 16           # prune finished readers from a storage's list at this length
+_RETRIES = 64            # bookkeeping interrupted by a signal handler's exception is redone
 
 _lock = threading.Lock()                         # the issue lock
 _reg = threading.Lock()  # guards Instruction.waiters registration
-_errors: list = []       # KernelErrors not yet raised to the user, oldest first
 _deferred: set = set()   # launched deferred instructions whose finish() has not come yet
 _blocking = env_flag(BLOCKING_VAR, False)
 
@@ -52,6 +64,8 @@ INLINE_MAX_ELEMENTS = env_int(INLINE_VAR, 4096, minimum=0)
 
 
 def _run_on_worker(ins: Instruction, worker) -> None:
+    if ins.started:  # put twice by an issue an interrupt made redo its last step: run once
+        return
     try:
         _execute(ins)
     except BaseException as e:  # a bug in the VM itself: fail the instruction, keep the thread
@@ -59,7 +73,7 @@ def _run_on_worker(ins: Instruction, worker) -> None:
             err = KernelError(f"{ins.name}: the VM failed while running it: "
                               f"{type(e).__name__}: {e}")
             err.__cause__ = e
-            _errors.append(err)
+            failures.record(err)
             _complete(ins, err)
     worker.finished += 1
 
@@ -79,9 +93,23 @@ _tls = _ThreadState()
 
 # ---- issue ------------------------------------------------------------------------------------
 
+def _check_input(s: Storage) -> bool:
+    """Raise the error a read or write of ``s`` must report (a failed writer's; an unreported
+    failure of an in-place write into it); True if NumPy code shares the memory."""
+    x = s.writer
+    if x is not None and x.error is not None:
+        _raise(x.error)
+    f = s.failed
+    if f is not None:
+        s.failed = None
+        if failures.is_unreported(f):
+            _raise(f)
+    return s.shared
+
+
 def issue(fn, args: tuple, *, reads, writes, name: str, fresh=(), where=None, shapes=None,
           kind: str = "compute", deferred: bool = False, small: bool = False,
-          chain=None) -> Instruction:
+          chain=None, nbytes: int = 0) -> Instruction:
     """Issue ``fn(*args)`` as an instruction on the current worker's ``kind`` stream (all
     but ``fn`` and ``args`` by keyword).
 
@@ -92,80 +120,109 @@ def issue(fn, args: tuple, *, reads, writes, name: str, fresh=(), where=None, sh
     ``fn(finish, *args)`` and completes when ``finish(exc=None)`` is called. ``small`` marks
     trivially cheap work that may run inline on the calling thread when that changes nothing
     observable: the worker has nothing queued or running and no dependency is pending.
+    ``nbytes``: the memory it holds until it completes (its outputs), for back-pressure.
+
+    An instruction on memory NumPy code shares (``Storage.shared``) completes before this
+    returns (its error, if any, is raised here). Bookkeeping interrupted by an exception from
+    a signal handler (Ctrl-C) is finished before that exception goes on: the instruction is
+    issued whole, never half.
     """
     tls = _tls
     w = tls.worker
     stream = w.compute if kind == "compute" else w.stream(kind)
     ins = Instruction(fn, args, name, stream, where, shapes, deferred)
     ins.chain = chain
+    ins.nbytes = nbytes
+    shared = False
     for s in reads:
-        x = s.writer
-        if x is not None and x.error is not None:
-            _raise(x.error)
+        if _check_input(s):
+            shared = True
     for s in writes:
-        x = s.writer
-        if x is not None and x.error is not None:
-            _raise(x.error)
+        if _check_input(s):
+            shared = True
     forced = _blocking or tls.on_worker
+    after = war = None
+    stage = 0  # of the queueing below, for a redo after an interrupt
+    interrupt = None
+    inline = False
     with _lock:
-        after = war = None
-        for s in reads:
-            x = s.writer
-            if x is not None and not x.done:
-                if after is None:
-                    after = [x]
-                else:
-                    after.append(x)
-            r = s.readers
-            if r is None:
-                s.readers = [ins]
-            else:
-                n = len(r)
-                if n >= _PRUNE_AT and not n & (n - 1):  # at powers of two: amortised O(1)
-                    r[:] = [y for y in r if not y.done]
-                r.append(ins)
-        for s in writes:
-            x = s.writer
-            # x is ins when a storage is listed twice (a parameter twice in a multi-tensor
-            # update): an instruction never waits for itself
-            if x is not None and x is not ins and not x.done:
-                if after is None:
-                    after = [x]
-                else:
-                    after.append(x)
-            r = s.readers
-            if r:
-                for y in r:
-                    if y is not ins and not y.done:
-                        if war is None:
-                            war = [y]
+        for _attempt in range(_RETRIES):
+            try:
+                for s in reads:
+                    x = s.writer
+                    if x is not None and not x.done:
+                        if after is None:
+                            after = [x]
                         else:
-                            war.append(y)
-            s.readers = None
-            if x is not ins:
-                if ins.restore is None:
-                    ins.restore = [(s, x)]
-                else:
-                    ins.restore.append((s, x))
-            s.writer = ins
-        for s in fresh:
-            s.writer = ins
-        ins.after = after
-        ins.war = war
-        if deferred:
-            _deferred.add(ins)
-        # inline: nothing queued on the worker (issued == finished) and nothing to wait for,
-        # so running it here orders it exactly as the worker would
-        inline = forced or (small and after is None and war is None
-                            and w.issued == w.finished)
-        if not inline:
-            ins.stack = capture_stack(3)
-            ins.where = tuple(where) if where else None  # the live list changes later
-            if w.thread is None:
-                w.ensure_started()
-            w.issued += 1
-            w.tail.append(ins)
-            w.queue.put(ins)
+                            after.append(x)
+                    r = s.readers
+                    if r is None:
+                        s.readers = [ins]
+                    elif not r or r[-1] is not ins:  # (a redo must not add it twice)
+                        n = len(r)
+                        if n >= _PRUNE_AT and not n & (n - 1):  # at powers of two: O(1)
+                            r[:] = [y for y in r if not y.done]
+                        r.append(ins)
+                for s in writes:
+                    x = s.writer
+                    # x is ins when a storage is listed twice (a parameter twice in a
+                    # multi-tensor update), or on a redo: an instruction never waits for itself
+                    if x is ins:
+                        continue
+                    if x is not None and not x.done:
+                        if after is None:
+                            after = [x]
+                        else:
+                            after.append(x)
+                    r = s.readers
+                    if r:
+                        for y in r:
+                            if y is not ins and not y.done:
+                                if war is None:
+                                    war = [y]
+                                else:
+                                    war.append(y)
+                    if ins.restore is None:
+                        ins.restore = [(s, x)]
+                    else:
+                        ins.restore.append((s, x))
+                    s.writer = ins  # (no call between these two: one step for signals)
+                    s.readers = None
+                for s in fresh:
+                    s.writer = ins
+                ins.after = after
+                ins.war = war
+                if deferred:
+                    _deferred.add(ins)
+                # inline: nothing queued on the worker and nothing to wait for, so running it
+                # here orders it exactly as the worker would
+                inline = forced or (small and after is None and war is None and w.idle())
+                if not inline:
+                    if stage == 0:
+                        _prune(w)
+                        ins.stack = capture_stack(3)
+                        ins.where = tuple(where) if where else None  # the live list changes
+                        if w.thread is None:
+                            w.ensure_started()
+                        w.pending_bytes += nbytes
+                        w.issued += 1
+                        stage = 1  # (no call since the counts changed)
+                    if stage == 1:
+                        p = w.pending
+                        if not p or p[-1] is not ins:
+                            p.append(ins)
+                        stage = 2
+                    if stage == 2:
+                        w.queue.put(ins)  # a redo may put it twice: the worker runs it once
+                        stage = 3
+                break
+            except BaseException as e:  # a signal handler raised (Ctrl-C): finish, then raise
+                if interrupt is None:
+                    interrupt = e
+    if interrupt is not None:
+        if inline:  # not run: fail it, so that nothing waits for it
+            _complete_surely(ins, _interrupted(ins, interrupt))
+        raise interrupt
     if inline:
         if forced:
             _run_inline(ins, True)
@@ -179,18 +236,22 @@ def issue(fn, args: tuple, *, reads, writes, name: str, fresh=(), where=None, sh
                 if prof is not None:
                     prof.record_instruction(name, stream.kind, t0, perf_counter())
                 _complete(ins, _error_for(ins, e))
+            except BaseException as e:  # interrupted on this thread: only this op fails
+                _complete_surely(ins, _interrupted(ins, e))
+                raise
             else:
                 if prof is not None:
                     prof.record_instruction(name, stream.kind, t0, perf_counter())
-                ins.fn = ins.args = ins.shapes = ins.restore = None
-                ins.done = True
-                ws = ins.waiters
-                if ws is not None:
-                    ins.waiters = None
-                    for lk in ws:
-                        lk.release()
-    elif w.issued - w.finished > MAX_QUEUED:
-        _throttle(w)
+                _complete_surely(ins, None)
+        if shared and ins.error is not None and failures.is_unreported(ins.error):
+            _raise(ins.error)
+    else:
+        if shared and not ins.done:
+            wait_for(ins)  # NumPy code may touch the memory as soon as the op returns
+            if ins.error is not None and failures.is_unreported(ins.error):
+                _raise(ins.error)
+        elif len(w.pending) > MAX_QUEUED or w.pending_bytes > MAX_QUEUED_BYTES:
+            _throttle(w)
     return ins
 
 
@@ -242,39 +303,72 @@ def _error_for(ins: Instruction, exc: BaseException) -> KernelError:
         err = KernelError(f"{ins.name}: kernel failed: {type(exc).__name__}: {exc}")
         err.__cause__ = exc
     detach_traceback(exc)  # kept until reported: must not keep the failed call's frames
-    _errors.append(err)
+    failures.record(err)
+    return err
+
+
+def _interrupted(ins: Instruction, exc: BaseException) -> KernelError:
+    """The error of an instruction that an exception from a signal handler (Ctrl-C) stopped
+    on the issuing thread. That exception reaches the user, so this one counts as reported;
+    it only marks the op's outputs as holding no values."""
+    err = KernelError(f"{ins.name}: interrupted by {type(exc).__name__} before it completed "
+                      f"(its outputs hold no values)")
+    err.vm_reported = True
     return err
 
 
 def _complete(ins: Instruction, err) -> None:
-    # A finished instruction keeps only what dependency tracking and error reporting need
-    # (``done``, ``error``, its name): workers remember their last few thousand instructions
-    # and storages their last writer, so anything else held here (the callable and its
-    # closure, arrays, a graph's compiled state through ``chain``) would outlive its user.
-    ins.fn = ins.args = ins.after = ins.war = ins.chain = ins.stack = ins.shapes = None
-    ins.error = err
-    if err is not None and ins.restore is not None:
-        # A failure poisons only the outputs the instruction created: memory it writes in
-        # place (parameters, optimizer state, in-place ops) gets its previous writer back, so
-        # it stays readable and writable. Instructions issued after this one and ordered on
-        # that memory still carry the error (they depend on this instruction itself).
-        with _lock:
-            for s, prev in ins.restore:
-                if s.writer is ins:
-                    s.writer = None if prev is not None and prev.done and \
-                        prev.error is not None else prev
-    ins.restore = None
-    ins.done = True
+    """Mark ``ins`` done with ``err`` and wake its waiters. Running it again finishes what an
+    interrupted run left (``_complete_surely``)."""
+    if not ins.done:
+        # A finished instruction keeps only what dependency tracking and error reporting need
+        # (``done``, ``error``, its name): storages remember their last writer, so anything
+        # else held here (the callable and its closure, arrays, a graph's compiled state
+        # through ``chain``) would outlive its user.
+        ins.fn = ins.args = ins.after = ins.war = ins.chain = ins.stack = ins.shapes = None
+        ins.error = err
+        if err is not None and ins.restore is not None:
+            # A failure poisons only the outputs the instruction created: memory it writes in
+            # place (parameters, optimizer state, in-place ops) gets its previous writer back,
+            # so it stays readable and writable, and its next read reports the failure (once
+            # in all). Instructions issued after this one and ordered on that memory still
+            # carry the error (they depend on this instruction itself).
+            report = failures.is_unreported(err)
+            with _lock:
+                for s, prev in ins.restore:
+                    if s.writer is ins:
+                        s.writer = None if prev is not None and prev.done and \
+                            prev.error is not None else prev
+                        if report:
+                            s.failed = err
+        ins.restore = None
+        ins.done = True
     # A waiter registers, then re-checks ``done``; we set ``done``, then read ``waiters``:
     # under the GIL one of the two sees the other, so no wake-up is lost. (A lock registered
     # after this read finds ``done`` set and never blocks, so the list can go.)
     ws = ins.waiters
     if ws is not None:
-        ins.waiters = None
         for lk in ws:
-            lk.release()
+            if lk.locked():
+                lk.release()
+        ins.waiters = None
     if ins.deferred:
         _deferred.discard(ins)
+
+
+def _complete_surely(ins: Instruction, err) -> None:
+    """``_complete``, redone if an exception from a signal handler interrupts it (which is
+    raised afterwards): a half-completed instruction would leave its waiters blocked."""
+    interrupt = None
+    for _attempt in range(_RETRIES):
+        try:
+            _complete(ins, err)
+            break
+        except BaseException as e:
+            if interrupt is None:
+                interrupt = e
+    if interrupt is not None:
+        raise interrupt
 
 
 class _Finisher:
@@ -290,26 +384,46 @@ class _Finisher:
         ins, self._ins = self._ins, None
         if ins is None:
             raise RuntimeError("finish() was already called for this instruction")
-        _complete(ins, _error_for(ins, exc) if exc is not None else None)
+        _complete_surely(ins, _error_for(ins, exc) if exc is not None else None)
 
 
 def _run_inline(ins: Instruction, forced: bool) -> None:
     """Run ``ins`` on the calling thread (blocking mode, a worker thread, or small idle work).
     Forced runs raise the error here; opportunistic ones keep it for the next sync point,
-    exactly as if the worker had run it."""
-    _execute(ins)
-    if ins.deferred and not ins.done:
-        wait_for(ins)
-    if forced and ins.error is not None:
+    exactly as if the worker had run it. An interrupt (Ctrl-C) fails this instruction alone."""
+    try:
+        _execute(ins)
+        if ins.deferred and not ins.done:
+            wait_for(ins)
+    except BaseException as e:
+        if not ins.done and not (ins.deferred and ins.launched):
+            _complete_surely(ins, _interrupted(ins, e))
+        raise
+    if forced and ins.error is not None and failures.is_unreported(ins.error):
         _raise(ins.error)
 
 
 def _throttle(w) -> None:
-    # the queue is FIFO: once the instruction MAX_QUEUED // 2 from its end has run, at most
-    # that many remain
-    k = min(MAX_QUEUED // 2, len(w.tail))
-    if k:
-        wait_for(w.tail[-k])
+    """Wait until at most half of ``MAX_QUEUED`` instructions and of ``MAX_QUEUED_BYTES`` are
+    queued on ``w`` (or one instruction, when that one alone holds more)."""
+    p = w.pending
+    while True:
+        with _lock:
+            _prune(w)
+        if len(p) <= 1 or (len(p) <= MAX_QUEUED // 2
+                           and w.pending_bytes <= MAX_QUEUED_BYTES // 2):
+            return
+        wait_for(p[0])
+
+
+def _prune(w) -> None:
+    """Drop the completed instructions at the front of ``w.pending`` (under the issue lock)."""
+    p = w.pending
+    while p and p[0].done:
+        w.pending_bytes -= p[0].nbytes
+        p.popleft()
+    if not p:
+        w.pending_bytes = 0  # (resets any count an interrupted prune left behind)
 
 
 # ---- waiting ----------------------------------------------------------------------------------
@@ -338,38 +452,26 @@ def wait_for(ins: Instruction) -> None:
 
 
 def _raise(err: KernelError):
-    try:
-        _errors.remove(err)
-    except ValueError:
-        pass
-    # Raise a copy: ``err`` stays on its instruction (later readers of the failed result raise
-    # it too), and the traceback of where it was reported would keep those frames' locals
-    # (the caller's tensors) alive as long as the instruction is remembered.
-    raised = _copy.copy(err)  # message, notes and attributes; no traceback
-    raised.__cause__ = err.__cause__
-    try:
-        raise raised
-    finally:
-        del raised  # this frame is in the copy's traceback: no cycle through its locals
-
-
-def raise_pending() -> None:
-    """Raise the oldest kernel error not yet reported (if any)."""
-    if _errors:
-        _raise(_errors[0])
+    """Raise (a copy of) ``err``, which then counts as reported."""
+    failures.raise_error(err)
 
 
 def sync_read(storage: Storage) -> None:
-    """Wait until ``storage`` can be read: its last writer has run. Raises that writer's error,
-    else the oldest unreported kernel error."""
+    """Wait until ``storage`` can be read: its last writer has run. Raises that writer's error
+    (the memory holds no values), or once the unreported failure of an in-place write into it
+    (the memory holds its previous values). Failures of unrelated instructions are not raised
+    here: ``synchronize()`` reports those."""
     x = storage.writer
     if x is not None:
         if not x.done:
             wait_for(x)
         if x.error is not None:
             _raise(x.error)
-    if _errors:
-        _raise(_errors[0])
+    f = storage.failed
+    if f is not None:
+        storage.failed = None
+        if failures.is_unreported(f):
+            _raise(f)
 
 
 def sync_write(storage: Storage) -> None:
@@ -385,19 +487,19 @@ def sync_write(storage: Storage) -> None:
 
 def synchronize() -> None:
     """Wait for every instruction issued so far (all workers, deferred launches included);
-    then raise the oldest unreported kernel error, if any."""
+    then report the failures no sync point has raised yet, once, all together (the oldest is
+    raised; a note counts the others). Afterwards none is pending or kept."""
     _drain()
-    if _errors:
-        _raise(_errors[0])
+    failures.raise_all()
 
 
 def _drain() -> None:
     """Wait for every queued instruction (FIFO: the last one of each worker) and every
     deferred launch issued so far."""
     for w in _pool.all:
-        tail = w.tail
-        if tail:
-            last = tail[-1]
+        p = w.pending
+        if p:
+            last = p[-1]
             if not last.done:
                 wait_for(last)
     if _deferred:
@@ -442,8 +544,8 @@ def pool() -> WorkerPool:
 
 
 def unreported_errors() -> list:
-    """A copy of the kernel errors not yet raised to the user."""
-    return list(_errors)
+    """The oldest kernel errors not yet raised to the user (at most ``failures.KEEP``)."""
+    return failures.unreported()
 
 
 def _before_fork() -> None:
@@ -465,6 +567,9 @@ if hasattr(os, "register_at_fork"):
 def _shutdown() -> None:
     for w in _pool.workers():
         w.stop(timeout=10.0)
-    if _errors:
-        sys.stderr.write(f"actorflow: {len(_errors)} kernel error(s) were never reported "
-                         f"(no sync point read the failed results); the first:\n{_errors[0]}\n")
+    n = failures.unreported_count()
+    if n > 0:
+        first = failures.unreported()
+        sys.stderr.write(f"actorflow: {n} kernel error(s) were never reported (no sync point "
+                         f"read the failed results)" +
+                         (f"; the first:\n{first[0]}\n" if first else "\n"))

@@ -21,7 +21,6 @@ LIMIT_VAR = "ACTORFLOW_VM_WORKER_THREAD_LIMIT"
 DEFAULT_LIMIT = 16
 STREAM_KINDS = ("compute", "copy", "launch")
 COMM_WORKER = "comm"  # the id of the pool's communication worker
-TAIL = 4096  # queued instructions a worker remembers (>= the scheduler's MAX_QUEUED)
 
 
 class Stream:
@@ -45,7 +44,11 @@ class Worker:
         self.queue: SimpleQueue = SimpleQueue()
         self.issued = 0    # instructions put on its queue (changed under the issue lock)
         self.finished = 0  # ... that its thread completed (or launched, when deferred)
-        self.tail: deque = deque(maxlen=TAIL)  # the latest queued instructions (for waiting)
+        # its queued instructions not known to be complete, oldest first (deferred ones stay
+        # until finished), and the bytes they allocated: what back-pressure bounds. Pruned
+        # from the left at each issue, so finished instructions are not kept.
+        self.pending: deque = deque()
+        self.pending_bytes = 0
         self.thread: threading.Thread | None = None
         self._run = run
         self.streams = {k: Stream(k, self) for k in STREAM_KINDS}
@@ -66,6 +69,11 @@ class Worker:
             self.thread = t
             t.start()
 
+    def idle(self) -> bool:
+        """Nothing queued is left to run on its thread (deferred launches in flight count as
+        run): an instruction run on the caller now is ordered as the worker would order it."""
+        return self.issued == self.finished
+
     def _loop(self) -> None:
         q, run = self.queue, self._run
         while True:
@@ -77,7 +85,8 @@ class Worker:
     def reset_after_fork(self) -> None:
         """In a forked child: no thread, an empty queue (the parent drained before forking)."""
         self.queue = SimpleQueue()
-        self.tail.clear()
+        self.pending.clear()
+        self.pending_bytes = 0
         self.issued = self.finished = 0
         self.thread = None
 

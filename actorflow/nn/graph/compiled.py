@@ -137,8 +137,12 @@ class CompiledGraph:
         read, written = self.state_access
         # a failed call poisons only its outputs: the state it writes gets its previous
         # writer back (see _with_state_note for what the error then says)
+        # held until the call completes: its outputs and the inputs it keeps alive
+        nbytes = sum(b.raw.nbytes for b in blobs) + sum(
+            t._h.raw.nbytes for t in inputs if type(t._h) is EagerBlob)
         self.last_call = vm.launch(run, reads=[*inputs, *read], writes=written, creates=blobs,
-                                   name=f"{name}-call", deferred=True, chain=self)
+                                   name=f"{name}-call", deferred=True, chain=self,
+                                   nbytes=nbytes)
         return blobs
 
     def _refuse(self, call: int, finish) -> None:
