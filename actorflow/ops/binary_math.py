@@ -12,7 +12,7 @@ from actorflow.ops._common import (
     F,
 )
 from actorflow.ops.int_scalars import is_int_scalar
-from actorflow.ops.elementwise import _needs, _quiet, binary
+from actorflow.ops.elementwise import c_scalar, _needs, _quiet, binary
 
 floor_divide, scalar_floor_divide = binary(
     "floor_divide", _quiet(np.floor_divide, int_divisor=True),
@@ -138,6 +138,11 @@ maximum, scalar_maximum = binary("maximum", np.maximum, grad=_minmax_grads("gt")
                                  scalar_grad=_minmax_grads("gt")[1])
 minimum, scalar_minimum = binary("minimum", np.minimum, grad=_minmax_grads("lt")[0],
                                  scalar_grad=_minmax_grads("lt")[1])
+# one element in generated C (ops/registry.py: c_expr): NaN wins, as in np.maximum / minimum
+maximum.c_expr = "(({0} >= {1} || {0} != {0}) ? {0} : {1})"
+minimum.c_expr = "(({0} <= {1} || {0} != {0}) ? {0} : {1})"
+scalar_maximum.c_expr = c_scalar("(({0} >= {scalar} || {0} != {0}) ? {0} : {scalar})")
+scalar_minimum.c_expr = c_scalar("(({0} <= {scalar} || {0} != {0}) ? {0} : {scalar})")
 
 
 def _atan2_grad(ctx, g, y, x):  # atan2(y, x): d/dy = x / r^2, d/dx = -y / r^2
