@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from actorflow.compiler import collective, transfer
+from actorflow.compiler import codegen, collective, transfer
 from actorflow.compiler.memory import plan_memory
 from actorflow.compiler.plan import Plan, RegstDesc, TaskProto
 from actorflow.compiler.task_id import encode_task_id
@@ -63,6 +63,9 @@ class CompileOptions:
     # compute threads kernel tasks are spread over, 1 or 2 (ACTORFLOW_GRAPH_COMPUTE_LANES)
     compute_lanes: int = field(
         default_factory=lambda: env_int("ACTORFLOW_GRAPH_COMPUTE_LANES", 1, minimum=1))
+    # generated C kernels for elementwise tasks (ACTORFLOW_GRAPH_CODEGEN; compiler/codegen)
+    # (off by default: see compiler/codegen's docstring)
+    codegen: bool = field(default_factory=lambda: env_flag("ACTORFLOW_GRAPH_CODEGEN", False))
     rank: int = 0
     world_size: int = 1           # ranks of a distributed graph (each compiles its own Plan)
 
@@ -229,8 +232,11 @@ def compile_job(job: Job, options: CompileOptions | None = None) -> Plan:
           "inputs": {str(t.attrs["index"]): t.task_id for t in b.tasks if t.kind == "input"},
           "outputs": {str(t.attrs["index"]): t.task_id for t in b.tasks if t.kind == "output"},
           "accumulation_steps": n}
-    return Plan(job.name, b.tasks, b.regsts, memory, io, rank=opt.rank,
+    plan = Plan(job.name, b.tasks, b.regsts, memory, io, rank=opt.rank,
                 world_size=opt.world_size)
+    if opt.codegen:
+        codegen.generate(plan)
+    return plan
 
 
 def _adapt_time(b: _Builder, producer: TaskProto, consumer: TaskProto, rid: int, n: int) -> int:

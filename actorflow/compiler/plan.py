@@ -76,6 +76,8 @@ class TaskProto:
     # kernel input position -> view steps [op type, attrs, output index, shape] applied to the
     # consumed array (view ops folded into their reader, job/views.py)
     input_views: dict = field(default_factory=dict)
+    # the generated C kernel the task runs instead of its NumPy kernel ("": none; codegen/)
+    generated: str = ""
 
     @property
     def thread_id(self) -> int:
@@ -106,7 +108,8 @@ class TaskProto:
                 "tags": {k: attr_codec.encode(v) for k, v in self.tags.items()},
                 "input_views": {str(k): [[op, {a: attr_codec.encode(v) for a, v in at.items()},
                                           i, list(shape)] for op, at, i, shape in steps]
-                                for k, steps in self.input_views.items()}}
+                                for k, steps in self.input_views.items()},
+                "generated": self.generated}
 
     @staticmethod
     def from_dict(d: dict) -> "TaskProto":
@@ -130,7 +133,8 @@ class TaskProto:
                          {k: attr_codec.decode(v) for k, v in d.get("tags", {}).items()},
                          {int(k): [(op, {a: attr_codec.decode(v) for a, v in at.items()}, i,
                                     tuple(shape)) for op, at, i, shape in steps]
-                          for k, steps in d.get("input_views", {}).items()})
+                          for k, steps in d.get("input_views", {}).items()},
+                         d.get("generated", ""))
 
 
 class Plan:
@@ -145,6 +149,9 @@ class Plan:
         self.regst_descs: dict = regst_descs  # id -> RegstDesc
         self.memory: dict = memory or {}
         self.io: dict = io or {}               # input/output task ids by index, source, sink
+        # what the code generator made of it (compiler/codegen: status, library, tasks)
+        self.codegen: dict = {}
+        self.generated_kernels: dict | None = None  # task id -> kernel (not serialised)
 
     def task(self, task_id: int) -> TaskProto:
         for t in self.tasks:
@@ -170,7 +177,8 @@ class Plan:
         return {"job_name": self.job_name, "rank": self.rank, "world_size": self.world_size,
                 "tasks": [t.to_dict() for t in self.tasks],
                 "regst_descs": [r.to_dict() for r in self.regst_descs.values()],
-                "memory": attr_codec.encode(self.memory), "io": attr_codec.encode(self.io)}
+                "memory": attr_codec.encode(self.memory), "io": attr_codec.encode(self.io),
+                "codegen": attr_codec.encode(self.codegen)}
 
     def to_json(self, indent: int | None = None) -> str:
         """The Plan as JSON (``Plan.from_json`` loads it back equal)."""
@@ -180,9 +188,11 @@ class Plan:
     def from_json(text: str) -> "Plan":
         d = json.loads(text)
         regsts = {r["regst_desc_id"]: RegstDesc.from_dict(r) for r in d["regst_descs"]}
-        return Plan(d["job_name"], [TaskProto.from_dict(t) for t in d["tasks"]], regsts,
+        plan = Plan(d["job_name"], [TaskProto.from_dict(t) for t in d["tasks"]], regsts,
                     attr_codec.decode(d["memory"]), attr_codec.decode(d["io"]),
                     d.get("rank", 0), d.get("world_size", 1))
+        plan.codegen = attr_codec.decode(d.get("codegen", {}))
+        return plan
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Plan) and self.to_dict() == other.to_dict()
@@ -203,6 +213,8 @@ class Plan:
                 w = t.placement()
                 label = (f"{t.op_name}\\n{t.kind} #{idx}\\nrank {w['rank']} {w['device']} "
                          f"{w['stream']}")
+                if t.generated:  # a generated kernel: the ops it holds
+                    label += f"\\nC {t.generated}: {' '.join(t.attrs.get('ops', [t.op_type]))}"
                 lines.append(f'    t{t.task_id} [label="{_esc(label)}"];')
             lines.append("  }")
         for r in self.regst_descs.values():

@@ -254,6 +254,40 @@ erfc = unary("erfc", _composite(lambda a, attrs: erfc_array(a)),
 sigmoid = unary("sigmoid", _composite(lambda a, attrs: _sigmoid_array(a)), grad_uses_outputs=True,
                 grad=lambda ctx, g: F.mul(g, F.mul(_y(ctx), F.rsub(_y(ctx), 1))), activation=True)
 
+
+# how each op above computes one element in generated C (ops/registry.py: c_expr)
+abs_op.c_expr = "fabs({0})"
+square.c_expr = "({0} * {0})"
+floor.c_expr = "floor({0})"
+ceil.c_expr = "ceil({0})"
+trunc.c_expr = "trunc({0})"
+isnan.c_expr = "isnan({r0})"
+isinf.c_expr = "isinf({r0})"
+isfinite.c_expr = "isfinite({r0})"
+logical_not.c_expr = "(!{r0})"
+exp2.c_expr = "exp2({0})"
+expm1.c_expr = "expm1({0})"
+log.c_expr = "log({0})"
+log2.c_expr = "log2({0})"
+log10.c_expr = "log10({0})"
+log1p.c_expr = "log1p({0})"
+sqrt.c_expr = "sqrt({0})"
+rsqrt.c_expr = "(({T})1 / sqrt({0}))"
+reciprocal.c_expr = "(({T})1 / {0})"
+sin.c_expr = "sin({0})"
+cos.c_expr = "cos({0})"
+tan.c_expr = "tan({0})"
+asin.c_expr = "asin({0})"
+acos.c_expr = "acos({0})"
+atan.c_expr = "atan({0})"
+sinh.c_expr = "sinh({0})"
+cosh.c_expr = "cosh({0})"
+tanh.c_expr = "tanh({0})"
+asinh.c_expr = "asinh({0})"
+acosh.c_expr = "acosh({0})"
+atanh.c_expr = "atanh({0})"
+sigmoid.c_expr = "(({0} >= 0 ? ({T})1 : exp(-fabs({0}))) / (({T})1 + exp(-fabs({0}))))"
+
 # ---- clamp ------------------------------------------------------------------------------------
 
 clamp = register("clamp", elementwise=True, alias_safe=True,

@@ -13,7 +13,7 @@ from actorflow.ops._common import (
 )
 from actorflow.framework import dtype as dt
 from actorflow.ops.int_scalars import is_int_scalar
-from actorflow.ops.elementwise import _needs, _quiet, binary, refuse_bool
+from actorflow.ops.elementwise import _needs, _quiet, binary, c_scalar, refuse_bool
 from actorflow.ops.registry import Meta
 
 floor_divide, scalar_floor_divide = binary(
@@ -147,6 +147,11 @@ maximum, scalar_maximum = binary("maximum", np.maximum, grad=_minmax_grads("gt")
                                  scalar_grad=_minmax_grads("gt")[1])
 minimum, scalar_minimum = binary("minimum", np.minimum, grad=_minmax_grads("lt")[0],
                                  scalar_grad=_minmax_grads("lt")[1])
+# one element in generated C (ops/registry.py: c_expr): NaN wins, as in np.maximum / minimum
+maximum.c_expr = "(({0} >= {1} || {0} != {0}) ? {0} : {1})"
+minimum.c_expr = "(({0} <= {1} || {0} != {0}) ? {0} : {1})"
+scalar_maximum.c_expr = c_scalar("(({0} >= {scalar} || {0} != {0}) ? {0} : {scalar})")
+scalar_minimum.c_expr = c_scalar("(({0} <= {scalar} || {0} != {0}) ? {0} : {scalar})")
 
 
 def _atan2_grad(ctx, g, y, x):  # atan2(y, x): d/dy = x / r^2, d/dx = -y / r^2

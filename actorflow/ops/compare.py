@@ -25,6 +25,14 @@ ge, scalar_ge = binary("ge", np.greater_equal, kind="bool")
 logical_and, scalar_logical_and = binary("logical_and", np.logical_and, kind="bool")
 logical_or, scalar_logical_or = binary("logical_or", np.logical_or, kind="bool")
 logical_xor, scalar_logical_xor = binary("logical_xor", np.logical_xor, kind="bool")
+
+# one element in generated C (ops/registry.py: c_expr); comparisons read the raw inputs
+for _op, _c in ((eq, "=="), (ne, "!="), (lt, "<"), (le, "<="), (gt, ">"), (ge, ">=")):
+    _op.c_expr = "({r0} %s {r1})" % _c
+logical_and.c_expr = "({0} && {1})"
+logical_or.c_expr = "({0} || {1})"
+logical_xor.c_expr = "({0} != {1})"
+
 bitwise_and, scalar_bitwise_and = binary("bitwise_and", np.bitwise_and, elementwise=False)
 bitwise_or, scalar_bitwise_or = binary("bitwise_or", np.bitwise_or, elementwise=False)
 bitwise_xor, scalar_bitwise_xor = binary("bitwise_xor", np.bitwise_xor, elementwise=False)
@@ -54,7 +62,8 @@ def _(ins, outs, attrs):
 
 # ---- where, masked_fill, fill ------------------------------------------------------------------
 
-where = register("where", doc="x where cond else y (broadcasting all three).", elementwise=True)
+where = register("where", doc="x where cond else y (broadcasting all three).", elementwise=True,
+                 c_expr="({r0} ? {1} : {2})")
 where.sbp(elementwise_rule)
 
 

@@ -119,7 +119,7 @@ def _(ctx, dout):
 
 
 cast = register("cast", elementwise=True, alias_safe=True, is_identity=lambda attrs: True,
-                doc="Convert to another dtype.")
+                doc="Convert to another dtype.", c_expr="{0}")
 
 
 cast.sbp(elementwise_rule)
@@ -311,6 +311,20 @@ def binary(name: str, ufunc, *, kind: str = "arith", grad=None, scalar_grad=None
     return op, sop
 
 
+def c_scalar(forward: str, reverse: str | None = None):
+    """The ``c_expr`` of a ``scalar_<op>``: ``forward`` for ``x op scalar``, ``reverse`` (by
+    default ``forward`` with the operands swapped) for ``reverse=True``."""
+    if reverse is None:
+        reverse = forward.replace("{0}", "{_x}").replace("{scalar}", "{0}").replace(
+            "{_x}", "{scalar}")
+
+    def form(attrs: dict) -> str | None:
+        if isinstance(attrs.get("scalar"), complex):
+            return None
+        return reverse if attrs.get("reverse") else forward
+    return form
+
+
 def _conj_scalar(s):
     """The conjugate of a complex Python scalar (other numbers unchanged)."""
     return s.conjugate() if isinstance(s, complex) else s
@@ -351,6 +365,10 @@ def _scalar_div_grad(ctx, g, s, rev):
 
 div, scalar_div = binary("div", np.true_divide, kind="float", grad=_div_grad, complex_ok=True,
                          scalar_grad=_scalar_div_grad)
+add.c_expr, scalar_add.c_expr = "({0} + {1})", c_scalar("({0} + {scalar})")
+sub.c_expr, scalar_sub.c_expr = "({0} - {1})", c_scalar("({0} - {scalar})")
+mul.c_expr, scalar_mul.c_expr = "({0} * {1})", c_scalar("({0} * {scalar})")
+div.c_expr, scalar_div.c_expr = "({0} / {1})", c_scalar("({0} / {scalar})")
 for _op in (add, sub, scalar_mul, scalar_div):  # linear: partial sums stay partial
     _op.sbp(linear_rule)
 
@@ -408,8 +426,9 @@ def _ufunc(u):
 neg = unary("neg", _ufunc(np.negative), float_only=False, grad=lambda ctx, g: F.neg(g),
             complex_ok=True)
 neg.sbp(linear_rule)
+neg.c_expr = "(-{0})"
 exp = unary("exp", _ufunc(np.exp), grad_uses_outputs=True, complex_ok=True,
-            grad=lambda ctx, g: F.mul(g, F.conj(ctx.outputs[0])), amp="deny")
+            grad=lambda ctx, g: F.mul(g, F.conj(ctx.outputs[0])), amp="deny", c_expr="exp({0})")
 
 
 def _relu_kernel(x, out, attrs):

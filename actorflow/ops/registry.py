@@ -57,6 +57,18 @@ the compiler - reads them from the record; nothing keeps its own list of op name
   * ``is_identity(attrs) -> bool`` (one input, one output): given a call whose output has its
     input's shape and dtype, whether it returns the input unchanged (reshape, expand and cast
     always, transpose for the identity permutation); identity_elimination removes such calls.
+  * ``c_expr`` (elementwise single-output ops): how the op computes ONE element, as a C
+    expression template the graph's code generator (``actorflow/compiler/codegen``) inlines.
+    Values have C types: ``float`` for float32 / float16 / bfloat16, ``double`` for float64,
+    ``_Bool`` for bool; ``{T}`` is the result's. ``{0}``, ``{1}``... are the inputs converted
+    to ``{T}`` (what the NumPy kernels' ``dtype=out.dtype`` does), ``{r0}``, ``{r1}``... the
+    inputs as they are (comparisons, ``where``'s condition), ``{scalar}`` (or any other numeric
+    attr by its name) a literal of the computing type, rounded to the dtype NumPy would round
+    it to. Math uses ``<tgmath.h>`` names (``exp``, ``tanh``...), so one template serves
+    float and double. A string, or
+    ``c_expr(attrs) -> str | None`` when it depends on the attrs (None: no C form for this
+    call). It is set beside the NumPy kernel, which stays the reference: a test checks the
+    two agree on every op that has both. Ask ``Op.c_form(attrs)``.
 """
 from __future__ import annotations
 
@@ -86,7 +98,7 @@ class Op:
                  "view_write_fn", "mutates", "mutates_fn", "may_mutate", "grad_uses_outputs",
                  "random", "optional_outputs", "elementwise", "alias_safe", "activation",
                  "bias_act_epilogue", "bias_input", "add_to_output", "optimizer_update", "amp",
-                 "is_identity", "kernel_cpu", "collective", "transfer")
+                 "is_identity", "kernel_cpu", "collective", "transfer", "c_expr")
 
     def __init__(self, name: str, *, doc: str = "", mutates: tuple = (),
                  mutates_fn: Callable | None = None,
@@ -96,7 +108,8 @@ class Op:
                  bias_act_epilogue: bool = False, bias_input: int | None = None,
                  add_to_output: bool = False, optimizer_update: bool = False,
                  amp: str = "follow", is_identity: Callable | None = None,
-                 collective: bool = False, transfer: bool = False):
+                 collective: bool = False, transfer: bool = False,
+                 c_expr: str | Callable | None = None):
         if amp not in AMP_CLASSES:
             raise ValueError(f"op {name!r}: amp must be one of {AMP_CLASSES}, got {amp!r}")
         if alias_safe and not elementwise:
@@ -132,6 +145,7 @@ class Op:
         self.is_identity = is_identity
         self.collective = collective
         self.transfer = transfer
+        self.c_expr = c_expr
 
     def mutated_inputs(self, n_inputs: int, attrs: dict) -> tuple:
         """Indices of the inputs one call with ``n_inputs`` inputs and ``attrs`` writes in
@@ -140,6 +154,14 @@ class Op:
         if self.mutates_fn is not None:
             return tuple(self.mutates_fn(n_inputs, attrs))
         return tuple(i for i in self.mutates if i < n_inputs)
+
+    def c_form(self, attrs: dict) -> str | None:
+        """The C expression template of one element of this call (``c_expr``), or None when
+        the op has none for ``attrs``."""
+        c = self.c_expr
+        if c is None or isinstance(c, str):
+            return c
+        return c(attrs)
 
     def traits(self) -> list:
         """The traits that differ from a plain op, as short strings (for ``describe``)."""
@@ -159,6 +181,8 @@ class Op:
             out.append(f"optional_outputs={self.optional_outputs}")
         if self.is_identity is not None:
             out.append("is_identity")
+        if self.c_expr is not None:
+            out.append("c_expr")
         if self.view_fn is not None:
             out.append("view")
         if self.amp != "follow":

@@ -183,7 +183,8 @@ class KernelActor(Actor):
         self.in_views = [(pos, [view_step(*s) for s in steps])
                          for pos, steps in sorted(self.task.input_views.items())]
         op = registry.get(self.task.op_type)
-        self.kernel = op.kernel_cpu
+        # the task's generated C kernel where the Plan has one (compiler/codegen), else NumPy's
+        self.kernel = self.rt.generated_kernels.get(self.task.task_id, op.kernel_cpu)
         self.attrs = self.task.attrs
         self.random = op.random and self.attrs.get("seed") is None
         self.seed_key = self.task.tags.get("seed_of", self.task.op_name)

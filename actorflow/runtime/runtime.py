@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 import threading
 
+from actorflow.compiler import codegen
 from actorflow.compiler.task_id import thread_id_of
 from actorflow.job.executor import Future
 from actorflow.runtime.actors import make_actor
@@ -49,6 +50,7 @@ class Runtime:
         self.seeds: dict = {}
         self.overrides: dict = {}  # job instance -> {variable name: array} for that call only
         self.blocks = allocate_blocks(plan.memory)
+        self.generated_kernels = codegen.kernels_of(plan)  # task id -> generated C kernel
         self.input_buffers = {int(k): Buffer(name=f"input{k}") for k in plan.io["inputs"]}
         self.output_buffers = {int(k): Buffer(name=f"output{k}") for k in plan.io["outputs"]}
         self.source_buffer = Buffer(name="source")

@@ -1,0 +1,167 @@
+"""Generated C kernels for a Plan: the graph compiler's code generator.
+
+``generate(plan)`` looks at every kernel task of a Plan; a task whose work is elementwise
+(a fused program, or a single elementwise op) after an optional BLAS prefix
+(``region.py``) gets a C function computing its region per element: intermediates stay in
+registers, only the task's outputs are written (``emit.py``). All functions of one Plan go
+into ONE translation unit, built once with the system C compiler and cached on disk
+(``build.py``: flags and why), loaded with ``ctypes``. The Plan then holds, per task, the
+generated kernel the actor calls instead of the NumPy one (``kernels.py``); ``Plan.codegen``
+reports what was generated (JSON and DOT show it per task: ``TaskProto.generated``).
+
+How an op computes one element is its record's ``c_expr`` (``ops/registry.py``), beside its
+NumPy kernel: the generator holds no table of ops.
+
+Control: ``ACTORFLOW_GRAPH_CODEGEN=1`` turns generation on (``CompileOptions.codegen``); it is
+off by default for now: libm's exp / tanh / log differ from NumPy's own by an ulp here and
+there, and graph tests that expect the graph's bits to equal eager's then fail;
+tasks with fewer than ``ACTORFLOW_GRAPH_CODEGEN_MIN`` output elements (default 1) keep their
+NumPy kernel. No compiler, or a failed build, leaves every task on its NumPy kernel with one
+``CodegenWarning`` saying why.
+"""
+from __future__ import annotations
+
+import hashlib
+
+from actorflow.compiler.codegen import emit
+from actorflow.compiler.codegen.build import CACHE_VAR, CodegenWarning, FLAGS, build, stats
+from actorflow.compiler.codegen.kernels import GeneratedKernel
+from actorflow.compiler.codegen.region import Region, analyse, program_of
+from actorflow.ops import registry
+from actorflow.settings import env_int
+
+ENV = "ACTORFLOW_GRAPH_CODEGEN"
+MIN_ENV = "ACTORFLOW_GRAPH_CODEGEN_MIN"
+
+
+def _in_metas(plan, task) -> list:
+    metas = []
+    for pos, (rid, idx) in enumerate(task.input_blobs):
+        _, desc = plan.regst_descs[rid].blobs[idx]
+        shape = tuple(desc.shape)
+        steps = task.input_views.get(pos)
+        if steps:
+            shape = tuple(steps[-1][3])
+        metas.append((shape, desc.dtype))
+    return metas
+
+
+def _out_metas(plan, task) -> list:
+    rid = task.produced_regsts.get("out")
+    if rid is None:
+        return []
+    return [(tuple(d.shape), d.dtype) for _, d in plan.regst_descs[rid].blobs]
+
+
+def regions(plan, min_elements: int = 1) -> dict:
+    """task id -> Region, for each kernel task of ``plan`` a generated kernel can compute."""
+    out = {}
+    for t in plan.tasks:
+        if t.kind != "normal":
+            continue
+        outs = _out_metas(plan, t)
+        if not outs or min(_size(s) for s, _ in outs) < min_elements:
+            continue
+        prog = program_of(t.op_type, t.attrs, _in_metas(plan, t), outs)
+        if prog is None:
+            continue
+        region = analyse(prog, _in_metas(plan, t))
+        if region is not None:
+            out[t.task_id] = region
+    return out
+
+
+def _size(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def source_of(found: dict) -> tuple:
+    """``(C source, task id -> symbol)`` for the regions ``found``; identical kernels (the
+    same layers of a model) share one function."""
+    bodies: dict = {}
+    symbols = {}
+    parts = [emit.PRELUDE]
+    for tid, r in found.items():
+        text = emit.emit_kernel("KERNEL", r.operand_dtypes, r.steps, r.stores, r.pattern())
+        digest = hashlib.sha1(text.encode()).hexdigest()[:12]
+        sym = bodies.get(digest)
+        if sym is None:
+            sym = bodies[digest] = f"af_k{len(bodies)}_{digest}"
+            parts.append(text.replace("KERNEL", sym))
+        symbols[tid] = sym
+    return "\n".join(parts), symbols
+
+
+def generate(plan) -> None:
+    """Generate, build and attach the kernels of ``plan`` (see the module docstring); sets
+    ``plan.codegen`` and each generated task's ``generated``."""
+    found = regions(plan, env_int(MIN_ENV, 1, minimum=1))
+    report = {"status": "none", "flags": list(FLAGS), "tasks": {}}
+    plan.codegen = report
+    if not found:
+        return
+    source, symbols = source_of(found)
+    lib = build(source)
+    if lib is None:
+        report["status"] = "fallback"
+        return
+    report["status"] = "built"
+    report["library"] = lib._name
+    kernels = {}
+    for t in plan.tasks:
+        sym = symbols.get(t.task_id)
+        if sym is None:
+            continue
+        r: Region = found[t.task_id]
+        kernels[t.task_id] = GeneratedKernel(getattr(lib, sym), r,
+                                             registry.get(t.op_type).kernel_cpu, sym)
+        t.generated = sym
+        report["tasks"][t.op_name] = {"symbol": sym, "ops": list(r.ops),
+                                      "numpy_prefix": [r.ops[s] for s in r.prefix]}
+    plan.generated_kernels = kernels
+
+
+def kernels_of(plan) -> dict:
+    """task id -> GeneratedKernel of ``plan`` (built now if the Plan says it has generated
+    kernels but holds none, e.g. one read back from JSON)."""
+    got = getattr(plan, "generated_kernels", None)
+    if got is None:
+        if any(getattr(t, "generated", "") for t in plan.tasks):
+            generate(plan)
+        got = getattr(plan, "generated_kernels", None) or {}
+        plan.generated_kernels = got
+    return got
+
+
+__all__ = ["generate", "kernels_of", "kernels_for", "regions", "source_of", "CodegenWarning", "ENV",
+           "MIN_ENV", "CACHE_VAR", "stats"]
+
+
+
+def kernels_for(items: list) -> list:
+    """Generated kernels for ``items`` (``(program, in_metas)`` each: a program in
+    ``region.program_of``'s form over inputs of (shape, dtype)), built as ONE translation unit;
+    None for an item without a C form, all None without a build (for tests and tools; Plans
+    use ``generate``)."""
+    found = {}
+    for i, (prog, metas) in enumerate(items):
+        region = analyse(prog, metas)
+        if region is not None:
+            found[i] = region
+    out: list = [None] * len(items)
+    if not found:
+        return out
+    source, symbols = source_of(found)
+    lib = build(source)
+    if lib is None:
+        return out
+    fused = registry.get("fused_elementwise")
+    for i, region in found.items():
+        prog = items[i][0]
+        out[i] = GeneratedKernel(getattr(lib, symbols[i]), region,
+                                 lambda ins, outs, attrs, p=prog: fused.kernel_cpu(ins, outs, p),
+                                 symbols[i])
+    return out

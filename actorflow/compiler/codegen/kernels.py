@@ -1,0 +1,115 @@
+"""The Python side of a generated kernel: ``GeneratedKernel(ins, outs, attrs)`` has the
+signature of the task's NumPy kernel, so an actor calls either the same way.
+
+A call runs the region's prefix steps with their NumPy kernels (into the buffers the NumPy
+program would use), then the generated loop through ``ctypes`` (which releases the GIL while
+it runs). Layouts are collapsed once per distinct set of input strides and cached (a Plan's
+registers keep their layout, so every iteration after the first hits the cache). A loop over
+at least ``PARALLEL_MIN`` elements is split into chunks run on ``ops/parallel``'s intra-op
+threads, one ``ctypes`` call each. No BLAS call runs inside the loop, and a prefix's matmul
+has returned before it starts, so the chunks never compete with BLAS's own threads.
+An array the loop can't take (a stride that is not a whole number of elements, or a dtype
+other than the compiled one) makes that call run the NumPy kernel instead.
+"""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from actorflow.compiler.codegen import emit
+from actorflow.compiler.codegen.region import Region, numpy_buffers
+from actorflow.ops import registry
+from actorflow.ops.parallel import parallel_for, split, threads
+
+PARALLEL_MIN = 1 << 15   # elements; below it one thread is faster than handing out chunks
+_I64P = ctypes.POINTER(ctypes.c_int64)
+ARGTYPES = (ctypes.POINTER(ctypes.c_void_p), _I64P, _I64P, ctypes.c_int64, ctypes.c_int64,
+            ctypes.c_int64, ctypes.c_int)
+
+
+class GeneratedKernel:
+    """A task's kernel running its generated loop (see the module docstring)."""
+
+    def __init__(self, fn, region: Region, numpy_kernel, symbol: str):
+        fn.argtypes = ARGTYPES
+        fn.restype = None
+        self.fn = fn
+        self.region = region
+        self.symbol = symbol
+        self.numpy_kernel = numpy_kernel
+        self.pattern = region.pattern()
+        self.np_dtypes = [d.np for d in region.operand_dtypes]
+        prog = region.program
+        self.prefix = [(registry.get(prog["ops"][s]), prog["args"][s], prog["op_attrs"][s],
+                        tuple(prog["shapes"][s]), prog["dtypes"][s].np) for s in region.prefix]
+        self.buffers = numpy_buffers(region) if region.prefix else []
+        self.layouts: dict = {}
+        self.calls = 0
+
+    def __call__(self, ins: list, outs: list, attrs: dict) -> None:
+        r = self.region
+        vals = list(ins)
+        if self.prefix:
+            held: dict = {}
+            for s, (op, refs, op_attrs, shape, npd) in enumerate(self.prefix):
+                where = self.buffers[s]
+                buf = held.get(where)
+                if buf is None:
+                    buf = outs[where[1]] if where[0] == "o" else np.empty(shape, npd)
+                    held[where] = buf
+                op.kernel_cpu([vals[i] for i in refs], [buf], op_attrs)
+                vals.append(buf)
+        arrays = [vals[i] for i in r.operands]
+        stored = [outs[j] for j, _, _ in r.stores]
+        key = tuple((a.shape, a.strides, a.dtype) for a in arrays)
+        layout = self.layouts.get(key)
+        if layout is None:
+            layout = self.layouts[key] = self._layout(arrays, stored)
+        if layout is False or any(not o.flags.c_contiguous for o in stored):
+            self._numpy(ins, outs, attrs, vals)
+            return
+        sh, st, nd, total, fast = layout
+        if total == 0:
+            return
+        ptrs = (ctypes.c_void_p * (len(arrays) + len(stored)))(
+            *[a.ctypes.data for a in arrays], *[o.ctypes.data for o in stored])
+        self.calls += 1
+        fn = self.fn
+        if total >= PARALLEL_MIN and threads() > 1:
+            chunks = split(total, PARALLEL_MIN // 2)
+            parallel_for(len(chunks), lambda c: fn(ptrs, st, sh, nd, chunks[c][0],
+                                                   chunks[c][1], fast))
+        else:
+            fn(ptrs, st, sh, nd, 0, total, fast)
+
+    def _layout(self, arrays: list, stored: list):
+        """``(shape, strides, nd, elements, fast)`` as ctypes values, or False (NumPy)."""
+        shape = self.region.shape
+        strides = []
+        for a, npd, want in zip(arrays, self.np_dtypes, self.region.operand_shapes):
+            if a.dtype != npd or tuple(a.shape) != tuple(want):
+                return False
+            if any(s % a.itemsize for s in a.strides):
+                return False
+            strides.append(emit.broadcast_strides(shape, a.shape,
+                                                  [s // a.itemsize for s in a.strides]))
+        for o in stored:
+            if tuple(o.shape) != tuple(shape):
+                return False
+            strides.append(emit.contiguous_strides(shape))
+        sh, st = emit.collapse(shape, strides)
+        nd = len(sh)
+        flat = [s for per in st for s in per]
+        fast = int(tuple(per[-1] for per in st) == self.pattern)
+        total = int(np.prod(sh)) if all(shape) else 0
+        return ((ctypes.c_int64 * nd)(*sh), (ctypes.c_int64 * len(flat))(*flat), nd, total,
+                fast)
+
+    def _numpy(self, ins: list, outs: list, attrs: dict, vals: list) -> None:
+        """This call on the NumPy kernels (prefix results already computed are recomputed:
+        the NumPy program is the reference)."""
+        self.numpy_kernel(ins, outs, attrs)
+
+
+__all__ = ["GeneratedKernel", "PARALLEL_MIN"]
