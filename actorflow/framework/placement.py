@@ -4,7 +4,8 @@
 A ``placement`` is a device type and a list of ranks (nested lists give a hierarchy, e.g.
 ``[[0, 1], [2, 3]]``, kept with its shape; a global tensor then has one SBP per hierarchy
 axis). As in OneFlow, the ranks are kept sorted (``placement("cpu", [1, 0])`` is
-``placement("cpu", [0, 1])``) and ``ranks`` is a NumPy int64 array of the hierarchy's shape. An ``SbpParallel`` says how the logical tensor maps onto the ranks of one placement dim:
+``placement("cpu", [0, 1])``) and ``ranks`` is a NumPy int64 array of the hierarchy's shape.
+An ``SbpParallel`` says how the logical tensor maps onto the ranks of one placement dim:
 ``split(dim)`` (rank i holds the i-th of the numpy.array_split pieces along ``dim``),
 ``broadcast`` (every rank holds all of it), ``partial_sum`` (the logical tensor is the sum of
 the ranks' tensors) or ``partial_max`` (their elementwise maximum).
