@@ -578,7 +578,7 @@ def _globalized(obj, pl: placement, memo: dict):
     values already: nothing moves)."""
     if isinstance(obj, Tensor):
         if id(obj) not in memo:
-            g = from_full(obj, pl, (SbpParallel.from_attr(("B",)),))
+            g = from_full(obj, pl, (SbpParallel.from_attr(("B",)),) * len(pl.hierarchy))
             if obj.requires_grad:
                 g.requires_grad = True
             memo[id(obj)] = g

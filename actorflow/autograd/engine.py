@@ -415,6 +415,18 @@ def queue_callback(fn) -> None:
     callbacks.append(fn)
 
 
+def _in_leaf_layout(g: Tensor, leaf: Tensor) -> Tensor:
+    """A global leaf's gradient boxed to the leaf's placement and SBP, as OneFlow accumulates
+    it (``AccGrad4LeafTensor``): a broadcast parameter gets a broadcast ``grad``, a split(1)
+    one a split(1) ``grad``; eager only, as there (a graph's optimizer reads its gradients
+    in the SBP the graph's pass gave them)."""
+    if not (leaf.is_global and g.is_global) or g.is_lazy or leaf.is_lazy:
+        return g
+    if g.placement == leaf.placement and tuple(g.sbp) == tuple(leaf.sbp):
+        return g
+    return g.to_global(placement=leaf.placement, sbp=leaf.sbp)
+
+
 class _Walk:
     """One backward walk: runs ready nodes, routes their gradients, and finishes a leaf (its
     hooks, ``.grad`` accumulation, post-accumulation hooks) as soon as its last contribution
@@ -498,6 +510,7 @@ class _Walk:
                     self.capture[1][i] = g
         if self.accumulate_only is not None and key not in self.accumulate_only:
             return
+        g = _in_leaf_layout(g, leaf)
         if not create_graph:
             g = g.detach()
         if leaf._grad is None:

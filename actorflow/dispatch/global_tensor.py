@@ -294,17 +294,22 @@ def _sbp_arg(what: str, sbp, placement_: placement) -> tuple:
     return sbp
 
 
+def _outside(t: Tensor) -> tuple:
+    # the shape of the shard a rank outside the placement shows (OneFlow: ndim zeros)
+    return (0,) * len(t._shape)
+
+
 def to_local(t: Tensor) -> Tensor:
     """This rank's shard of global ``t`` (an alias; differentiable). Ranks outside the
-    placement get an empty tensor."""
+    placement get an empty tensor of ``t``'s number of dims, every one 0 (OneFlow's shape)."""
     h = t._h
     local = h.local
     if _no_data(h.placement) or (local is not None and type(local._h) is DeviceMetaBlob):
         # a meta shard (sharing the shard's version counter)
-        out = _alias(local) if local is not None else meta_tensor((0,), t.dtype)
+        out = _alias(local) if local is not None else meta_tensor(_outside(t), t.dtype)
     else:
         if local is None:
-            local = Tensor._wrap(np.empty((0,), t.dtype.np), t.dtype)
+            local = Tensor._wrap(np.empty(_outside(t), t.dtype.np), t.dtype)
         out = Tensor._wrap(local._h.raw, local.dtype, local._vc, local._h.storage)
     out._base = t  # the in-place checks see the alias (and views of it) as a view of t
     _record("to_local", [t], [out], {})

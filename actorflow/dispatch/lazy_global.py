@@ -134,7 +134,7 @@ def placement_str(pl: placement) -> str:
     """``"cpu:0,1"`` for a 1-D placement, ``"cpu:[[0, 1], [2, 3]]"`` for an n-d one."""
     if len(pl.hierarchy) == 1:
         return f"{pl.type}:{','.join(str(r) for r in pl.flat_ranks)}"
-    return f"{pl.type}:{pl.ranks}"
+    return f"{pl.type}:{pl.ranks.tolist()}"
 
 
 def global_tags(pl: placement, ins: tuple, outs: tuple, logical: list) -> dict:

@@ -3,7 +3,9 @@
 
 A ``placement`` is a device type and a list of ranks (nested lists give a hierarchy, e.g.
 ``[[0, 1], [2, 3]]``, kept with its shape; a global tensor then has one SBP per hierarchy
-axis). An ``SbpParallel`` says how the logical tensor maps onto the ranks of one placement dim:
+axis). As in OneFlow, the ranks are kept sorted (``placement("cpu", [1, 0])`` is
+``placement("cpu", [0, 1])``) and ``ranks`` is a NumPy int64 array of the hierarchy's shape.
+An ``SbpParallel`` says how the logical tensor maps onto the ranks of one placement dim:
 ``split(dim)`` (rank i holds the i-th of the numpy.array_split pieces along ``dim``),
 ``broadcast`` (every rank holds all of it), ``partial_sum`` (the logical tensor is the sum of
 the ranks' tensors) or ``partial_max`` (their elementwise maximum).
@@ -56,8 +58,9 @@ class placement:  # noqa: N801  (OneFlow's name)
                              f"has {size} process{'es' if size > 1 else ''})")
         self._type = type
         self._hierarchy = tuple(int(d) for d in arr.shape)
-        self._flat = flat
-        self._ranks = np.array(flat).reshape(self._hierarchy).tolist()
+        self._flat = tuple(sorted(flat))  # OneFlow orders a placement's ranks
+        self._ranks = np.array(self._flat, dtype=np.int64).reshape(self._hierarchy)
+        self._ranks.flags.writeable = False
 
     @classmethod
     def all(cls, device_type: str = "cpu") -> "placement":
@@ -70,9 +73,9 @@ class placement:  # noqa: N801  (OneFlow's name)
         return self._type
 
     @property
-    def ranks(self) -> list:
-        """The ranks as a (nested) list."""
-        return self._ranks
+    def ranks(self) -> np.ndarray:
+        """The ranks as a NumPy int64 array of the hierarchy's shape (sorted, as OneFlow's)."""
+        return self._ranks.copy()
 
     @property
     def hierarchy(self) -> tuple:
@@ -102,7 +105,7 @@ class placement:  # noqa: N801  (OneFlow's name)
         return hash((self._type, self._flat, self._hierarchy))
 
     def __repr__(self) -> str:
-        return f'actorflow.placement(type="{self._type}", ranks={self._ranks})'
+        return f'actorflow.placement(type="{self._type}", ranks={self._ranks.tolist()})'
 
     __str__ = __repr__
 

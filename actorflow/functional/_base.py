@@ -28,7 +28,8 @@ def replicated_like(t: Tensor, like: Tensor | None) -> Tensor:
     if like is not None and like.is_global:
         from actorflow.dispatch import global_tensor as gt
         from actorflow.framework.placement import SbpParallel
-        return gt.from_full(t, like.placement, (SbpParallel.from_attr(("B",)),))
+        return gt.from_full(t, like.placement,
+                            (SbpParallel.from_attr(("B",)),) * len(like.placement.hierarchy))
     return t
 
 

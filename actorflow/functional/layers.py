@@ -8,6 +8,7 @@ inside a Graph trace and under double backward without an op of its own.
 from __future__ import annotations
 
 from actorflow.functional.conv import _GRAD_INPUT, _attrs, check_conv_args, ntuple
+from actorflow.functional._base import replicated_like
 from actorflow.functional.activation import rsqrt
 from actorflow.functional.elementwise import mul
 from actorflow.functional.reduce import mean
@@ -233,7 +234,7 @@ def affine_grid(theta: Tensor, size, align_corners: bool = False) -> Tensor:
         ys = reshape(_base_coords(h, align_corners, theta), (h, 1, 1))
         parts = [broadcast_to(xs, (h, w, 1)), broadcast_to(ys, (h, w, 1)),
                  ones((h, w, 1), dtype=theta.dtype)]
-        base = reshape(cat(parts, dim=2), (1, h * w, 3))
+        base = replicated_like(reshape(cat(parts, dim=2), (1, h * w, 3)), theta)
         grid = matmul(broadcast_to(base, (n, h * w, 3)), permute(theta, (0, 2, 1)))
         return reshape(grid, (n, h, w, 2))
     if len(size) == 5:
@@ -247,7 +248,7 @@ def affine_grid(theta: Tensor, size, align_corners: bool = False) -> Tensor:
         full = (d, h, w, 1)
         parts = [broadcast_to(xs, full), broadcast_to(ys, full), broadcast_to(zs, full),
                  ones(full, dtype=theta.dtype)]
-        base = reshape(cat(parts, dim=3), (1, d * h * w, 4))
+        base = replicated_like(reshape(cat(parts, dim=3), (1, d * h * w, 4)), theta)
         grid = matmul(broadcast_to(base, (n, d * h * w, 4)), permute(theta, (0, 2, 1)))
         return reshape(grid, (n, d, h, w, 3))
     raise ValueError(f"affine_grid: size must have 4 or 5 entries, got {size}")

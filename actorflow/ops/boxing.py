@@ -333,20 +333,32 @@ local_to_global.infer(_not_dispatched("local_to_global", "Tensor.to_global(place
 
 @local_to_global.grad
 def _(ctx, dout):
+    return (_as_input(_local_to_global_grad(ctx, dout), ctx.inputs[0]),)
+
+
+def _local_to_global_grad(ctx, dout):
     a = ctx.attrs
     if M in (a["sbp"] if isinstance(a["sbp"][0], tuple) else (a["sbp"],)):
         raise OpError("local_to_global: the gradient of to_global(sbp=partial_max) of local "
                       "tensors is not built (make the tensor global first, then box it)")
     if isinstance(a["sbp"][0], tuple):  # n-d: per axis as below
         back = tuple(P if s == B else (B if s == P else s) for s in a["sbp"])
-        return (F.to_local(F.to_global(dout, sbp=tuple(_sbp_value(s) for s in back))),)
+        return F.to_local(F.to_global(dout, sbp=tuple(_sbp_value(s) for s in back)))
     sbp = _sbp_value(a["sbp"])
     if sbp.is_broadcast:
         # the values came from the first rank: it gets the gradient, the others zeros
-        return (F.to_local(F.to_global(dout, sbp=_sbp_value(P))),)
+        return F.to_local(F.to_global(dout, sbp=_sbp_value(P)))
     if sbp.is_partial_sum:
-        return (F.to_local(F.to_global(dout, sbp=_sbp_value(B))),)
-    return (F.to_local(F.to_global(dout, sbp=sbp)),)
+        return F.to_local(F.to_global(dout, sbp=_sbp_value(B)))
+    return F.to_local(F.to_global(dout, sbp=sbp))
+
+
+def _as_input(grad, x):
+    # a rank outside the placement gets an empty shard of the logical rank (OneFlow's shape);
+    # the empty local tensor it gave to_global may have another shape
+    if grad.numel() == 0 and x.numel() == 0 and tuple(grad._shape) != tuple(x._shape):
+        return F.reshape(grad, tuple(x._shape))
+    return grad
 
 
 boxing_nd = register(

@@ -3,9 +3,9 @@ nn.Graph (issue #15). A two-stage model - a linear layer and relu on placement P
 layer and the loss on P1, the activation moved with ``to_global(placement=P1, sbp=...)`` -
 trains as one process (outputs, losses, parameters after each SGD step: the gradients moved
 back too), for P0 -> P1 = [0, 1] -> [1], [0] -> [0, 1] (split on arrival), [0, 1] -> [1, 0]
-and [0, 1] -> [[0, 1]] (a 2-D target). A rank of both placements copies what it holds (a
-``copy`` op, no send to itself). argv[1]: "vm" for the reference executor. Prints
-``OK rank R``."""
+(the same placement: nothing moves) and [0, 1] -> [[0, 1]] (a 2-D target). A rank of both
+placements copies what it holds (a ``copy`` op, no send to itself). argv[1]: "vm" for the
+reference executor. Prints ``OK rank R``."""
 import os
 import sys
 
@@ -37,7 +37,8 @@ CASES = [  # (P0, its sbp, P1, the moved activation's and the target's sbp)
     (pl([0, 1]), (B,), pl([[0, 1]]), (B, S0)),
 ]
 
-WANT = [((1, 0), (1, 2)), ((1, 2), (1, 0)), ((0, 2), (0, 2)), ((0, 2), (0, 2))]
+# [0, 1] -> [1, 0] names the same placement (OneFlow sorts a placement's ranks): nothing moves
+WANT = [((1, 0), (1, 2)), ((1, 2), (1, 0)), ((0, 0), (0, 0)), ((0, 2), (0, 2))]
 
 
 class Net(nn.Module):

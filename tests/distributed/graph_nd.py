@@ -90,7 +90,7 @@ job = g.full_job
 tag = [o.tags["global"] for o in g.forward_job.ops if "global" in o.tags
        and o.op_type in ("linear", "matmul", "fused_linear")]
 assert tag and tag[0]["in"][:2] == ("(S(0), B)", "(B, S(0))"), tag
-assert tag[0]["placement"] == f"cpu:{PL.ranks}", tag
+assert tag[0]["placement"] == f"cpu:{PL.ranks.tolist()}", tag
 # every collective runs on the graph's communicator of the ranks along one hierarchy axis
 coords = np.unravel_index(PL.flat_ranks.index(r), PL.hierarchy)
 arr = np.array(PL.ranks)

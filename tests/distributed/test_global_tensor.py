@@ -22,6 +22,11 @@ def test_placement_and_sbp_values():
     assert repr(flow.sbp.partial_sum) == "actorflow.sbp.partial_sum"
     assert flow.env.all_device_placement("cpu") == p
     assert flow.placement("cpu", [[0]]).hierarchy == (1, 1)
+    # OneFlow's ranks: an int64 array of the hierarchy's shape (a copy: the placement stays)
+    r = flow.placement("cpu", np.array([[0]])).ranks
+    assert isinstance(r, np.ndarray) and r.dtype == np.int64 and r.shape == (1, 1)
+    r[0, 0] = 5
+    assert flow.placement("cpu", [[0]]).ranks.tolist() == [[0]]
     with pytest.raises(ValueError, match="rank 1 is not in 0..0"):
         flow.placement("cpu", [0, 1])
     with pytest.raises(ValueError, match="device type"):

@@ -166,7 +166,7 @@ def _where(t) -> str:
     if t.is_global:
         h = t._h
         pl = h.placement  # (an n-d placement shows its nested ranks: its hierarchy counts)
-        ranks = ','.join(map(str, pl.flat_ranks)) if len(pl.hierarchy) == 1 else pl.ranks
+        ranks = ','.join(map(str, pl.flat_ranks)) if len(pl.hierarchy) == 1 else pl.ranks.tolist()
         return f"{pl.type}:{ranks} {','.join(str(s.attr()) for s in h.sbp)}"
     return str(t.device)
 
