@@ -19,15 +19,15 @@ from typing import Callable
 
 from actorflow.autograd.engine import grad as _grad
 from actorflow.autograd.grad_mode import enable_grad
+from actorflow.ops._common import F as _late_F
 from actorflow.tensor import Tensor
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "vhp", "hvp"]
 
 
 def _F():
-    # late: the functional API sits above autograd
-    import actorflow.functional as F
-    return F
+    # the functional API sits above autograd: reached through the op layer's late binding
+    return _late_F
 
 
 def _as_tuple(x, arg: str, fn: str) -> tuple[bool, tuple]:
