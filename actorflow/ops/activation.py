@@ -141,8 +141,9 @@ def _sign_kernel(x, out, attrs):
         np.copyto(out, x, casting="unsafe")
     elif x.dtype.kind == "f" or x.dtype == ml_dtypes.bfloat16:
         # PyTorch's (x > 0) - (x < 0): 0 for NaN (NumPy keeps NaN) and +0 for -0
+        neg = np.less(x, 0)  # read before out is written: out may be x (alias-safe)
         np.copyto(out, np.greater(x, 0), casting="unsafe")
-        out -= np.less(x, 0)
+        out -= neg
     else:
         np.sign(x, out=out, dtype=out.dtype, casting="unsafe")
 

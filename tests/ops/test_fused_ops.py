@@ -49,6 +49,11 @@ def _elementwise_job():
         for name in unary:
             getattr(F, name)(x)
         F.polygamma(1, x)
+        F.frac(x)
+        F.lerp(x, y, y)
+        F.lerp(x, y, 0.3)
+        F.zeta(x, y)
+        F.zeta(x, 2.0)
         F.conj(F.cast(x, flow.complex64))  # conj of a real tensor is the tensor itself
         F.threshold(x, 0.2, -1.0)
         F.clamp(x, -0.5, 0.5)
