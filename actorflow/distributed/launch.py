@@ -16,7 +16,8 @@ launch too, even with exit status 0 (on one machine, where the ranks can tell th
 they left): every rank waits at exit for the others (``process.watchdog.exit_barrier``, at
 most 10 s or ``ACTORFLOW_COMM_TIMEOUT``); a rank whose wait ran out left while others were still
 running, and a rank that left without that wait (``os._exit``, a signal) said nothing. Either
-makes the launcher print which ranks and return 1.
+makes the launcher print which ranks and fail: status 1, or mpiexec's own status where
+mpiexec failed too (it may kill the other ranks of a rank that skipped ``MPI_Finalize``).
 """
 from __future__ import annotations
 
@@ -94,9 +95,9 @@ def main(argv=None) -> int:
         env[STATUS_DIR_VAR] = status
         rc = subprocess.call(cmd, env=env)
         problem = early_ranks(status, n)
-    if rc == 0 and problem:
+    if problem:  # (also when mpiexec already failed: it may have killed the other ranks)
         print(f"actorflow.distributed.launch: {problem}; the launch failed", file=sys.stderr)
-        return 1
+        return rc or 1
     return rc
 
 

@@ -47,8 +47,9 @@ def test_a_rank_that_exits_0_early_fails_the_launch(n):
 @pytest.mark.timeout(160)
 def test_a_rank_that_leaves_through_os_exit_fails_the_launch():
     code, out = _launch(2, "os_exit")
-    assert code == 1, out
-    # (mpiexec may also end the other rank: a process that left without MPI_Finalize)
+    # mpiexec may also end the other rank (a process that left without MPI_Finalize): then
+    # the status is mpiexec's (9, the signal it sent), not the launcher's 1
+    assert code != 0, out
     assert re.search(r"rank\(s\) \[(0, )?1\] ended without actorflow's orderly exit", out), out
 
 
