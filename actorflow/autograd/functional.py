@@ -303,20 +303,29 @@ def hessian(func: Callable, inputs, create_graph: bool = False, strict: bool = F
     return res if in_tuple else res[0][0]
 
 
+def _first_derivative(func: Callable, inputs, v, create_graph: bool, strict: bool, fn: str):
+    """What ``vhp`` and ``hvp`` share: the checked inputs and ``v``, the scalar output and its
+    gradient with respect to the inputs (a graph kept for the second derivative; zeros for
+    inputs it does not reach, unless ``strict``)."""
+    in_tuple, inputs = _as_tuple(inputs, "inputs", fn)
+    inputs = _prepare(inputs, create_graph)
+    if v is not None:
+        _, v = _as_tuple(v, "v", fn)
+        _check_v(v, inputs, "input", fn)
+    v = _default_v(inputs, v, fn, "input")
+    out = _scalar_output(func, fn)(*inputs)
+    _check_requires_grad((out,), "output", fn, strict)
+    jac = _grads((out,), inputs, (_F().ones_like(out),), create_graph=True)
+    _check_requires_grad(tuple(g for g in jac if g is not None), "gradient", fn, strict)
+    jac = _fill_zeros(jac, inputs, strict, fn, "the output")
+    return in_tuple, inputs, v, out, jac
+
+
 def vhp(func: Callable, inputs, v=None, create_graph: bool = False, strict: bool = False):
     """``(func(inputs), v^T H)`` for a scalar function ``func`` with Hessian ``H``."""
     with enable_grad():
-        in_tuple, inputs = _as_tuple(inputs, "inputs", "vhp")
-        inputs = _prepare(inputs, create_graph)
-        if v is not None:
-            _, v = _as_tuple(v, "v", "vhp")
-            _check_v(v, inputs, "input", "vhp")
-        v = _default_v(inputs, v, "vhp", "input")
-        out = _scalar_output(func, "vhp")(*inputs)
-        _check_requires_grad((out,), "output", "vhp", strict)
-        jac = _grads((out,), inputs, (_F().ones_like(out),), create_graph=True)
-        _check_requires_grad(tuple(g for g in jac if g is not None), "gradient", "vhp", strict)
-        _fill_zeros(jac, inputs, strict, "vhp", "the output")
+        in_tuple, inputs, v, out, jac = _first_derivative(func, inputs, v, create_graph,
+                                                          strict, "vhp")
         used = [(g, vi) for g, vi in zip(jac, v) if g is not None and g.requires_grad]
         if used:
             res = _grad([g for g, _ in used], list(inputs), [vi for _, vi in used],
@@ -332,17 +341,8 @@ def hvp(func: Callable, inputs, v=None, create_graph: bool = False, strict: bool
     double-backward trick; equal to ``vhp`` for a symmetric Hessian)."""
     F = _F()
     with enable_grad():
-        in_tuple, inputs = _as_tuple(inputs, "inputs", "hvp")
-        inputs = _prepare(inputs, create_graph)
-        if v is not None:
-            _, v = _as_tuple(v, "v", "hvp")
-            _check_v(v, inputs, "input", "hvp")
-        v = _default_v(inputs, v, "hvp", "input")
-        out = _scalar_output(func, "hvp")(*inputs)
-        _check_requires_grad((out,), "output", "hvp", strict)
-        jac = _grads((out,), inputs, (F.ones_like(out),), create_graph=True)
-        _check_requires_grad(tuple(g for g in jac if g is not None), "gradient", "hvp", strict)
-        jac = _fill_zeros(jac, inputs, strict, "hvp", "the output")
+        in_tuple, inputs, v, out, jac = _first_derivative(func, inputs, v, create_graph,
+                                                          strict, "hvp")
         dummies = tuple(F.zeros_like(t).requires_grad_(True) for t in inputs)
         used = [(g, u) for g, u in zip(jac, dummies) if g.requires_grad]
         if used:
