@@ -33,15 +33,15 @@ from actorflow.dispatch import copy_slices
 from actorflow.dispatch.common import check_inplace, infer, note_view_mode, record
 from actorflow.dispatch.eager import EagerInterpreter
 from actorflow.dispatch.meta import META
-from actorflow.dispatch.nd_sbp import (NdSig, box_1d, box_axis, box_op, box_shard, coords_of,
-                                       nd_attrs, nd_shard_shape, nd_value, run_levels,
+from actorflow.dispatch.nd_sbp import (NdSig, box_1d, box_axis, box_op, box_shard, run_levels,
                                        select_signature)
 from actorflow.dispatch import global_meta as meta
 from actorflow.process import groups
 from actorflow.process.world import world
-from actorflow.framework.placement import as_sbp_tuple, placement
+from actorflow.framework.placement import placement
+from actorflow.framework.sbp_parallel import (B, P, as_sbp_tuple, coords_of, nd_attrs,
+                                              nd_shard_shape, nd_value)
 from actorflow.ops import boxing, registry
-from actorflow.ops.boxing import B, P
 from actorflow.random import default_generator
 from actorflow.tensor import DeviceMetaBlob, Tensor, meta_tensor, register_tensor_methods
 

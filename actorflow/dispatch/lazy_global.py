@@ -44,17 +44,12 @@ from actorflow.autograd import grad_mode
 from actorflow.dispatch import global_tensor as gt
 from actorflow.dispatch.common import infer
 from actorflow.dispatch.lazy import LazyBlob
-from actorflow.dispatch.nd_sbp import (
-    box_shard,
-    coords_of,
-    group_ranks,
-    nd_attrs,
-    nd_shard_shape,
-    run_levels,
-)
+from actorflow.dispatch.nd_sbp import box_shard, run_levels
 from actorflow.process import groups
 from actorflow.process.world import world
-from actorflow.framework.placement import SbpParallel, as_sbp_tuple, placement
+from actorflow.framework.placement import placement
+from actorflow.framework.sbp_parallel import (SbpParallel, as_sbp_tuple, coords_of, group_ranks,
+                                              nd_attrs, nd_sbp_attr, nd_sbp_str, nd_shard_shape)
 from actorflow.job.job import BlobDesc, OpConf, split_blob
 from actorflow.job.system_ops import is_system_op
 from actorflow.ops import registry
@@ -104,31 +99,6 @@ def physical(t):
 
 
 # ---- the Job's record of placement and sbp ------------------------------------------------------
-
-def sbp_str(attr: tuple) -> str:
-    """``"S(0)"``, ``"B"``, ``"P"`` or ``"M"`` for a (1-D) SBP attr tuple."""
-    return f"S({attr[1]})" if attr[0] == "S" else attr[0]
-
-
-def sbp_attr(s: str) -> tuple:
-    """Inverse of ``sbp_str``."""
-    return ("S", int(s[2:-1])) if s.startswith("S(") else (s,)
-
-
-def nd_sbp_str(nd: tuple) -> str:
-    """An n-d SBP (attr tuples) as a tag: ``"S(0)"`` on a 1-D placement, ``"(S(0), B)"`` on a
-    2-D one."""
-    if len(nd) == 1:
-        return sbp_str(nd[0])
-    return "(" + ", ".join(sbp_str(a) for a in nd) + ")"
-
-
-def nd_sbp_attr(s: str) -> tuple:
-    """Inverse of ``nd_sbp_str``: a tuple of attr tuples, one per hierarchy axis."""
-    if s.startswith("("):
-        return tuple(sbp_attr(x.strip()) for x in s[1:-1].split(","))
-    return (sbp_attr(s),)
-
 
 def placement_str(pl: placement) -> str:
     """``"cpu:0,1"`` for a 1-D placement, ``"cpu:[[0, 1], [2, 3]]"`` for an n-d one."""
@@ -497,5 +467,5 @@ def boxing_report(job) -> list:
 
 
 __all__ = ["LazyGlobalBlob", "LazyGlobalInterpreter", "is_lazy_global", "physical", "box",
-           "interpreter_for", "global_tags", "output_global", "boxing_report", "sbp_str",
-           "sbp_attr", "nd_sbp_str", "nd_sbp_attr", "placement_of_tag", "placement_str"]
+           "interpreter_for", "global_tags", "output_global", "boxing_report",
+           "placement_of_tag", "placement_str"]

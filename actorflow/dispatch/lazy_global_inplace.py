@@ -17,8 +17,8 @@ import functools
 
 from actorflow.autograd import grad_mode
 from actorflow.dispatch.common import check_inplace, infer
-from actorflow.dispatch.nd_sbp import nd_attrs
-from actorflow.framework.placement import SbpParallel
+from actorflow.framework.sbp_parallel import nd_attrs
+from actorflow.framework.sbp_parallel import SbpParallel
 from actorflow.ops import registry
 from actorflow.tensor import Tensor
 

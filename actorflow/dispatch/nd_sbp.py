@@ -31,48 +31,22 @@ import functools
 import math
 from typing import Callable, NamedTuple
 
-import numpy as np
-
 from actorflow import vm
 from actorflow.dispatch.eager import EagerInterpreter
-from actorflow.framework.placement import SbpParallel, placement
+from actorflow.framework.placement import placement
+from actorflow.framework.sbp_parallel import (
+    B,
+    M,
+    P,
+    SbpParallel,
+    group_ranks,
+    nd_shard_shape,
+    shard_shape,
+)
 from actorflow.ops import registry
-from actorflow.ops.boxing import B, M, P, Sig, shard_shape
+from actorflow.ops.boxing import Sig
 
 _EAGER = EagerInterpreter()
-
-
-def nd_attrs(sbp: tuple) -> tuple:
-    """An SbpParallel tuple as a tuple of attr tuples."""
-    return tuple(s.attr() for s in sbp)
-
-
-def nd_value(attrs: tuple) -> tuple:
-    """An n-d SBP attr tuple as a tuple of SbpParallel."""
-    return tuple(SbpParallel.from_attr(a) for a in attrs)
-
-
-def coords_of(pl: placement, rank: int) -> tuple | None:
-    """``rank``'s coordinates in ``pl``'s rank array, or None when it is not one of its ranks."""
-    idx = pl.index(rank)
-    if idx is None or len(pl.hierarchy) == 1:
-        return None if idx is None else (idx,)
-    return tuple(int(c) for c in np.unravel_index(idx, pl.hierarchy))
-
-
-def group_ranks(pl: placement, coords: tuple, axis: int) -> tuple:
-    """The ranks sharing every coordinate of ``coords`` but ``axis``, in that axis's order."""
-    arr = np.array(pl.flat_ranks).reshape(pl.hierarchy)
-    at = tuple(slice(None) if k == axis else c for k, c in enumerate(coords))
-    return tuple(int(r) for r in arr[at])
-
-
-def nd_shard_shape(shape: tuple, sbp: tuple, hierarchy: tuple, coords: tuple) -> tuple:
-    """The shard shape at ``coords`` of a logical ``shape`` laid out as n-d ``sbp``."""
-    shape = tuple(shape)
-    for s, n, c in zip(sbp, hierarchy, coords):
-        shape = shard_shape(shape, s, n, c)
-    return shape
 
 
 # ---- boxing -------------------------------------------------------------------------------------

@@ -38,9 +38,8 @@ import contextlib
 import weakref
 
 from actorflow.dispatch.global_tensor import GlobalBlob, wrap
-from actorflow.dispatch.nd_sbp import nd_attrs
+from actorflow.framework.sbp_parallel import nd_attrs, shard_range
 from actorflow.job.job import split_blob
-from actorflow.ops.boxing import shard_range
 from actorflow.tensor import DeviceMetaBlob, Tensor, meta_tensor
 
 _B, _S0 = (("B",),), (("S", 0),)
@@ -66,7 +65,7 @@ def _split_state(t: Tensor) -> Tensor:
     from actorflow.process.world import world
 
     start, stop = shard_range(t._shape[0], len(ranks), ranks.index(world().rank))
-    from actorflow.framework.placement import SbpParallel
+    from actorflow.framework.sbp_parallel import SbpParallel
 
     if type(h.local._h) is DeviceMetaBlob:  # no values (simulate_rank, a meta placement)
         local = meta_tensor((stop - start,) + tuple(t._shape[1:]), t.dtype)

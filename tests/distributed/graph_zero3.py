@@ -16,7 +16,7 @@ import numpy as np
 import actorflow as flow
 import actorflow.nn as nn
 from actorflow.dispatch.lazy_global import boxing_report
-from actorflow.dispatch.nd_sbp import nd_attrs
+from actorflow.framework.sbp_parallel import nd_attrs
 from actorflow.passes.zero import optimizer_state_bytes, parameter_bytes
 
 if len(sys.argv) > 1 and sys.argv[1] == "vm":
