@@ -33,8 +33,8 @@ from actorflow.dispatch import copy_slices
 from actorflow.dispatch.common import check_inplace, infer, note_view_mode, record
 from actorflow.dispatch.eager import EagerInterpreter
 from actorflow.dispatch.meta import META
-from actorflow.dispatch.nd_sbp import (NdSig, box_1d, box_axis, box_op, box_shard, run_levels,
-                                       select_signature)
+from actorflow.dispatch.boxing import box_1d, box_axis, box_op, box_shard
+from actorflow.dispatch.nd_sbp import NdSig, run_levels, select_signature
 from actorflow.dispatch import global_meta as meta
 from actorflow.process import groups
 from actorflow.process.world import world

@@ -10,7 +10,7 @@ tracing. Per call it
   (``global_tensor.choose_signature``, over ``nd_sbp.select_signature``: the op's ``@op.sbp``
   rule plus all-broadcast, the one that moves the fewest bytes; a mutated input keeps its
   sbp), so a ``to_global(sbp=...)`` in build and the parameters' sbp steer it as in eager mode;
-* appends the boxing ops the inputs need (``nd_sbp.box_shard`` given the tracer as its
+* appends the boxing ops the inputs need (``boxing.box_shard`` given the tracer as its
   interpreter: the registered boxing ops, as explicit OpConfs tagged ``boxing`` with their
   bytes and reason);
 * appends the op itself on the shards (shapes of this rank's shards, the signature's local
@@ -44,7 +44,8 @@ from actorflow.autograd import grad_mode
 from actorflow.dispatch import global_tensor as gt
 from actorflow.dispatch.common import infer
 from actorflow.dispatch.lazy import LazyBlob
-from actorflow.dispatch.nd_sbp import box_shard, run_levels
+from actorflow.dispatch.boxing import box_shard
+from actorflow.dispatch.nd_sbp import run_levels
 from actorflow.process import groups
 from actorflow.process.world import world
 from actorflow.framework.placement import placement
