@@ -248,7 +248,7 @@ def _write_boxed_back(interp, op, inputs, attrs, out, metas, pl, record_):
     """An in-place call none of whose op's signatures keeps the written tensors' sbp (e.g.
     ``t[0] = 1.0`` on a split(0) ``t``: setitem runs broadcast): the op out of place, each
     result boxed to its tensor's sbp and copied into its shard, so the write keeps the layout
-    (as in a trace: ``lazy_global_inplace``)."""
+    (as in a trace: ``lazy_global.LazyGlobalInterpreter._write_in_place``)."""
     check_inplace(op, inputs, out, metas, record_)
     saved = inputs
     if record_:

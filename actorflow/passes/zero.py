@@ -38,7 +38,8 @@ from __future__ import annotations
 import contextlib
 
 from actorflow.dispatch.global_tensor import GlobalBlob, wrap
-from actorflow.framework.sbp_parallel import nd_attrs, shard_range
+from actorflow.framework.sbp_parallel import nd_attrs, shard_range, split
+from actorflow.process.world import world
 from actorflow.tensor import DeviceMetaBlob, Tensor, meta_tensor
 
 _B, _S0 = (("B",),), (("S", 0),)
@@ -61,17 +62,12 @@ def split_state(t: Tensor) -> Tensor:
     h = t._h
     pl = h.placement
     ranks = list(pl.flat_ranks)
-    from actorflow.process.world import world
-
     start, stop = shard_range(t._shape[0], len(ranks), ranks.index(world().rank))
-    from actorflow.framework.sbp_parallel import SbpParallel
-
     if type(h.local._h) is DeviceMetaBlob:  # no values (simulate_rank, a meta placement)
         local = meta_tensor((stop - start,) + tuple(t._shape[1:]), t.dtype)
     else:
         local = Tensor._wrap(h.local.numpy()[start:stop].copy(), t.dtype)
-    return wrap(local, pl, (SbpParallel.from_attr(("S", 0)),),
-                tuple(t._shape), t.dtype)
+    return wrap(local, pl, (split(0),), tuple(t._shape), t.dtype)
 
 
 def shard_states(opt, param: Tensor, states: list) -> list:
