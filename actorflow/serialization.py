@@ -27,7 +27,8 @@ from actorflow.process import groups
 from actorflow.process.world import world
 from actorflow.framework import dtype as dt
 from actorflow.framework.device import as_device
-from actorflow.framework.placement import SbpParallel, placement
+from actorflow.framework.placement import placement
+from actorflow.framework.sbp_parallel import SbpParallel
 from actorflow.serialization_torch import ZIP_MAGIC, load_torch_zip
 from actorflow.tensor import Tensor
 

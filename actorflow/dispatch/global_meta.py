@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from actorflow.process import groups
 from actorflow.process.world import world
-from actorflow.ops.boxing import shard_range
+from actorflow.framework.sbp_parallel import shard_range
 
 BALANCED_URL = ("https://github.com/Oneflow-Inc/oneflow/blob/master/oneflow/core/common/"
                 "balanced_splitter.h")

@@ -33,15 +33,15 @@ from actorflow.dispatch import copy_slices
 from actorflow.dispatch.common import check_inplace, infer, note_view_mode, record
 from actorflow.dispatch.eager import EagerInterpreter
 from actorflow.dispatch.meta import META
-from actorflow.dispatch.nd_sbp import (NdSig, box_1d, box_axis, box_op, box_shard, coords_of,
-                                       nd_attrs, nd_shard_shape, nd_value, run_levels,
-                                       select_signature)
+from actorflow.dispatch.boxing import box_1d, box_axis, box_op, box_shard
+from actorflow.dispatch.nd_sbp import NdSig, run_levels, select_signature
 from actorflow.dispatch import global_meta as meta
 from actorflow.process import groups
 from actorflow.process.world import world
-from actorflow.framework.placement import as_sbp_tuple, placement
+from actorflow.framework.placement import placement
+from actorflow.framework.sbp_parallel import (B, P, as_sbp_tuple, coords_of, nd_attrs,
+                                              nd_shard_shape, nd_value)
 from actorflow.ops import boxing, registry
-from actorflow.ops.boxing import B, P
 from actorflow.random import default_generator
 from actorflow.tensor import DeviceMetaBlob, Tensor, meta_tensor, register_tensor_methods
 
@@ -248,7 +248,7 @@ def _write_boxed_back(interp, op, inputs, attrs, out, metas, pl, record_):
     """An in-place call none of whose op's signatures keeps the written tensors' sbp (e.g.
     ``t[0] = 1.0`` on a split(0) ``t``: setitem runs broadcast): the op out of place, each
     result boxed to its tensor's sbp and copied into its shard, so the write keeps the layout
-    (as in a trace: ``lazy_global_inplace``)."""
+    (as in a trace: ``lazy_global.LazyGlobalInterpreter._write_in_place``)."""
     check_inplace(op, inputs, out, metas, record_)
     saved = inputs
     if record_:

@@ -10,7 +10,7 @@ tracing. Per call it
   (``global_tensor.choose_signature``, over ``nd_sbp.select_signature``: the op's ``@op.sbp``
   rule plus all-broadcast, the one that moves the fewest bytes; a mutated input keeps its
   sbp), so a ``to_global(sbp=...)`` in build and the parameters' sbp steer it as in eager mode;
-* appends the boxing ops the inputs need (``nd_sbp.box_shard`` given the tracer as its
+* appends the boxing ops the inputs need (``boxing.box_shard`` given the tracer as its
   interpreter: the registered boxing ops, as explicit OpConfs tagged ``boxing`` with their
   bytes and reason);
 * appends the op itself on the shards (shapes of this rank's shards, the signature's local
@@ -26,7 +26,7 @@ Placements may be n-d (``[[0, 1], [2, 3]]``: one sbp per hierarchy axis, tags su
 is not traced here (its outputs have no blob on this rank), and moves between placements
 become send/recv ops, or local copies on ranks of both (``actorflow.dispatch.lazy_move``).
 In-place calls run out of place and rebind the written tensor, keeping its sbp
-(``actorflow.dispatch.lazy_global_inplace``).
+(``LazyGlobalInterpreter._write_in_place``).
 The boxing ops of one traced Job use their own communicators (attr ``group``, made on the
 tracing thread when the Job first needs them; on an n-d placement one per hierarchy axis, of
 the ranks along it), so a graph's collectives never interleave with eager collectives or
@@ -42,19 +42,16 @@ import numpy as np
 from actorflow import scope
 from actorflow.autograd import grad_mode
 from actorflow.dispatch import global_tensor as gt
-from actorflow.dispatch.common import infer
+from actorflow.dispatch.common import check_inplace, infer
 from actorflow.dispatch.lazy import LazyBlob
-from actorflow.dispatch.nd_sbp import (
-    box_shard,
-    coords_of,
-    group_ranks,
-    nd_attrs,
-    nd_shard_shape,
-    run_levels,
-)
+from actorflow.dispatch.boxing import box_shard
+from actorflow.dispatch.nd_sbp import run_levels
 from actorflow.process import groups
 from actorflow.process.world import world
-from actorflow.framework.placement import SbpParallel, as_sbp_tuple, placement
+from actorflow.framework.placement import placement
+from actorflow.framework.sbp_parallel import (SbpParallel, as_sbp_tuple, coords_of, group_ranks,
+                                              nd_attrs, nd_sbp_attr, nd_sbp_str, nd_shard_shape,
+                                              nd_value)
 from actorflow.job.job import BlobDesc, OpConf, split_blob
 from actorflow.job.system_ops import is_system_op
 from actorflow.ops import registry
@@ -104,31 +101,6 @@ def physical(t):
 
 
 # ---- the Job's record of placement and sbp ------------------------------------------------------
-
-def sbp_str(attr: tuple) -> str:
-    """``"S(0)"``, ``"B"``, ``"P"`` or ``"M"`` for a (1-D) SBP attr tuple."""
-    return f"S({attr[1]})" if attr[0] == "S" else attr[0]
-
-
-def sbp_attr(s: str) -> tuple:
-    """Inverse of ``sbp_str``."""
-    return ("S", int(s[2:-1])) if s.startswith("S(") else (s,)
-
-
-def nd_sbp_str(nd: tuple) -> str:
-    """An n-d SBP (attr tuples) as a tag: ``"S(0)"`` on a 1-D placement, ``"(S(0), B)"`` on a
-    2-D one."""
-    if len(nd) == 1:
-        return sbp_str(nd[0])
-    return "(" + ", ".join(sbp_str(a) for a in nd) + ")"
-
-
-def nd_sbp_attr(s: str) -> tuple:
-    """Inverse of ``nd_sbp_str``: a tuple of attr tuples, one per hierarchy axis."""
-    if s.startswith("("):
-        return tuple(sbp_attr(x.strip()) for x in s[1:-1].split(","))
-    return (sbp_attr(s),)
-
 
 def placement_str(pl: placement) -> str:
     """``"cpu:0,1"`` for a 1-D placement, ``"cpu:[[0, 1], [2, 3]]"`` for an n-d one."""
@@ -452,12 +424,65 @@ class LazyGlobalInterpreter:
             results.append(global_lazy(tr, locals_[k]._h.name, pl, sig.outs[k], m[0], m[1]))
         return results
 
-    def _write_in_place(self, op, inputs: list, attrs: dict, out: list, record_: bool):
-        """An in-place call in a global Job is the op out of place (``lazy_global_inplace``)."""
-        # late: the in-place half lives in its own module
-        from actorflow.dispatch.lazy_global_inplace import write_in_place
+    # -- in-place calls -------------------------------------------------------------------------
+    # As in a one-process trace (``LazyInterpreter._write_in_place``), an in-place call
+    # (``x += y``, ``nn.ReLU(inplace=True)``, ``t[idx] = v``, a buffer's ``add_``...) becomes
+    # the op out of place and the written tensor is rebound to its result; eager state (a
+    # parameter or buffer, or the variable a proxy hands out for it) is also written back with
+    # an ``assign`` op. The op runs with a signature that keeps the written tensor's sbp if the
+    # op's rule has one; if none does, the result is boxed back to it, so an in-place op never
+    # changes a tensor's layout (as eagerly and in OneFlow). Autograd records the op on the
+    # written tensors' pre-op identities, as the eager-global interpreter does.
 
-        return write_in_place(self, op, inputs, attrs, out, record_)
+    def _write_in_place(self, op, inputs: list, attrs: dict, out: list, record_: bool):
+        """``(results, node inputs, node outputs)`` of an in-place call on global tensors."""
+        tr = self.tracer
+        pl = self._placement(op, list(inputs) + list(out))
+        gins = [self.as_global(op, t, pl) for t in inputs]
+        gout = [self.as_global(op, t, pl) for t in out]
+        check_inplace(op, inputs, out, infer(op, gins, attrs), record_)
+        saved = gins
+        if record_:
+            saved = [tr.old_identity(g) if any(g is o for o in gout) else g for g in gins]
+        results = self._run(op, gins, attrs, pl, gout)
+        # (eager state used directly: a local one counts as broadcast)
+        written = [tr.rebind(t, self._to_layout(r, g, op.name), self._assign_state)
+                   for t, g, r in zip(out, gout, results)]
+        return list(out), saved, written
+
+    def _to_layout(self, r: Tensor, t: Tensor, op_name: str) -> Tensor:
+        """Result ``r`` as ``t`` is laid out and typed (the value ``t`` takes)."""
+        from actorflow.dispatch import apply  # late: dispatch.apply imports this module
+
+        want = nd_attrs(t.sbp)
+        if r._h.name is None:  # another stage's op: no blob here either way
+            h = LazyGlobalBlob(self.tracer, None, r._h.placement, nd_value(want))
+            return Tensor._from_handle(h, tuple(t._shape), t.dtype)
+        if r.dtype is not t.dtype:
+            with grad_mode.no_grad():
+                r = apply(registry.get("cast"), [r], {"dtype": t.dtype})[0]
+        if nd_attrs(r._h.sbp) != want:
+            r = self.box_to(r, want, f"{op_name}_ keeps the sbp of the tensor it writes")
+        return r
+
+    def _assign_state(self, eager: Tensor, value: Tensor) -> Tensor:
+        """Write global lazy ``value`` into eager state ``eager`` at run time (global, laid out
+        as ``value``; or local, e.g. a GradScaler's scale: ``value`` is then broadcast); the
+        lazy tensor later reads of ``eager`` in this trace see."""
+        tr = self.tracer
+        var = tr.variable(eager)
+        if var._h.name is None:  # another stage's state: nothing to write on this rank
+            cache = tr.__dict__.setdefault("_absent", {})
+            fresh = Tensor._from_handle(value._h, tuple(eager._shape), eager.dtype)
+            fresh.requires_grad = value.requires_grad
+            cache[id(eager)] = (eager, fresh)
+            return fresh
+        start = len(tr.job.ops)
+        tr._assign(eager, value)
+        sbp = nd_attrs(value._h.sbp)
+        for conf in tr.job.ops[start:]:
+            conf.tags["global"] = global_tags(value._h.placement, (sbp, sbp), (), [])
+        return tr.lazy_of(eager)
 
 
 # ---- what a Job's boxing costs ------------------------------------------------------------------
@@ -497,5 +522,5 @@ def boxing_report(job) -> list:
 
 
 __all__ = ["LazyGlobalBlob", "LazyGlobalInterpreter", "is_lazy_global", "physical", "box",
-           "interpreter_for", "global_tags", "output_global", "boxing_report", "sbp_str",
-           "sbp_attr", "nd_sbp_str", "nd_sbp_attr", "placement_of_tag", "placement_str"]
+           "interpreter_for", "global_tags", "output_global", "boxing_report",
+           "placement_of_tag", "placement_str"]

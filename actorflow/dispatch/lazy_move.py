@@ -27,10 +27,11 @@ from __future__ import annotations
 
 from actorflow import scope
 from actorflow.dispatch import global_tensor as gt
-from actorflow.dispatch.nd_sbp import nd_attrs
+from actorflow.framework.sbp_parallel import nd_attrs
 from actorflow.process import groups
 from actorflow.process.world import world
-from actorflow.framework.placement import as_sbp_tuple, placement
+from actorflow.framework.placement import placement
+from actorflow.framework.sbp_parallel import as_sbp_tuple
 from actorflow.ops import registry
 from actorflow.ops.boxing import B
 from actorflow.ops.transfer import TAG_SPAN

@@ -1,14 +1,10 @@
-"""Placement and SBP: where a global tensor lives and how it is laid out over its ranks
-(OneFlow's ``flow.placement`` and ``flow.sbp``).
+"""Placement: where a global tensor lives (OneFlow's ``flow.placement``; how it is laid out
+over the ranks, its SBP, is ``actorflow.framework.sbp_parallel``).
 
 A ``placement`` is a device type and a list of ranks (nested lists give a hierarchy, e.g.
 ``[[0, 1], [2, 3]]``, kept with its shape; a global tensor then has one SBP per hierarchy
 axis). As in OneFlow, the ranks are kept sorted (``placement("cpu", [1, 0])`` is
 ``placement("cpu", [0, 1])``) and ``ranks`` is a NumPy int64 array of the hierarchy's shape.
-An ``SbpParallel`` says how the logical tensor maps onto the ranks of one placement dim:
-``split(dim)`` (rank i holds the i-th of the numpy.array_split pieces along ``dim``),
-``broadcast`` (every rank holds all of it), ``partial_sum`` (the logical tensor is the sum of
-the ranks' tensors) or ``partial_max`` (their elementwise maximum).
 """
 from __future__ import annotations
 
@@ -108,83 +104,3 @@ class placement:  # noqa: N801  (OneFlow's name)
         return f'actorflow.placement(type="{self._type}", ranks={self._ranks.tolist()})'
 
     __str__ = __repr__
-
-
-class SbpParallel:
-    """One SBP: ``split(dim)``, ``broadcast``, ``partial_sum`` or ``partial_max`` (see the
-    module docstring)."""
-
-    __slots__ = ("kind", "dim")
-
-    def __init__(self, kind: str, dim: int | None = None):
-        self.kind, self.dim = kind, dim
-
-    @property
-    def is_split(self) -> bool:
-        return self.kind == "S"
-
-    @property
-    def is_broadcast(self) -> bool:
-        return self.kind == "B"
-
-    @property
-    def is_partial_sum(self) -> bool:
-        return self.kind == "P"
-
-    @property
-    def is_partial_max(self) -> bool:
-        return self.kind == "M"
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, SbpParallel) and (self.kind, self.dim) == (other.kind, other.dim)
-
-    def __ne__(self, other) -> bool:
-        return not self == other
-
-    def __hash__(self) -> int:
-        return hash((self.kind, self.dim))
-
-    def __call__(self) -> "SbpParallel":
-        """``flow.sbp.broadcast()`` is ``flow.sbp.broadcast``, as OneFlow's tests write it."""
-        return self
-
-    def __repr__(self) -> str:
-        if self.kind == "S":
-            return f"actorflow.sbp.split(dim={self.dim})"
-        return {"B": "actorflow.sbp.broadcast", "P": "actorflow.sbp.partial_sum",
-                "M": "actorflow.sbp.partial_max"}[self.kind]
-
-    __str__ = __repr__
-
-    def attr(self) -> tuple:
-        """A plain value for op attrs: ``("S", dim)``, ``("B",)``, ``("P",)`` or ``("M",)``."""
-        return ("S", self.dim) if self.kind == "S" else (self.kind,)
-
-    @staticmethod
-    def from_attr(value: tuple) -> "SbpParallel":
-        """The SBP an ``attr()`` value stands for."""
-        if value[0] == "S":
-            return split(value[1])
-        return {"B": broadcast, "P": partial_sum, "M": partial_max}[value[0]]
-
-
-def split(dim: int) -> SbpParallel:
-    """``flow.sbp.split(dim)``: rank i holds the i-th piece along ``dim``."""
-    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 0:
-        raise ValueError(f"sbp.split: dim must be a non-negative int, got {dim!r}")
-    return SbpParallel("S", int(dim))
-
-
-broadcast = SbpParallel("B")
-partial_sum = SbpParallel("P")
-partial_max = SbpParallel("M")
-
-
-def as_sbp_tuple(sbp, what: str = "sbp") -> tuple:
-    """``sbp`` (one SbpParallel or a list/tuple of them) as a tuple of SbpParallel."""
-    items = sbp if isinstance(sbp, (list, tuple)) else [sbp]
-    if not items or not all(isinstance(s, SbpParallel) for s in items):
-        raise TypeError(f"{what}: expected flow.sbp.split(dim), flow.sbp.broadcast, "
-                        f"flow.sbp.partial_sum or flow.sbp.partial_max (or a tuple of them), "
-                        f"got {sbp!r}")
-    return tuple(items)

@@ -27,7 +27,7 @@ def replicated_like(t: Tensor, like: Tensor | None) -> Tensor:
     or replicated (broadcast) on ``like``'s placement when ``like`` is global, as in OneFlow."""
     if like is not None and like.is_global:
         from actorflow.dispatch import global_tensor as gt
-        from actorflow.framework.placement import SbpParallel
+        from actorflow.framework.sbp_parallel import SbpParallel
         return gt.from_full(t, like.placement,
                             (SbpParallel.from_attr(("B",)),) * len(like.placement.hierarchy))
     return t

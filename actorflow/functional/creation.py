@@ -12,7 +12,7 @@ from actorflow.dispatch.meta import creating_on
 from actorflow.functional.activation import sin
 from actorflow.functional.elementwise import cast, mul, rpow
 from actorflow.dispatch import global_tensor as gt
-from actorflow.framework.placement import broadcast
+from actorflow.framework.sbp_parallel import broadcast
 from actorflow.ops import registry
 from actorflow.ops.creation import as_shape
 from actorflow.ops.int_scalars import check_int_scalar, int_scalar

@@ -5,7 +5,7 @@ from __future__ import annotations
 from actorflow.dispatch import global_meta as meta
 from actorflow.dispatch import global_tensor as gt
 from actorflow.dispatch import lazy_global
-from actorflow.framework.placement import as_sbp_tuple
+from actorflow.framework.sbp_parallel import as_sbp_tuple
 from actorflow.functional.elementwise import clone
 from actorflow.tensor import Tensor, register_tensor_methods
 

@@ -15,7 +15,8 @@ is the gradient boxed back to the input's SBP (``F.to_global``), so it is exact.
 
 An SBP rule (``@op.sbp``) is ``fn(inputs, attrs) -> iterable of signatures``: ``inputs`` are the
 global tensors of a call (logical ``_shape``, ``dtype``, ``sbp``), a signature is ``Sig(ins,
-outs)``: one SBP attr per input and per output (``S(d)``, ``B``, ``P``: plain tuples), with an
+outs)``: one SBP attr per input and per output (``S(d)``, ``B``, ``P``: the attr form of
+``actorflow.framework.sbp_parallel``, re-exported here with its layout math), with an
 optional ``post(outs, attrs, index, n)`` run on the local results (mean over a split dim scales
 them). Running the op's kernel on shards laid out as ``ins`` must give shards laid out as
 ``outs`` (``inputs[i].placement`` is 1-D, of the size of the axis the rule is asked for); the
@@ -28,18 +29,19 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from actorflow.framework.placement import SbpParallel, placement
+from actorflow.framework.placement import placement
+from actorflow.framework.sbp_parallel import (  # noqa: F401  (the op families import them here)
+    B,
+    M,
+    P,
+    S,
+    SbpParallel,
+    shard_range,
+    shard_shape,
+)
 from actorflow.ops._common import F, comm_wait
 from actorflow.ops.registry import Meta, OpError, register
 from actorflow.process import groups
-
-B, P, M = ("B",), ("P",), ("M",)
-
-
-def S(dim: int) -> tuple:
-    """The SBP attr of split(dim)."""
-    return ("S", dim)
-
 
 class Sig(NamedTuple):
     """One SBP signature of an op call: input SBPs -> output SBPs (attr tuples). ``local(attrs,
@@ -50,25 +52,6 @@ class Sig(NamedTuple):
     outs: tuple
     post: Callable | None = None
     local: Callable | None = None
-
-
-def shard_range(size: int, n: int, i: int) -> tuple:
-    """(start, stop) of piece ``i`` of ``n`` of a dim of ``size`` (numpy.array_split's)."""
-    q, r = divmod(size, n)
-    start = i * q + min(i, r)
-    return start, start + q + (1 if i < r else 0)
-
-
-def shard_shape(shape: tuple, sbp: tuple, n: int, i: int) -> tuple:
-    """This rank's shard shape of a logical ``shape`` laid out as ``sbp`` (an attr tuple)."""
-    if sbp[0] != "S":
-        return tuple(shape)
-    d = sbp[1]
-    if d >= len(shape):
-        raise OpError(f"split({d}) of a tensor of shape {tuple(shape)}: dim {d} is out of "
-                      f"range")
-    a, b = shard_range(shape[d], n, i)
-    return tuple(shape[:d]) + (b - a,) + tuple(shape[d + 1:])
 
 
 def _piece(x: np.ndarray, dim: int, n: int, i: int) -> np.ndarray:
@@ -173,16 +156,12 @@ def _boxing(name: str, doc: str, src: str, dst: str, kernel, collective: bool = 
     @op.grad
     def _(ctx, dout):
         # boxing is the identity on logical values: box the gradient back to the input's SBP
-        return (F.to_global(dout, sbp=_sbp_value(ctx.attrs["in_sbp"])),)
+        return (F.to_global(dout, sbp=SbpParallel.from_attr(ctx.attrs["in_sbp"])),)
 
     @op.sbp
     def _(inputs, attrs):
         raise OpError(f"{name} takes the local shard of a global tensor; box a global tensor "
                       f"with to_global(sbp=...)")
-
-
-def _sbp_value(attr: tuple) -> SbpParallel:
-    return SbpParallel.from_attr(attr)
 
 
 def _s_to_b(ins, outs, attrs):
@@ -292,7 +271,8 @@ def _(ins, outs, attrs):
 def _(ctx, dout):
     a = ctx.attrs
     src = placement("cpu", np.array(a["in_ranks"]).reshape(a["in_hierarchy"]).tolist())
-    return (F.to_global(dout, placement=src, sbp=tuple(_sbp_value(s) for s in a["in_sbp"])),)
+    return (F.to_global(dout, placement=src,
+                        sbp=tuple(SbpParallel.from_attr(s) for s in a["in_sbp"])),)
 
 
 @boxing_move.sbp
@@ -343,13 +323,13 @@ def _local_to_global_grad(ctx, dout):
                       "tensors is not built (make the tensor global first, then box it)")
     if isinstance(a["sbp"][0], tuple):  # n-d: per axis as below
         back = tuple(P if s == B else (B if s == P else s) for s in a["sbp"])
-        return F.to_local(F.to_global(dout, sbp=tuple(_sbp_value(s) for s in back)))
-    sbp = _sbp_value(a["sbp"])
+        return F.to_local(F.to_global(dout, sbp=tuple(SbpParallel.from_attr(s) for s in back)))
+    sbp = SbpParallel.from_attr(a["sbp"])
     if sbp.is_broadcast:
         # the values came from the first rank: it gets the gradient, the others zeros
-        return F.to_local(F.to_global(dout, sbp=_sbp_value(P)))
+        return F.to_local(F.to_global(dout, sbp=SbpParallel.from_attr(P)))
     if sbp.is_partial_sum:
-        return F.to_local(F.to_global(dout, sbp=_sbp_value(B)))
+        return F.to_local(F.to_global(dout, sbp=SbpParallel.from_attr(B)))
     return F.to_local(F.to_global(dout, sbp=sbp))
 
 
@@ -371,7 +351,7 @@ boxing_nd.infer(_not_dispatched("boxing_nd", "Tensor.to_global(sbp=...)"))
 
 @boxing_nd.grad
 def _(ctx, dout):
-    return (F.to_global(dout, sbp=tuple(_sbp_value(s) for s in ctx.attrs["in_sbp"])),)
+    return (F.to_global(dout, sbp=tuple(SbpParallel.from_attr(s) for s in ctx.attrs["in_sbp"])),)
 
 
 # ---- SBP-rule helpers for the op families -----------------------------------------------------

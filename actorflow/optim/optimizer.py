@@ -27,7 +27,7 @@ from actorflow.autograd.grad_mode import enable_grad, no_grad
 from actorflow.dispatch import apply
 from actorflow.dispatch.global_tensor import from_full, is_global, wrap
 from actorflow.framework import dtype as dt
-from actorflow.framework.placement import SbpParallel
+from actorflow.framework.sbp_parallel import SbpParallel
 from actorflow.ops import registry
 from actorflow.optim.clip_grad import clip_grad_norm_
 from actorflow.tensor import EagerBlob, Tensor, bump_state_generation

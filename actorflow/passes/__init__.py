@@ -1,8 +1,9 @@
 """Job passes: functions Job -> Job, run in order by ``run_passes`` (which verifies the Job
 after each). ``build_pipeline`` chooses the passes a Graph's config asks for. Most are pure
-rewrites of the Job; the optimizer pass (and the gradient-accumulation and ZeRO helpers it
-uses) traces instead: it runs the optimizer's update code under a lazy interpreter, so it
-reads the graph's eager parameters and optimizers through ``ctx``.
+rewrites of the Job; the optimizer pass (with ZeRO's ``zero_updates``) traces instead: it runs
+the optimizer's update code under a lazy interpreter, so it reads the graph's eager parameters
+and optimizers through ``ctx`` (what acts during ``build``'s own trace, ZeRO stage 3's
+parameter sharding and the micro-batch inputs, is in ``actorflow.nn.graph``).
 
 Each entry of ``PASSES`` names a pass (the name ``GraphConfig.disable_pass`` takes) and a
 factory ``make(ctx)`` that returns the pass function, or None when the pass has nothing to do

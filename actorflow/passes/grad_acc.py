@@ -2,7 +2,7 @@
 
 OneFlow's semantics, which this pass follows:
 
-* While tracing (``add_micro_batch_input``, called by ``nn.Graph`` when
+* While tracing (``actorflow.nn.graph.micro_batch``, when
   ``config.set_gradient_accumulation_steps(n)`` is set on a training graph), every input op
   takes the whole batch and is followed by an ``unpack`` op; ``build`` sees the micro-batch
   (dim 0 divided by ``n``), so shapes computed in ``build`` (``flow.ones(out.shape)``) are
@@ -30,36 +30,6 @@ class GradientAccumulationError(ValueError):
     """The Job can't be split into micro-batches (the message says which input or op)."""
 
 
-def add_micro_batch_input(b: LazyInterpreter, index: int, path: str, t, n: int):
-    """While tracing with ``n`` accumulation steps: an input op for the whole batch ``t`` and an
-    ``unpack`` op; returns the lazy micro-batch tensor ``build`` receives."""
-    whole = b.add_input(index, path, t)
-    shape = tuple(t._shape)
-    if not shape:
-        raise GradientAccumulationError(
-            f"nn.Graph {b.graph_name}: gradient accumulation ({n} steps) splits every input "
-            f"along dim 0, but input {path} is a 0-d tensor")
-    if shape[0] % n:
-        raise GradientAccumulationError(
-            f"nn.Graph {b.graph_name}: gradient accumulation splits input {path} of shape "
-            f"{shape} along dim 0 into {n} micro-batches, but {shape[0]} is not divisible "
-            f"by {n}")
-    micro = (shape[0] // n,) + shape[1:]
-    if getattr(whole._h, "is_global", False):  # a distributed graph's input
-        # late: the lazy-global tracer builds on this module's layer
-        from actorflow.dispatch.lazy_global import micro_batch_input
-
-        return micro_batch_input(b, whole, micro, n)
-    src = whole._h.name
-    desc = BlobDesc(micro, t.dtype)
-    conf = OpConf(b.builder.unique_name(f"{split_blob(src)[0]}-unpack"), "micro_unpack", [src],
-                  {"n": n}, [desc], tags={"phase": "forward", "stage": "micro"})
-    b.builder.add_op(conf)
-    lazy = b.lazy_tensor(conf.out(0), desc)
-    lazy.requires_grad = whole.requires_grad
-    return lazy
-
-
 def make_grad_acc_pass(ctx):
     """The pass for a training graph with more than one accumulation step, else None."""
     n = int(ctx.config.accumulation_steps)
@@ -73,7 +43,8 @@ def make_grad_acc_pass(ctx):
 
 
 def accumulate_gradients(job: Job, n: int, bindings: dict | None = None) -> Job:
-    """``job`` (traced with ``add_micro_batch_input``) as an ``n``-step accumulation Job."""
+    """``job`` (traced with ``nn.graph.micro_batch.add_micro_batch_input``) as an
+    ``n``-step accumulation Job."""
     if any(o.op_type == "input" for o in job.ops) and not job.ops_of_type("micro_unpack"):
         raise GradientAccumulationError(
             f"job {job.name}: gradient accumulation needs the inputs traced as micro-batches "

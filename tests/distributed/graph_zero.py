@@ -14,8 +14,8 @@ import actorflow as flow
 import actorflow.nn as nn
 from actorflow.compiler.plan import _aligned
 from actorflow.dispatch.lazy_global import boxing_report
-from actorflow.dispatch.nd_sbp import nd_attrs
-from actorflow.passes.zero import optimizer_state_bytes
+from actorflow.framework.sbp_parallel import nd_attrs
+from actorflow.nn.graph.zero import optimizer_state_bytes
 
 if len(sys.argv) > 1 and sys.argv[1] == "vm":
     os.environ["ACTORFLOW_RUN_GRAPH_BY_VM"] = "1"

@@ -16,8 +16,8 @@ import numpy as np
 import actorflow as flow
 import actorflow.nn as nn
 from actorflow.dispatch.lazy_global import boxing_report
-from actorflow.dispatch.nd_sbp import nd_attrs
-from actorflow.passes.zero import optimizer_state_bytes, parameter_bytes
+from actorflow.framework.sbp_parallel import nd_attrs
+from actorflow.nn.graph.zero import optimizer_state_bytes, parameter_bytes
 
 if len(sys.argv) > 1 and sys.argv[1] == "vm":
     os.environ["ACTORFLOW_RUN_GRAPH_BY_VM"] = "1"

@@ -165,7 +165,7 @@ def test_checkpoints_of_global_state(n, tmp_path):
 
 
 def test_nd_box_plan_gathers_conflicting_inner_axes_first():
-    from actorflow.dispatch.nd_sbp import box_plan
+    from actorflow.dispatch.boxing import box_plan
     S0, S1, B, P, M = ("S", 0), ("S", 1), ("B",), ("P",), ("M",)
     # the inner axis splits the dim the outer change touches: gather it, change, re-split
     assert box_plan((S0, S0), (B, S0)) == [(1, B), (0, B), (1, S0)]

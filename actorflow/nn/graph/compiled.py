@@ -19,7 +19,7 @@ from actorflow.dispatch.lazy_global import output_global, physical
 from actorflow.process import groups, watchdog
 from actorflow.process.world import world
 from actorflow.errors import KernelError, with_note
-from actorflow.framework.placement import SbpParallel
+from actorflow.framework.sbp_parallel import SbpParallel
 from actorflow.job.executor import Executor, ReferenceExecutor
 from actorflow.job.schedule import draw_seeds, seed_draw_order
 from actorflow.job.system_ops import system_op

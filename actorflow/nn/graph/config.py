@@ -27,7 +27,7 @@ class GraphConfig:
         self.outputs_buffer_size = 2
         self.cache_size = 10
         self.disabled_passes: set = set()
-        self.zero_stage = 0  # 0: off; 1, 2, 3: ZeRO (passes/zero.py)
+        self.zero_stage = 0  # 0: off; 1, 2, 3: ZeRO (passes/zero.py, nn/graph/zero.py)
         self.zero_shard_min_size = 1024
 
     def enable_amp(self, mode: bool = True, *, dtype=dt.float16) -> None:

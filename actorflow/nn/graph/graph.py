@@ -287,7 +287,7 @@ class Graph:
         b.registered_modules = {id(m) for proxy in self._modules.values()
                                 for m in proxy.to(Module).modules()}
         if self.config.zero_stage == 3 and self.config.training:
-            from actorflow.passes.zero import shard_parameters
+            from actorflow.nn.graph.zero import shard_parameters
 
             b.sharded_params = shard_parameters(self)
         with b:
@@ -332,10 +332,10 @@ class Graph:
 
     def _trace_input(self, b: LazyInterpreter, index: int, path: str, t: Tensor) -> Tensor:
         """The lazy tensor build() gets for input ``t``: a micro-batch of it when gradient
-        accumulation is on (see ``actorflow.passes.grad_acc``)."""
+        accumulation is on (see ``actorflow.nn.graph.micro_batch``)."""
         n = self.config.accumulation_steps
         if n > 1 and self.config.training and self.config.pass_enabled("gradient_accumulation"):
-            from actorflow.passes.grad_acc import add_micro_batch_input
+            from actorflow.nn.graph.micro_batch import add_micro_batch_input
 
             return add_micro_batch_input(b, index, path, t, n)
         return b.add_input(index, path, t)
@@ -457,7 +457,7 @@ class Graph:
                                f"self.add_optimizer(...) in __init__")
         b.job.train["grads"] = grads
         if b.sharded_params:
-            from actorflow.passes.zero import label_gradients
+            from actorflow.nn.graph.zero import label_gradients
 
             label_gradients(b, grads)
 
