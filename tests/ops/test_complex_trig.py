@@ -22,3 +22,23 @@ def test_complex_function_and_gradient_match_torch(name, dtype):
     (y * flow.tensor(w)).abs().sum().backward()
     (ty * torch.tensor(w)).abs().sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=tol * 10, atol=tol * 10)
+
+
+@pytest.mark.parametrize("kinds", [("c", "c"), ("c", "r"), ("r", "c")])
+def test_complex_pow_of_tensors_matches_torch(kinds):
+    def make(kind):
+        if kind == "r":
+            return np.abs(rng.standard_normal(5)) + 0.1
+        return rng.standard_normal(5) + 1j * rng.standard_normal(5)
+
+    a, b, w = make(kinds[0]), make(kinds[1]), make("c")
+    x, y = flow.tensor(a, requires_grad=True), flow.tensor(b, requires_grad=True)
+    tx, ty = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+    out, tout = flow.pow(x, y), torch.pow(tx, ty)
+    assert out.dtype == flow.complex128
+    np.testing.assert_allclose(out.numpy(), tout.detach().numpy(), rtol=1e-12)
+    (out * flow.tensor(w)).abs().sum().backward()
+    (tout * torch.tensor(w)).abs().sum().backward()
+    for g, tg in ((x.grad, tx.grad), (y.grad, ty.grad)):
+        assert g.dtype.is_complex == tg.is_complex()
+        np.testing.assert_allclose(g.numpy(), tg.numpy(), rtol=1e-10, atol=1e-12)
