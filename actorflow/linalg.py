@@ -10,7 +10,8 @@ from actorflow.functional.linalg_decomp import (
     cholesky, logdet, matrix_power, multi_dot, qr, slogdet, solve, solve_triangular, vecdot,
 )
 from actorflow.functional.linalg_decomp import linalg_diagonal as diagonal
+from actorflow.functional.linalg_spectral import eigh, eigvalsh, pinv, svd, svdvals
 
 __all__ = ["matmul", "matrix_norm", "norm", "vector_norm", "det", "inv", "cross", "diagonal",
            "solve", "solve_triangular", "cholesky", "qr", "slogdet", "logdet", "matrix_power",
-           "multi_dot", "vecdot"]
+           "multi_dot", "vecdot", "eigh", "eigvalsh", "svd", "svdvals", "pinv"]

@@ -20,6 +20,7 @@ from actorflow.functional.normalization import *  # noqa: F401,F403
 from actorflow.functional.loss import *  # noqa: F401,F403
 from actorflow.functional.graph_ops import *  # noqa: F401,F403
 from actorflow.functional.special import *  # noqa: F401,F403
+from actorflow.functional.complex_views import *  # noqa: F401,F403
 from actorflow.functional.fft import *  # noqa: F401,F403
 from actorflow.functional.sort import *  # noqa: F401,F403
 from actorflow.functional.distance import *  # noqa: F401,F403

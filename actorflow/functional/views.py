@@ -304,8 +304,9 @@ def storage_offset(x: Tensor) -> int:
 
 def as_strided(x: Tensor, size, stride, storage_offset=None) -> Tensor:
     """The elements of ``x``'s memory at ``storage_offset + sum(i[k] * stride[k])`` for each
-    index ``i`` of ``size`` (PyTorch's semantics; the offset defaults to ``x``'s). A copy;
-    gradients add up where elements are read several times."""
+    index ``i`` of ``size`` (PyTorch's semantics; the offset defaults to ``x``'s). A view
+    (in eager; the compiled runtime may copy), writable; every element read must be one of
+    ``x``'s. Gradients add up where elements are read several times."""
     offset = _storage_offset_method(x) if storage_offset is None else int(storage_offset)
     attrs = {"size": tuple(int(s) for s in size), "stride": tuple(int(s) for s in stride),
              "storage_offset": offset, "in_stride": tuple(x.stride()),
@@ -354,12 +355,17 @@ def _as_strided_method(self: Tensor, size, stride, storage_offset=None) -> Tenso
     return as_strided(self, size, stride, storage_offset)
 
 
+def as_strided_(self: Tensor, size, stride, storage_offset=None) -> Tensor:
+    """In-place ``as_strided``: this tensor becomes the strided view of its memory."""
+    return _become(self, as_strided(self, size, stride, storage_offset))
+
+
 register_tensor_methods({
     "select": select, "hsplit": hsplit, "vsplit": vsplit, "dsplit": dsplit,
     "tensor_split": tensor_split, "repeat_interleave": repeat_interleave,
     "broadcast_like": broadcast_like, "diag": diag, "diagonal": diagonal,
     "as_strided": _as_strided_method, "storage_offset": storage_offset, "squeeze_": squeeze_,
-    "unsqueeze_": unsqueeze_, "contiguous_": contiguous_,
+    "unsqueeze_": unsqueeze_, "contiguous_": contiguous_, "as_strided_": as_strided_,
 })
 
 __all__ = ["atleast_1d", "atleast_2d", "atleast_3d", "hstack", "vstack", "row_stack", "dstack",

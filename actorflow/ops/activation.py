@@ -41,8 +41,9 @@ def _quiet_ufunc(u):
 
 def _src(x: np.ndarray, out: np.ndarray) -> np.ndarray:
     """``x`` in the dtype composite kernels compute in: the output's when it is float32/64,
-    else float32 (half precision and integer inputs)."""
-    wd = out.dtype if out.dtype in (np.float32, np.float64) else np.dtype(np.float32)
+    else float32 (half precision and integer inputs); complex ones as they are."""
+    wd = out.dtype if out.dtype in (np.float32, np.float64, np.complex64, np.complex128) \
+        else np.dtype(np.float32)
     return x.astype(wd, copy=False)
 
 
@@ -117,6 +118,8 @@ def erfc_array(a: np.ndarray) -> np.ndarray:
 
 
 def _sigmoid_array(a: np.ndarray) -> np.ndarray:
+    if a.dtype.kind == "c":
+        return 1.0 / (1.0 + np.exp(-a))
     e = np.exp(-np.abs(a))  # never overflows
     return np.where(a >= 0, 1.0, e) / (1.0 + e)
 
@@ -217,22 +220,26 @@ reciprocal = unary("reciprocal", _quiet_ufunc(np.reciprocal), grad_uses_outputs=
 
 # ---- trigonometric and hyperbolic ---------------------------------------------------------------
 
-sin = unary("sin", _quiet_ufunc(np.sin), grad=lambda ctx, g: F.mul(g, F.cos(_x(ctx))))
-cos = unary("cos", _quiet_ufunc(np.cos), grad=lambda ctx, g: F.neg(F.mul(g, F.sin(_x(ctx)))))
-tan = unary("tan", _quiet_ufunc(np.tan), grad_uses_outputs=True,
-            grad=lambda ctx, g: F.mul(g, F.add(F.square(_y(ctx)), 1)), amp="deny")
+# (complex inputs: the gradient is g times the conjugate derivative, PyTorch's convention)
+sin = unary("sin", _quiet_ufunc(np.sin), complex_ok=True,
+            grad=lambda ctx, g: F.mul(g, F.conj(F.cos(_x(ctx)))))
+cos = unary("cos", _quiet_ufunc(np.cos), complex_ok=True,
+            grad=lambda ctx, g: F.neg(F.mul(g, F.conj(F.sin(_x(ctx))))))
+tan = unary("tan", _quiet_ufunc(np.tan), grad_uses_outputs=True, complex_ok=True,
+            grad=lambda ctx, g: F.mul(g, F.conj(F.add(F.square(_y(ctx)), 1))), amp="deny")
 asin = unary("asin", _quiet_ufunc(np.arcsin),
              grad=lambda ctx, g: F.mul(g, F.rsqrt(F.rsub(F.square(_x(ctx)), 1))), amp="deny")
 acos = unary("acos", _quiet_ufunc(np.arccos),
              grad=lambda ctx, g: F.neg(F.mul(g, F.rsqrt(F.rsub(F.square(_x(ctx)), 1)))), amp="deny")
 atan = unary("atan", _quiet_ufunc(np.arctan),
              grad=lambda ctx, g: F.div(g, F.add(F.square(_x(ctx)), 1)))
-sinh = unary("sinh", _quiet_ufunc(np.sinh), amp="deny",
-             grad=lambda ctx, g: F.mul(g, F.cosh(_x(ctx))))
-cosh = unary("cosh", _quiet_ufunc(np.cosh), amp="deny",
-             grad=lambda ctx, g: F.mul(g, F.sinh(_x(ctx))))
-tanh = unary("tanh", _quiet_ufunc(np.tanh), grad_uses_outputs=True,
-             grad=lambda ctx, g: F.mul(g, F.rsub(F.square(_y(ctx)), 1)), activation=True)
+sinh = unary("sinh", _quiet_ufunc(np.sinh), amp="deny", complex_ok=True,
+             grad=lambda ctx, g: F.mul(g, F.conj(F.cosh(_x(ctx)))))
+cosh = unary("cosh", _quiet_ufunc(np.cosh), amp="deny", complex_ok=True,
+             grad=lambda ctx, g: F.mul(g, F.conj(F.sinh(_x(ctx)))))
+tanh = unary("tanh", _quiet_ufunc(np.tanh), grad_uses_outputs=True, complex_ok=True,
+             grad=lambda ctx, g: F.mul(g, F.conj(F.rsub(F.square(_y(ctx)), 1))),
+             activation=True)
 asinh = unary("asinh", _quiet_ufunc(np.arcsinh),
               grad=lambda ctx, g: F.mul(g, F.rsqrt(F.add(F.square(_x(ctx)), 1))))
 acosh = unary("acosh", _quiet_ufunc(np.arccosh),
@@ -253,7 +260,8 @@ erf = unary("erf", _composite(lambda a, attrs: erf_array(a)),
 erfc = unary("erfc", _composite(lambda a, attrs: erfc_array(a)),
              grad=lambda ctx, g: F.mul(g, F.mul(_gauss(_x(ctx)), -_TWO_OVER_SQRT_PI)))
 sigmoid = unary("sigmoid", _composite(lambda a, attrs: _sigmoid_array(a)), grad_uses_outputs=True,
-                grad=lambda ctx, g: F.mul(g, F.mul(_y(ctx), F.rsub(_y(ctx), 1))), activation=True)
+                grad=lambda ctx, g: F.mul(g, F.conj(F.mul(_y(ctx), F.rsub(_y(ctx), 1)))),
+                activation=True, complex_ok=True)
 
 
 # how each op above computes one element in generated C (ops/registry.py: c_expr)

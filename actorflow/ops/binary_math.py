@@ -13,7 +13,7 @@ from actorflow.ops._common import (
 )
 from actorflow.framework import dtype as dt
 from actorflow.ops.int_scalars import is_int_scalar
-from actorflow.ops.elementwise import _needs, _quiet, binary, c_scalar, refuse_bool
+from actorflow.ops.elementwise import _binary_infer, _needs, _quiet, binary, c_scalar, refuse_bool
 from actorflow.ops.registry import Meta
 
 floor_divide, scalar_floor_divide = binary(
@@ -38,9 +38,27 @@ fmod, scalar_fmod = binary(
                                         if rev else g))
 
 
+def _complex_pow_grad(ctx, g, x, y):
+    """Complex x ** y: g times the conjugate derivatives (a real input gets the real part)."""
+    dx = dy = None
+    if _needs(ctx, 0):  # y * x^(y-1); 0 where y == 0
+        y0 = F.eq(y, 0)
+        ys = F.where(y0, 1.0, y)
+        dx = F.where(y0, 0.0, F.mul(g, F.conj(F.mul(ys, F.pow(x, F.sub(ys, 1))))))
+        dx = dx if x.dtype.is_complex else F.real(dx)
+    if _needs(ctx, 1):  # x^y * log(x); 0 where x == 0
+        zero = F.eq(x, 0)
+        xs = F.where(zero, 1.0, x)
+        dy = F.where(zero, 0.0, F.mul(g, F.conj(F.mul(F.pow(xs, y), F.log(xs)))))
+        dy = dy if y.dtype.is_complex else F.real(dy)
+    return dx, dy
+
+
 def _pow_grad(ctx, g, x, y):
     # The gradient recomputes x**y instead of saving it, so pow_ may be followed by other
     # in-place ops. Masked places use safe operands (no 0 * inf, no warnings).
+    if x.dtype.is_complex or y.dtype.is_complex:
+        return _complex_pow_grad(ctx, g, x, y)
     dx = dy = None
     if _needs(ctx, 0):  # y * x^(y-1); 0 where y == 0
         y0 = F.eq(y, 0)
@@ -122,6 +140,7 @@ def _scalar_pow_infer(inputs, attrs, base=scalar_pow.infer_fn):
 
 
 scalar_pow.infer(_scalar_pow_infer)
+pow_op.infer(_binary_infer("pow", "arith", True))  # complex tensors to complex tensor powers
 
 
 def _minmax_grads(cmp: str):

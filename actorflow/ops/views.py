@@ -2,7 +2,8 @@
 ``diag`` of a vector) and as_strided (with its scatter-add ``as_strided_backward``).
 
 ``diagonal`` is a view in eager mode (a writable strided view of the input's memory);
-``as_strided`` reads the input's storage by element offsets and is a copy.
+``as_strided`` is one too when every storage element it reads is an element of the input
+(else an error, as in the copying kernel the compiled runtime may run instead).
 """
 from __future__ import annotations
 
@@ -146,6 +147,9 @@ as_strided = register(
 def _(inputs, attrs):
     x = inputs[0]
     _check_as_strided("as_strided", x._shape, attrs)
+    _storage_map(tuple(x._shape), attrs,
+                 strided_index(tuple(attrs["size"]), tuple(attrs["stride"]),
+                               attrs["storage_offset"]))  # every element read is one of x's
     return [Meta(tuple(attrs["size"]), x.dtype)]
 
 
@@ -160,6 +164,40 @@ def _storage_map(shape, attrs, need: np.ndarray):
         fail("as_strided", f"size {tuple(attrs['size'])}, stride {tuple(attrs['stride'])} and "
              f"offset {attrs['storage_offset']} read storage outside the input", shape)
     return src, length
+
+
+def _as_strided_view(a: np.ndarray, attrs) -> np.ndarray:
+    """A strided view of ``a`` (whose strides must be ``attrs['in_stride']`` elements, the
+    layout the attrs describe) reading what ``as_strided`` reads."""
+    size, stride = tuple(attrs["size"]), tuple(attrs["stride"])
+    if tuple(s // a.itemsize for s in a.strides) != tuple(attrs["in_stride"]) and a.size > 1:
+        raise ValueError("as_strided: the array's layout is not the recorded one")
+    if 0 in size:
+        return np.empty(size, a.dtype)
+    idx = strided_index(size, stride, attrs["storage_offset"])
+    src, _ = _storage_map(a.shape, attrs, idx)
+    first = np.argwhere(src == attrs["storage_offset"])[0]  # covered: it is one of a's elements
+    start = a[tuple(slice(int(i), None) for i in first)]
+    return np.lib.stride_tricks.as_strided(start, size, tuple(s * a.itemsize for s in stride),
+                                           writeable=a.flags.writeable)
+
+
+@as_strided.view
+def _(ins, attrs):
+    return [_as_strided_view(ins[0], attrs)]
+
+
+@as_strided.view_write
+def _(base, view, attrs, idx):
+    pos = strided_index(tuple(attrs["size"]), tuple(attrs["stride"]), attrs["storage_offset"])
+    if np.unique(pos).size != pos.size:
+        fail("as_strided", f"a write through a view whose elements overlap (size "
+             f"{tuple(attrs['size'])}, stride {tuple(attrs['stride'])}) inside nn.Graph",
+             base._shape)
+    a = {k: attrs[k] for k in ("size", "stride", "storage_offset", "in_stride", "in_offset")}
+    a["shape"] = tuple(base._shape)
+    mask = F.call("as_strided_backward", F.ones_like(view).detach(), **a) != 0
+    return F.where(mask, F.call("as_strided_backward", view, **a), base)
 
 
 @as_strided.kernel("cpu")

@@ -40,6 +40,7 @@ from actorflow.nn.modules.transformer import (  # noqa: F401
 from actorflow.nn.modules.quantization import *  # noqa: F401,F403,E402
 from actorflow.nn.modules.qat import *  # noqa: F401,F403,E402
 from actorflow.nn.modules.fused_norm import *  # noqa: F401,F403,E402
+from actorflow.nn.modules.sync_batchnorm import *  # noqa: F401,F403,E402
 from actorflow.nn.modules.coin_flip import *  # noqa: F401,F403,E402
 from actorflow.nn.modules.margin_loss import *  # noqa: F401,F403,E402
 from actorflow.nn.modules.ctc import *  # noqa: F401,F403,E402
