@@ -1,5 +1,6 @@
 """Generated row kernels (``compiler/codegen/rows.py``, ops' ``c_row``) against the ops' NumPy
-kernels, and an nn.Graph with layer norms training to the same losses with and without them.
+kernels, and an nn.Graph with layer norms and GELU training to the same losses with and
+without them.
 
 Tolerance: a row kernel sums a row in another order than NumPy's BLAS row sums (vectorised,
 ``#pragma omp simd``), so results may differ by a few ulps times the row length: we allow
@@ -8,6 +9,8 @@ the row length; for float16 / bfloat16 both sides compute in float32 and round o
 ulp of the storage dtype more). NaN and inf must sit at the same places."""
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 import pytest
 
@@ -15,7 +18,8 @@ import actorflow as flow
 import actorflow.nn as nn
 import actorflow.nn.functional as F
 from actorflow.compiler import codegen
-from actorflow.compiler.codegen import rows
+from actorflow.compiler.codegen import emit, rows
+from actorflow.compiler.codegen.build import build
 from actorflow.framework import dtype as dt
 from actorflow.ops import registry
 
@@ -193,3 +197,54 @@ def test_graph_trains_to_the_same_losses_with_row_kernels(monkeypatch):
     monkeypatch.setenv(codegen.ENV, "0")
     _, off = _train_ln()
     np.testing.assert_allclose(on, off, rtol=1e-5)
+
+
+ULPS = 4  # elementwise: libm's erf / tanh / exp and NumPy's or SciPy's differ by a few ulps
+SPECIAL = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-30, -1e-30, 9.0, -9.0, 30.0, -30.0, 88.0, -88.0,
+           200.0, -200.0]
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("approximate,save", [("none", True), ("none", False), ("tanh", False)])
+@pytest.mark.parametrize("shape", [(1, 1), (5, 33), (2, 3, 700)])
+def test_gelu_and_grad_rows_match_numpy(dtype, approximate, save, shape):
+    rng = np.random.default_rng(shape[-1])
+    npd = DTYPES[dtype].np
+    x = (rng.standard_normal(shape) * 3).astype(npd)
+    flat = x.reshape(-1)
+    flat[:len(SPECIAL)] = np.array(SPECIAL[:flat.size], np.float64).astype(npd)
+    attrs = {"approximate": approximate, "save_cdf": save}
+    outs = [shape, shape] if save else [shape]
+    got, ref, _ = _run_both("gelu", attrs, [x], outs, dtype)
+    for name, g, r in zip(("y", "cdf"), got, ref):
+        _close(g, r, ULPS, f"gelu {name}")
+    dout = rng.standard_normal(shape).astype(npd)
+    gins = [dout, x] + ([ref[1]] if save else [])
+    if approximate == "none" and not save:  # no row form: the NumPy kernel's bit tricks
+        assert rows.row_task("gelu_grad", {"approximate": "none"}, [(shape, DTYPES[dtype])] * 2,
+                             [(shape, DTYPES[dtype])]) is None
+        return
+    got, ref, _ = _run_both("gelu_grad", {"approximate": approximate}, gins, [shape], dtype)
+    _close(got[0], ref[0], ULPS, "gelu_grad")
+
+
+def test_generated_exp_is_within_an_ulp_and_keeps_nan_inf():
+    """af_exp (rows.py) on float32: within 1 ulp of the correctly rounded exp over its whole
+    range, subnormal and overflowing results included; NaN, inf, -inf as np.exp."""
+    x = np.concatenate([np.linspace(-106, 90, 400_001, dtype=np.float32),
+                        np.array([np.nan, np.inf, -np.inf, 0, -0.0, 88.72, 88.73], np.float32)])
+    src = emit.PRELUDE + rows.ROW_PRELUDE + (
+        "__attribute__((optimize(\"tree-vectorize\"))) void af_test_exp(const float *x, "
+        "float *y, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = af_exp(x[i]); }\n")
+    lib = build(src)
+    assert lib is not None
+    y = np.empty_like(x)
+    lib.af_test_exp(ctypes.c_void_p(x.ctypes.data), ctypes.c_void_p(y.ctypes.data),
+                    ctypes.c_int64(x.size))
+    with np.errstate(all="ignore"):
+        ref = np.exp(x.astype(np.float64))
+        ref32 = ref.astype(np.float32)
+    fin = np.isfinite(ref32) & (ref32 != 0)
+    ulps = np.abs(y[fin] - ref[fin]) / np.spacing(ref32[fin]).astype(np.float64)
+    assert ulps.max() <= 1.0
+    assert np.array_equal(y[~fin], ref32[~fin], equal_nan=True)
