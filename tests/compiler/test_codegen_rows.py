@@ -193,7 +193,10 @@ def test_graph_trains_to_the_same_losses_with_row_kernels(monkeypatch):
     monkeypatch.setenv(codegen.ENV, "1")
     g, on = _train_ln()
     row_tasks = [v for v in g.plan.codegen["tasks"].values() if v.get("rows")]
-    assert {t["ops"][0] for t in row_tasks} >= {"layer_norm", "layer_norm_grad"}
+    assert {t["ops"][0] for t in row_tasks} >= {"layer_norm", "layer_norm_grad", "gelu",
+                                                "gelu_grad"}
+    ran = [k for k in codegen.kernels_of(g.plan).values() if isinstance(k, rows.RowKernel)]
+    assert ran and all(k.calls == 5 for k in ran), "the actors should call the row kernels"
     monkeypatch.setenv(codegen.ENV, "0")
     _, off = _train_ln()
     np.testing.assert_allclose(on, off, rtol=1e-5)
@@ -248,3 +251,32 @@ def test_generated_exp_is_within_an_ulp_and_keeps_nan_inf():
     ulps = np.abs(y[fin] - ref[fin]) / np.spacing(ref32[fin]).astype(np.float64)
     assert ulps.max() <= 1.0
     assert np.array_equal(y[~fin], ref32[~fin], equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("shape", [(1, 1), (4, 9), (3, 5, 130)])
+@pytest.mark.parametrize("op,attrs", [("softmax", {"dim": -1}),
+                                      ("softmax", {"dim": -1, "safe": True}),
+                                      ("log_softmax", {"dim": -1})])
+def test_softmax_family_rows_match_numpy(dtype, shape, op, attrs):
+    rng = np.random.default_rng(shape[-1] + len(attrs))
+    npd = DTYPES[dtype].np
+    x = (rng.standard_normal(shape) * 4).astype(npd)
+    if x.size > 20:
+        r = x.reshape(-1, shape[-1])
+        r[1, :] = -np.inf           # a fully masked row (safe: zeros; else NaN)
+        r[2, 0] = np.nan
+        r[3, 1] = np.inf
+        r[0, 2] = -np.inf
+    n = shape[-1]
+    got, ref, _ = _run_both(op, attrs, [x], [shape], dtype)
+    _close(got[0], ref[0], n + ULPS, op)
+    dout = rng.standard_normal(shape).astype(npd)
+    gop = op + "_grad"
+    got, ref, _ = _run_both(gop, {"dim": -1}, [dout, ref[0]], [shape], dtype)
+    _close(got[0], ref[0], n + ULPS, gop)
+
+
+def test_softmax_on_another_dim_has_no_row_form():
+    d = dt.float32
+    assert rows.row_task("softmax", {"dim": 0}, [((4, 8), d)], [((4, 8), d)]) is None
