@@ -18,7 +18,8 @@ from actorflow.ops._common import F, autograd, broadcast_shapes, promote
 from actorflow.ops.boxing import Sig, elementwise_rule
 from actorflow.ops.elementwise import (_integral_only, _needs, _ufunc, bf16_safe, no_complex,
                                       refuse_bool, unary)
-from actorflow.ops.gelu_f32 import AS_A, AS_P, GELU_C, gelu_f32, gelu_grad_f32
+from actorflow.ops.gelu_f32 import (AS_A, AS_P, GELU_C, gelu_c_row, gelu_f32, gelu_grad_c_row,
+                                    gelu_grad_f32)
 from actorflow.ops.int_scalars import check_int_scalar, int_scalar
 from actorflow.ops.registry import Meta, fail, register
 
@@ -535,6 +536,8 @@ def _(inputs, attrs):
 
 gelu.kernel("cpu")(_gelu_kernel)
 gelu.grad(_gelu_grad)
+gelu.c_row = gelu_c_row  # one row in generated C (ops/registry.py: c_row)
+gelu_grad.c_row = gelu_grad_c_row
 
 
 def _silu_grad(ctx, g):  # s (1 + x (1 - s)), s = sigmoid(x)

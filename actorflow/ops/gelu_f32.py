@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from actorflow.ops.parallel import parallel_for
+from actorflow.ops.registry import CRow
 
 # Abramowitz & Stegun 7.1.26: erf(x) = 1 - poly(t) exp(-x^2), t = 1 / (1 + p x), |error| < 1.5e-7
 AS_P = 0.3275911
@@ -199,3 +200,72 @@ def gelu_grad_f32(g: np.ndarray, x: np.ndarray, out: np.ndarray, approximate: st
         _run_blocks(_gelu_grad_block, 4, [out], g, x)
     else:
         _run_blocks(_gelu_grad_cdf_block, 1, [out], g, x, cdf)
+
+
+# ---- the same kernels as row forms for generated C (ops/registry.py: c_row) -----------------
+# float32 (and narrower, computed in float32): the passes above, one element at a time, with
+# af_exp (the generator's vectorisable exp); float64: activation's float64 formulas in libm.
+
+def _f(c) -> str:
+    """A float32 constant as an exact C float literal."""
+    return f"{float(np.float32(c))!r}f"
+
+
+def _horner_neg_p() -> str:
+    p = _GELU_NEG_P
+    lines = [f"float q = s * {_f(p[-1])} + {_f(p[-2])};"]
+    lines += [f"q = q * s + {_f(c)};" for c in p[-3::-1]]
+    return " ".join(lines)
+
+
+_ROW_GELU = {
+    "none": (f"const float s = x * x; {_horner_neg_p()} q = af_exp(q * x) + 1.0f;"
+             f" y = x / q; c = 1.0f / q;",
+             "c = 0.5 * (1.0 + erf(x * 0.70710678118654752440)); y = x * c;"),
+    "tanh": (f"float e = (x * x) * {_f(_TANH_B)} + {_f(_TANH_A)}; e = af_exp(e * x) + 1.0f;"
+             f" y = x / e;",
+             f"c = 0.5 * (1.0 + tanh({_SQRT_2_OVER_PI!r} * (x + {GELU_C!r} * x * x * x)));"
+             f" y = x * c;"),
+}
+
+_ROW_GELU_GRAD = {
+    ("none", 3): (f"float e = (x * -0.5f) * x + {_f(_LN_INV_SQRT_2PI)}; e = af_exp(e) * x + X2(i);"
+                  f" d = e;",
+                  f"d = X2(i) + x * exp(-0.5 * x * x) * {_INV_SQRT_2PI!r};"),
+    ("tanh", 2): (f"const float w = x * x; float e = w * {_f(_TANH_B)} + {_f(_TANH_A)};"
+                  f" e = af_exp(e * x); const float sg = 1.0f / (e + 1.0f);"
+                  f" e = 1.0f / (1.0f / e + 1.0f);"
+                  f" const float u = (w * {_f(_TANH_D)} + {_f(_TANH_G)}) * x;"
+                  f" d = (e * u + 1.0f) * sg;",
+                  f"const double x2 = x * x, t = tanh({_SQRT_2_OVER_PI!r} * x * (1.0 + "
+                  f"{GELU_C!r} * x2)); d = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * "
+                  f"{_SQRT_2_OVER_PI!r} * (1 + 3 * {GELU_C!r} * x2);"),
+}
+
+
+def _per_type(f32: str, f64: str) -> str:
+    return (f"if (sizeof($T) == 4) {{ const float x = (float)x_; {f32} }}\n"
+            f"else {{ const double x = (double)x_; {f64} }}")
+
+
+def gelu_c_row(attrs: dict, n_inputs: int):
+    """gelu's row form: inputs (x,), outputs (y, [Phi(x) when save_cdf])."""
+    forms = _ROW_GELU.get(attrs.get("approximate"))
+    if forms is None or n_inputs != 1:
+        return None
+    save = bool(attrs.get("save_cdf"))
+    if save and attrs.get("approximate") != "none":
+        return None
+    store = "Y0(i, y); Y1(i, c);" if save else "Y0(i, y);"
+    return CRow(f"for (int64_t i = 0; i < n; i++) {{\n const $T x_ = X0(i); $T y, c = 0; "
+                f"(void)c;\n{_per_type(*forms)}\n {store}\n}}", ("row", "row") + ("row",) * save)
+
+
+def gelu_grad_c_row(attrs: dict, n_inputs: int):
+    """gelu_grad's row form: inputs (dout, x, [Phi(x)]), output dx (the exact form without a
+    saved Phi(x) has none: its float32 kernel's bit tricks stay in NumPy)."""
+    forms = _ROW_GELU_GRAD.get((attrs.get("approximate"), n_inputs))
+    if forms is None:
+        return None
+    return CRow(f"for (int64_t i = 0; i < n; i++) {{\n const $T x_ = X1(i); $T d;\n"
+                f"{_per_type(*forms)}\n Y0(i, d * X0(i));\n}}", ("row",) * (n_inputs + 1))

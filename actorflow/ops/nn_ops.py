@@ -10,7 +10,7 @@ from actorflow.framework.dtype import bool_
 from actorflow.ops._common import F, norm_axis, sum_keepdim
 from actorflow.ops.conv import compute_array
 from actorflow.ops.boxing import B, P, S, Sig, elementwise_rule
-from actorflow.ops.registry import Meta, fail, register
+from actorflow.ops.registry import CRow, Meta, fail, register
 from actorflow.random import numpy_rng
 
 # ---- linear -----------------------------------------------------------------------------------
@@ -214,6 +214,54 @@ def _(ctx, ggx):
     dg = F.sub(ggx, F.sum(F.mul(ggx, p), dim=dim, keepdim=True)) if need[0] else None
     dy = F.neg(F.mul(F.mul(ggx, p), F.sum(g, dim=dim, keepdim=True))) if need[1] else None
     return dg, dy
+
+
+# how softmax, log_softmax and their gradients compute one row in generated C (ops/registry.py:
+# c_row), for dim=-1 only: the kernels above element by element (the max as np.max: NaN wins);
+# the row sums may be reordered (vectorised); exp is computed twice rather than stored and read
+# back, so float16 / bfloat16 outputs still divide float32 values, as above
+_ROW_MAX = """$T m = X0(0);
+for (int64_t i = 1; i < n; i++) { const $T v = X0(i); m = (v > m || v != v) ? v : m; }
+"""
+
+
+def _softmax_row(attrs, n_inputs):
+    if attrs.get("dim") != -1 or n_inputs != 1:
+        return None
+    safe = "if (m == -INFINITY) m = 0;\n" if attrs.get("safe", False) else ""
+    fix = "if (s == 0) s = 1;\n" if attrs.get("safe", False) else ""
+    return CRow(_ROW_MAX + safe + """$T s = 0;
+#pragma omp simd reduction(+:s)
+for (int64_t i = 0; i < n; i++) s += af_exp(X0(i) - m);
+""" + fix + "for (int64_t i = 0; i < n; i++) Y0(i, af_exp(X0(i) - m) / s);",
+                ("row", "row"))
+
+
+def _log_softmax_row(attrs, n_inputs):
+    if attrs.get("dim") != -1 or n_inputs != 1:
+        return None
+    return CRow(_ROW_MAX + """$T s = 0;
+#pragma omp simd reduction(+:s)
+for (int64_t i = 0; i < n; i++) s += af_exp(X0(i) - m);
+const $T ls = log(s);
+for (int64_t i = 0; i < n; i++) Y0(i, (X0(i) - m) - ls);""", ("row", "row"))
+
+
+def _grad_row(reduce_term: str, out: str):
+    def form(attrs, n_inputs):
+        if attrs.get("dim") != -1 or n_inputs != 2:
+            return None
+        return CRow(f"""$T s = 0;
+#pragma omp simd reduction(+:s)
+for (int64_t i = 0; i < n; i++) s += {reduce_term};
+for (int64_t i = 0; i < n; i++) Y0(i, {out});""", ("row", "row", "row"))
+    return form
+
+
+softmax.c_row = _softmax_row
+log_softmax.c_row = _log_softmax_row
+softmax_grad.c_row = _grad_row("X0(i) * X1(i)", "X1(i) * (X0(i) - s)")
+log_softmax_grad.c_row = _grad_row("X0(i)", "X0(i) - af_exp(X1(i)) * s")
 
 
 # ---- dropout ----------------------------------------------------------------------------------

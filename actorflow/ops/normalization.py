@@ -17,7 +17,7 @@ import numpy as np
 from actorflow.ops._common import F, ones_vector
 from actorflow.ops.boxing import B, P, S, Sig
 from actorflow.ops.conv import compute_array
-from actorflow.ops.registry import Meta, fail, register
+from actorflow.ops.registry import CRow, Meta, fail, register
 
 
 def _affine(inputs, attrs, first: int):
@@ -420,6 +420,64 @@ def _(ins, outs, attrs):
 
 
 layer_norm_grad.grad(_no_double_backward("layer_norm"))
+
+
+# ---- how layer_norm and its gradient compute one row in generated C (registry.py: c_row) ----
+# The same arithmetic as the kernels above: the mean, the centred rows' leftover mean (shift)
+# correcting mean and variance, a variance below 0 clamped (NaN stays NaN), then
+# 1 / sqrt(var + eps); the row sums may be reordered (vectorised).
+
+def _layer_norm_row(attrs, n_inputs):
+    w, b = attrs.get("has_weight"), attrs.get("has_bias")
+    if n_inputs != 1 + bool(w) + bool(b):
+        return None
+    scale = " * X1(i)" if w else ""
+    shift = f" + X{1 + bool(w)}(i)" if b else ""
+    params = ("param",) * (n_inputs - 1)
+    return CRow(f"""
+$T s = 0;
+#pragma omp simd reduction(+:s)
+for (int64_t i = 0; i < n; i++) s += X0(i);
+$T mean = s / ($T)n, sc = 0, sq = 0;
+#pragma omp simd reduction(+:sc, sq)
+for (int64_t i = 0; i < n; i++) {{ $T c = X0(i) - mean; sc += c; sq += c * c; }}
+const $T shift = sc / ($T)n;
+$T var = sq / ($T)n - shift * shift;
+var = var < 0 ? ($T)0 : var;
+const $T inv = ($T)1 / sqrt(var + $eps);
+mean += shift;
+for (int64_t i = 0; i < n; i++) Y0(i, ((X0(i) - mean) * inv){scale}{shift});
+Y1(0, mean);
+Y2(0, inv);
+""", ("row",) + params + ("row", "stat", "stat"), attrs["normalized_ndim"])
+
+
+def _layer_norm_grad_row(attrs, n_inputs):
+    w = attrs.get("has_weight")
+    if n_inputs != 4 + bool(w):
+        return None
+    gw = "X0(i) * X4(i)" if w else "X0(i)"
+    return CRow(f"""
+const $T mu = X2(0), inv = X3(0);
+$T s1 = 0, s2 = 0;
+#pragma omp simd reduction(+:s1, s2)
+for (int64_t i = 0; i < n; i++) {{
+    const $T g = {gw}, xh = (X1(i) - mu) * inv;
+    s1 += g; s2 += g * xh;
+}}
+const $T m1 = s1 / ($T)n, m2 = s2 / ($T)n;
+for (int64_t i = 0; i < n; i++) {{
+    const $T xh = (X1(i) - mu) * inv, g = X0(i);
+    Y0(i, (({gw}) - m1 - xh * m2) * inv);
+    Y1(i, g * xh);
+    Y2(i, g);
+}}
+""", ("row", "row", "stat", "stat") + ("param",) * bool(w) + ("row", "sum", "sum"),
+        attrs["normalized_ndim"])
+
+
+layer_norm.c_row = _layer_norm_row
+layer_norm_grad.c_row = _layer_norm_grad_row
 
 
 group_norm = register("group_norm", grad_uses_outputs=True,

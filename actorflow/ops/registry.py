@@ -69,6 +69,20 @@ the compiler - reads them from the record; nothing keeps its own list of op name
     ``c_expr(attrs) -> str | None`` when it depends on the attrs (None: no C form for this
     call). It is set beside the NumPy kernel, which stays the reference: a test checks the
     two agree on every op that has both. Ask ``Op.c_form(attrs)``.
+  * ``c_row`` (ops that work row by row over the trailing dims: normalisations, softmax,
+    gelu...): how the op computes ONE row in generated C, a ``CRow`` (or
+    ``c_row(attrs) -> CRow | None``; None: no C form for this call; ask ``Op.row_form``).
+    ``CRow.kinds`` says per input, then per output, what it holds for a row of ``n`` elements
+    (the trailing ``row_dims`` dims of input 0): ``"row"`` (its own ``n`` values),
+    ``"stat"`` (one value per row, e.g. layer_norm's mean), ``"param"`` (``n`` values shared by
+    every row: a weight) or, for an output, ``"sum"`` (``n`` values summed over all rows: a
+    weight's gradient). ``CRow.body`` is C statements for one row (a ``string.Template``):
+    ``X0(i)``, ``X1(i)``... load element ``i`` of an input's row as the computing type ``$T``
+    (``float`` for float32 / float16 / bfloat16, ``double`` for float64); ``Y0(i, v)``...
+    store ``v`` into an output's row (a ``"sum"`` output adds it); ``n`` is the row length;
+    ``$name`` is a numeric attr as a ``$T`` literal. Reductions may say
+    ``#pragma omp simd reduction(+:s)`` (the build allows reordering those sums, nothing else).
+    The NumPy kernel stays the reference; a test checks the two agree.
 """
 from __future__ import annotations
 
@@ -87,6 +101,17 @@ class Meta(NamedTuple):
     dtype: dtype
 
 
+class CRow(NamedTuple):
+    """How an op computes one row in generated C (see the module docstring: ``c_row``)."""
+
+    body: str
+    kinds: tuple      # per input, then per output: "row", "stat", "param" or (outputs) "sum"
+    row_dims: int = 1  # how many trailing dims of input 0 make one row
+
+
+ROW_KINDS = ("row", "stat", "param", "sum")
+
+
 class OpError(RuntimeError):
     """An op was called with inputs it cannot take (raised from shape/dtype inference)."""
 
@@ -98,7 +123,7 @@ class Op:
                  "view_write_fn", "mutates", "mutates_fn", "may_mutate", "grad_uses_outputs",
                  "random", "optional_outputs", "elementwise", "alias_safe", "activation",
                  "bias_act_epilogue", "bias_input", "add_to_output", "optimizer_update", "amp",
-                 "is_identity", "kernel_cpu", "collective", "transfer", "c_expr")
+                 "is_identity", "kernel_cpu", "collective", "transfer", "c_expr", "c_row")
 
     def __init__(self, name: str, *, doc: str = "", mutates: tuple = (),
                  mutates_fn: Callable | None = None,
@@ -109,7 +134,7 @@ class Op:
                  add_to_output: bool = False, optimizer_update: bool = False,
                  amp: str = "follow", is_identity: Callable | None = None,
                  collective: bool = False, transfer: bool = False,
-                 c_expr: str | Callable | None = None):
+                 c_expr: str | Callable | None = None, c_row=None):
         if amp not in AMP_CLASSES:
             raise ValueError(f"op {name!r}: amp must be one of {AMP_CLASSES}, got {amp!r}")
         if alias_safe and not elementwise:
@@ -146,6 +171,7 @@ class Op:
         self.collective = collective
         self.transfer = transfer
         self.c_expr = c_expr
+        self.c_row = c_row
 
     def mutated_inputs(self, n_inputs: int, attrs: dict) -> tuple:
         """Indices of the inputs one call with ``n_inputs`` inputs and ``attrs`` writes in
@@ -162,6 +188,14 @@ class Op:
         if c is None or isinstance(c, str):
             return c
         return c(attrs)
+
+    def row_form(self, attrs: dict, n_inputs: int) -> "CRow | None":
+        """How one call (``n_inputs`` inputs, ``attrs``) computes one row in C (``c_row``), or
+        None when it has no row form."""
+        c = self.c_row
+        if c is None or isinstance(c, CRow):
+            return c
+        return c(attrs, n_inputs)
 
     def traits(self) -> list:
         """The traits that differ from a plain op, as short strings (for ``describe``)."""
@@ -183,6 +217,8 @@ class Op:
             out.append("is_identity")
         if self.c_expr is not None:
             out.append("c_expr")
+        if self.c_row is not None:
+            out.append("c_row")
         if self.view_fn is not None:
             out.append("view")
         if self.amp != "follow":

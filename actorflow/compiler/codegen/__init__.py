@@ -10,7 +10,9 @@ generated kernel the actor calls instead of the NumPy one (``kernels.py``); ``Pl
 reports what was generated (JSON and DOT show it per task: ``TaskProto.generated``).
 
 How an op computes one element is its record's ``c_expr`` (``ops/registry.py``), beside its
-NumPy kernel: the generator holds no table of ops.
+NumPy kernel: the generator holds no table of ops. Ops that work row by row (layer_norm and
+its gradient, softmax, gelu...) say how they compute one row (``c_row``): ``rows.py`` gives
+each such task a generated row loop.
 
 Control: ``ACTORFLOW_GRAPH_CODEGEN=1`` turns generation on (``CompileOptions.codegen``); it is
 off by default for now: libm's exp / tanh / log differ from NumPy's own by an ulp here and
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 import hashlib
 
-from actorflow.compiler.codegen import emit
+from actorflow.compiler.codegen import emit, rows
 from actorflow.compiler.codegen.build import CACHE_VAR, CodegenWarning, FLAGS, build, stats
 from actorflow.compiler.codegen.kernels import GeneratedKernel
 from actorflow.compiler.codegen.region import Region, analyse, program_of
@@ -99,12 +101,15 @@ def generate(plan) -> None:
     """Generate, build and attach the kernels of ``plan`` (see the module docstring); sets
     ``plan.codegen`` and each generated task's ``generated``."""
     found = regions(plan, env_int(MIN_ENV, 1, minimum=1))
+    # row kernels (ops with a c_row: normalisations, softmax, gelu...): rows.py
+    row_found = rows.tasks_of(plan, found, _in_metas, _out_metas, env_int(MIN_ENV, 1, minimum=1))
     report = {"status": "none", "flags": list(FLAGS), "tasks": {}}
     plan.codegen = report
-    if not found:
+    if not found and not row_found:
         return
     source, symbols = source_of(found)
-    lib = build(source)
+    row_source, row_symbols = rows.source_of(row_found)
+    lib = build(source + "\n" + row_source)
     if lib is None:
         report["status"] = "fallback"
         return
@@ -112,6 +117,14 @@ def generate(plan) -> None:
     report["library"] = lib._name
     kernels = {}
     for t in plan.tasks:
+        sym = row_symbols.get(t.task_id)
+        if sym is not None:
+            kernels[t.task_id] = rows.RowKernel(getattr(lib, sym), row_found[t.task_id],
+                                                registry.get(t.op_type).kernel_cpu, sym)
+            t.generated = sym
+            report["tasks"][t.op_name] = {"symbol": sym, "ops": [t.op_type], "numpy_prefix": [],
+                                          "rows": True}
+            continue
         sym = symbols.get(t.task_id)
         if sym is None:
             continue

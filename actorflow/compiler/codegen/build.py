@@ -17,6 +17,12 @@ The compiler is ``$CC`` (default ``cc``). Flags, and why each:
 * ``-fno-math-errno``: libm calls need not set ``errno``, so ``sqrt`` becomes one instruction
   and pure math calls can be hoisted. Results, NaN and inf are unchanged (nothing here reads
   ``errno``);
+* ``-fno-trapping-math``: the kernels never read the floating-point exception flags, so the
+  compiler may turn a ``?:`` on floats into a vector select (without it, a loop with one is
+  not vectorised); results, NaN and inf included, are unchanged;
+* ``-fopenmp-simd``: honours ``#pragma omp simd reduction(+:s)`` in row kernels (``rows.py``),
+  which lets just those sums be vectorised in another order (an op's row form says where);
+  no OpenMP runtime, no threads, nothing else reordered;
 * ``-fPIC -shared``: a shared object ``ctypes`` can load;
 * ``-std=gnu11``: ``_Float16`` (GCC's half type on x86) and ``<tgmath.h>``.
 
@@ -45,8 +51,9 @@ import tempfile
 import threading
 import warnings
 
-FLAGS = ("-O2", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-fPIC", "-shared",
-         "-std=gnu11")
+FLAGS = ("-O2", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-fno-trapping-math",
+         "-fopenmp-simd",
+         "-fPIC", "-shared", "-std=gnu11")
 CACHE_VAR = "ACTORFLOW_KERNEL_CACHE"
 
 
