@@ -31,6 +31,7 @@ import numpy as np
 from actorflow.framework import dtype as dt
 from actorflow.ops.boxing import B, Sig
 from actorflow.ops.registry import Meta, fail, register
+from actorflow.ops.update_form import UpdateForm
 
 
 def _numel(shape) -> int:
@@ -163,6 +164,16 @@ def _(ins, outs, attrs):
     p -= np.multiply(g, lr)
 
 
+def _sgd_c(attrs: dict) -> UpdateForm:
+    wd = attrs.get("weight_decay", 0.0)
+    body = ("p = p * decay; " if wd else "") + "p = p - g * lr;"
+    return UpdateForm(body, ("decay", "lr"), lambda lr, t, a: (1.0 - lr * wd, lr), 0, False,
+                      ("p",))
+
+
+sgd_update.c_update = _sgd_c
+
+
 momentum_update = _update_op(
     "momentum_update", (0, 3), False, lambda attrs: 1,
     "SGD with momentum (param, grad, lr, momentum_buffer); the buffer starts at zero: "
@@ -189,6 +200,25 @@ def _(ins, outs, attrs):
     else:
         d = np.multiply(buf, scale)
     p += d
+
+
+def _momentum_c(attrs: dict) -> UpdateForm:
+    """The momentum kernel's operations, one element: ``s0`` is the buffer."""
+    wd, damp = attrs.get("weight_decay", 0.0), attrs.get("dampening", 0.0)
+    body = ["T gg = " + ("p * wd + g;" if wd else "g;"), "s0 = s0 * m;",
+            "s0 = s0 + gg * keep;" if damp else "s0 = s0 + gg;"]
+    if attrs.get("nesterov", False):
+        body.append("T d = s0 * m; d = d + gg; d = d * scale;")
+    else:
+        body.append("T d = s0 * scale;")
+    body.append("p = p + d;")
+    maximize = attrs.get("maximize", False)
+    return UpdateForm(" ".join(body), ("wd", "m", "keep", "scale"),
+                      lambda lr, t, a: (wd, a["momentum"], 1.0 - damp,
+                                        lr if maximize else -lr), 1, False, ("p", "s0"))
+
+
+momentum_update.c_update = _momentum_c
 
 
 # ---- Adam / AdamW -------------------------------------------------------------------------------
@@ -221,15 +251,55 @@ def _(ins, outs, attrs):
     if attrs.get("amsgrad", False):
         np.maximum(ins[6], v, out=ins[6])
         v = ins[6]
-    bc1 = bc2 = 1.0
-    if attrs.get("bias_correction", True):
-        bc1, bc2 = 1.0 - b1 ** t, 1.0 - b2 ** t
+    inv_bc2, lr_bc1 = _adam_corrections(lr, t, attrs)
     np.sqrt(v, out=tmp)
-    tmp *= 1.0 / math.sqrt(bc2)
+    tmp *= inv_bc2
     tmp += eps
     np.divide(m, tmp, out=tmp)
-    tmp *= lr / bc1
+    tmp *= lr_bc1
     p -= tmp
+
+
+def _adam_corrections(lr: float, t: int, attrs: dict) -> tuple:
+    """``(1 / sqrt(1 - beta2^t), lr / (1 - beta1^t))`` (1 and lr without bias correction)."""
+    bc1 = bc2 = 1.0
+    if attrs.get("bias_correction", True):
+        bc1, bc2 = 1.0 - attrs["beta1"] ** t, 1.0 - attrs["beta2"] ** t
+    return 1.0 / math.sqrt(bc2), lr / bc1
+
+
+def _adam_c(attrs: dict) -> UpdateForm:
+    """The Adam kernel's operations, one element: ``s0`` exp_avg, ``s1`` exp_avg_sq, ``s2``
+    max_exp_avg_sq (amsgrad; NumPy's maximum: NaN wins)."""
+    wd = attrs.get("weight_decay", 0.0)
+    decoupled, maximize = attrs.get("decoupled", False), attrs.get("maximize", False)
+    amsgrad = attrs.get("amsgrad", False)
+    if wd and not decoupled:
+        body = ["T gg = p * wd " + ("- g;" if maximize else "+ g;")]
+    else:
+        body = ["T gg = " + ("-g;" if maximize else "g;")]
+    if decoupled and wd:
+        body.append("p = p * decay;")
+    body += ["T tmp = gg * keep1; s0 = s0 * b1; s0 = s0 + tmp;",
+             "tmp = gg * gg; tmp = tmp * keep2; s1 = s1 * b2; s1 = s1 + tmp;"]
+    if amsgrad:
+        body.append("s2 = (s2 >= s1 || isnan(s2)) ? s2 : s1; tmp = sqrt(s2);")
+    else:
+        body.append("tmp = sqrt(s1);")
+    body.append("tmp = tmp * inv_bc2; tmp = tmp + eps; tmp = s0 / tmp; tmp = tmp * lr_bc1; "
+                "p = p - tmp;")
+
+    def scalars(lr, t, a):
+        b1, b2 = a["beta1"], a["beta2"]
+        return (wd, 1.0 - lr * wd, 1.0 - b1, b1, 1.0 - b2, b2, a["eps"],
+                *_adam_corrections(lr, t, a))
+
+    return UpdateForm(" ".join(body), ("wd", "decay", "keep1", "b1", "keep2", "b2", "eps",
+                                       "inv_bc2", "lr_bc1"), scalars, 3 if amsgrad else 2,
+                      True, ("p", "s0", "s1", "s2") if amsgrad else ("p", "s0", "s1"))
+
+
+adam_update.c_update = _adam_c
 
 
 # ---- RMSprop ------------------------------------------------------------------------------------

@@ -69,6 +69,8 @@ the compiler - reads them from the record; nothing keeps its own list of op name
     ``c_expr(attrs) -> str | None`` when it depends on the attrs (None: no C form for this
     call). It is set beside the NumPy kernel, which stays the reference: a test checks the
     two agree on every op that has both. Ask ``Op.c_form(attrs)``.
+  * ``c_update`` (optimizer update ops): ``c_update(attrs) -> UpdateForm | None``, how the
+    update computes one element in C (``ops/update_form.py``), beside its NumPy kernel.
 """
 from __future__ import annotations
 
@@ -98,7 +100,7 @@ class Op:
                  "view_write_fn", "mutates", "mutates_fn", "may_mutate", "grad_uses_outputs",
                  "random", "optional_outputs", "elementwise", "alias_safe", "activation",
                  "bias_act_epilogue", "bias_input", "add_to_output", "optimizer_update", "amp",
-                 "is_identity", "kernel_cpu", "collective", "transfer", "c_expr")
+                 "is_identity", "kernel_cpu", "collective", "transfer", "c_expr", "c_update")
 
     def __init__(self, name: str, *, doc: str = "", mutates: tuple = (),
                  mutates_fn: Callable | None = None,
@@ -109,7 +111,7 @@ class Op:
                  add_to_output: bool = False, optimizer_update: bool = False,
                  amp: str = "follow", is_identity: Callable | None = None,
                  collective: bool = False, transfer: bool = False,
-                 c_expr: str | Callable | None = None):
+                 c_expr: str | Callable | None = None, c_update: Callable | None = None):
         if amp not in AMP_CLASSES:
             raise ValueError(f"op {name!r}: amp must be one of {AMP_CLASSES}, got {amp!r}")
         if alias_safe and not elementwise:
@@ -146,6 +148,7 @@ class Op:
         self.collective = collective
         self.transfer = transfer
         self.c_expr = c_expr
+        self.c_update = c_update
 
     def mutated_inputs(self, n_inputs: int, attrs: dict) -> tuple:
         """Indices of the inputs one call with ``n_inputs`` inputs and ``attrs`` writes in
@@ -183,6 +186,8 @@ class Op:
             out.append("is_identity")
         if self.c_expr is not None:
             out.append("c_expr")
+        if self.c_update is not None:
+            out.append("c_update")
         if self.view_fn is not None:
             out.append("view")
         if self.amp != "follow":

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 
-from actorflow.compiler.codegen import emit
+from actorflow.compiler.codegen import emit, update
 from actorflow.compiler.codegen.build import CACHE_VAR, CodegenWarning, FLAGS, build, stats
 from actorflow.compiler.codegen.kernels import GeneratedKernel
 from actorflow.compiler.codegen.region import Region, analyse, program_of
@@ -99,11 +99,14 @@ def generate(plan) -> None:
     """Generate, build and attach the kernels of ``plan`` (see the module docstring); sets
     ``plan.codegen`` and each generated task's ``generated``."""
     found = regions(plan, env_int(MIN_ENV, 1, minimum=1))
+    updates = _updates(plan)
     report = {"status": "none", "flags": list(FLAGS), "tasks": {}}
     plan.codegen = report
-    if not found:
+    if not found and not updates:
         return
     source, symbols = source_of(found)
+    usource, usymbols = update.source_of(updates)  # optimizer updates (codegen/update.py)
+    source += "\n" + usource
     lib = build(source)
     if lib is None:
         report["status"] = "fallback"
@@ -112,6 +115,12 @@ def generate(plan) -> None:
     report["library"] = lib._name
     kernels = {}
     for t in plan.tasks:
+        if t.task_id in updates:
+            u = updates[t.task_id]
+            kernels[t.task_id] = update.kernel(lib, usymbols[t.task_id], u, t.op_type)
+            t.generated = usymbols[t.task_id]
+            report["tasks"][t.op_name] = {"symbol": t.generated, "ops": [u.op.name],
+                                          "numpy_prefix": []}
         sym = symbols.get(t.task_id)
         if sym is None:
             continue
@@ -122,6 +131,19 @@ def generate(plan) -> None:
         report["tasks"][t.op_name] = {"symbol": sym, "ops": list(r.ops),
                                       "numpy_prefix": [r.ops[s] for s in r.prefix]}
     plan.generated_kernels = kernels
+
+
+def _updates(plan) -> dict:
+    """task id -> UpdateTask, for each optimizer update task a generated loop computes."""
+    out = {}
+    ops = registry.all_ops()
+    for t in plan.tasks:
+        op = ops.get(t.op_type) if t.kind == "normal" else None
+        if op is not None and (op.name == "multi_tensor_update" or op.optimizer_update):
+            u = update.task_of(t.op_type, t.attrs, _in_metas(plan, t))
+            if u is not None:
+                out[t.task_id] = u
+    return out
 
 
 def kernels_of(plan) -> dict:
