@@ -147,6 +147,13 @@ def _regularized(g, p, weight_decay: float, negate: bool):
     return np.negative(g) if negate else g
 
 
+def _regularized_c(weight_decay: float, negate: bool) -> str:
+    """``_regularized`` for one element, as a C statement defining ``gg`` (scalar ``wd``)."""
+    if weight_decay:
+        return "T gg = p * wd " + ("- g;" if negate else "+ g;")
+    return "T gg = " + ("-g;" if negate else "g;")
+
+
 # ---- SGD ----------------------------------------------------------------------------------------
 
 sgd_update = _update_op(
@@ -205,7 +212,7 @@ def _(ins, outs, attrs):
 def _momentum_c(attrs: dict) -> UpdateForm:
     """The momentum kernel's operations, one element: ``s0`` is the buffer."""
     wd, damp = attrs.get("weight_decay", 0.0), attrs.get("dampening", 0.0)
-    body = ["T gg = " + ("p * wd + g;" if wd else "g;"), "s0 = s0 * m;",
+    body = [_regularized_c(wd, False), "s0 = s0 * m;",
             "s0 = s0 + gg * keep;" if damp else "s0 = s0 + gg;"]
     if attrs.get("nesterov", False):
         body.append("T d = s0 * m; d = d + gg; d = d * scale;")
@@ -274,10 +281,7 @@ def _adam_c(attrs: dict) -> UpdateForm:
     wd = attrs.get("weight_decay", 0.0)
     decoupled, maximize = attrs.get("decoupled", False), attrs.get("maximize", False)
     amsgrad = attrs.get("amsgrad", False)
-    if wd and not decoupled:
-        body = ["T gg = p * wd " + ("- g;" if maximize else "+ g;")]
-    else:
-        body = ["T gg = " + ("-g;" if maximize else "g;")]
+    body = [_regularized_c(0.0 if decoupled else wd, maximize)]
     if decoupled and wd:
         body.append("p = p * decay;")
     body += ["T tmp = gg * keep1; s0 = s0 * b1; s0 = s0 + tmp;",
@@ -346,6 +350,34 @@ def _(ins, outs, attrs):
         p -= denom
 
 
+def _rmsprop_c(attrs: dict) -> UpdateForm:
+    """The RMSprop kernel's operations, one element: ``s0`` square_avg, then grad_avg
+    (centered), then the momentum buffer (momentum > 0)."""
+    wd, momentum = attrs.get("weight_decay", 0.0), attrs.get("momentum", 0.0)
+    centered = attrs.get("centered", False)
+    body = [_regularized_c(wd, attrs.get("maximize", False)),
+            "T d = gg * gg; d = d * keep; s0 = s0 * alpha; s0 = s0 + d;"]
+    nxt = 1
+    if centered:
+        body.append("s1 = s1 * alpha; s1 = s1 + gg * keep; d = s1 * s1; d = s0 - d;")
+        nxt = 2
+    else:
+        body.append("d = s0;")
+    body.append("d = d + eps; d = sqrt(d); d = gg / d; d = d * lr;")
+    if momentum:
+        body.append(f"s{nxt} = s{nxt} * mom; s{nxt} = s{nxt} + d; p = p - s{nxt};")
+    else:
+        body.append("p = p - d;")
+    n_state = nxt + bool(momentum)
+    return UpdateForm(" ".join(body), ("wd", "keep", "alpha", "eps", "lr", "mom"),
+                      lambda lr, t, a: (wd, 1.0 - a["alpha"], a["alpha"], a["eps"], lr,
+                                        momentum), n_state, False,
+                      ("p", *(f"s{i}" for i in range(n_state))))
+
+
+rmsprop_update.c_update = _rmsprop_c
+
+
 # ---- Adagrad / Adadelta -------------------------------------------------------------------------
 
 adagrad_update = _update_op(
@@ -360,7 +392,7 @@ def _(ins, outs, attrs):
     p, g, lr, acc = ins[0], ins[1], float(ins[2]), ins[4]
     t = _advance(ins[3])
     g = _regularized(g, p, attrs.get("weight_decay", 0.0), attrs.get("maximize", False))
-    clr = lr / (1.0 + (t - 1) * attrs.get("lr_decay", 0.0))
+    clr = _adagrad_lr(lr, t, attrs)
     tmp = np.multiply(g, g)
     acc += tmp
     np.sqrt(acc, out=tmp)
@@ -368,6 +400,25 @@ def _(ins, outs, attrs):
     np.divide(g, tmp, out=tmp)
     tmp *= clr
     p -= tmp
+
+
+def _adagrad_lr(lr: float, t: int, attrs: dict) -> float:
+    """Adagrad's learning rate at step ``t`` (lr_decay)."""
+    return lr / (1.0 + (t - 1) * attrs.get("lr_decay", 0.0))
+
+
+def _adagrad_c(attrs: dict) -> UpdateForm:
+    """The Adagrad kernel's operations, one element: ``s0`` is the sum of squares."""
+    wd = attrs.get("weight_decay", 0.0)
+    body = (_regularized_c(wd, attrs.get("maximize", False))
+            + " T tmp = gg * gg; s0 = s0 + tmp; tmp = sqrt(s0); tmp = tmp + eps;"
+              " tmp = gg / tmp; tmp = tmp * clr; p = p - tmp;")
+    return UpdateForm(body, ("wd", "eps", "clr"),
+                      lambda lr, t, a: (wd, a["eps"], _adagrad_lr(lr, t, a)), 1, True,
+                      ("p", "s0"))
+
+
+adagrad_update.c_update = _adagrad_c
 
 
 adadelta_update = _update_op(
@@ -399,6 +450,23 @@ def _(ins, outs, attrs):
     acc += tmp
     delta *= lr
     p -= delta
+
+
+def _adadelta_c(attrs: dict) -> UpdateForm:
+    """The Adadelta kernel's operations, one element: ``s0`` square_avg, ``s1`` acc_delta."""
+    wd = attrs.get("weight_decay", 0.0)
+    body = (_regularized_c(wd, attrs.get("maximize", False))
+            + " T tmp = gg * gg; tmp = tmp * keep; s0 = s0 * rho; s0 = s0 + tmp;"
+              " T delta = s1 + eps; delta = sqrt(delta); tmp = s0 + eps; tmp = sqrt(tmp);"
+              " delta = delta / tmp; delta = delta * gg; tmp = delta * delta;"
+              " tmp = tmp * keep; s1 = s1 * rho; s1 = s1 + tmp; delta = delta * lr;"
+              " p = p - delta;")
+    return UpdateForm(body, ("wd", "keep", "rho", "eps", "lr"),
+                      lambda lr, t, a: (wd, 1.0 - a["rho"], a["rho"], a["eps"], lr), 2, False,
+                      ("p", "s0", "s1"))
+
+
+adadelta_update.c_update = _adadelta_c
 
 
 # ---- LAMB ---------------------------------------------------------------------------------------

@@ -31,6 +31,12 @@ CASES = [
                      "decoupled": True, "amsgrad": True}),
     ("adam_update", {"beta1": 0.8, "beta2": 0.9, "eps": 1e-8, "weight_decay": 0.02,
                      "maximize": True, "bias_correction": False}),
+    ("rmsprop_update", {"alpha": 0.99, "eps": 1e-8}),
+    ("rmsprop_update", {"alpha": 0.9, "eps": 1e-6, "centered": True, "momentum": 0.5,
+                        "weight_decay": 0.01, "maximize": True}),
+    ("rmsprop_update", {"alpha": 0.9, "eps": 1e-6, "momentum": 0.8}),
+    ("adagrad_update", {"eps": 1e-10, "lr_decay": 0.01, "weight_decay": 0.1}),
+    ("adadelta_update", {"rho": 0.9, "eps": 1e-6, "weight_decay": 0.01, "maximize": True}),
 ]
 # a parameter over update.PARALLEL_MIN elements (chunks on the intra-op threads), an empty one
 SHAPES = [(3, 5), (update.PARALLEL_MIN + 77,), (0,), (4, 1)]
@@ -76,6 +82,11 @@ def test_generated_update_equals_numpy_kernel(op_name, attrs, dtype):
     # FMA contraction is off and each C operation is the NumPy kernel's on the same operands
     # (scalars rounded to the dtype first, as NumPy does): the same bits
     assert _same(ours, ref)
+
+
+def test_every_update_op_with_a_c_form_is_checked_here():
+    with_form = {n for n, op in registry.all_ops().items() if op.c_update is not None}
+    assert with_form == {name for name, _ in CASES}
 
 
 def test_single_update_op_task():
