@@ -10,7 +10,9 @@ generated kernel the actor calls instead of the NumPy one (``kernels.py``); ``Pl
 reports what was generated (JSON and DOT show it per task: ``TaskProto.generated``).
 
 How an op computes one element is its record's ``c_expr`` (``ops/registry.py``), beside its
-NumPy kernel: the generator holds no table of ops.
+NumPy kernel: the generator holds no table of ops. Optimizer update tasks (``multi_tensor_update``
+or a single update op) get one loop over all their parameters' flat buffers from their update
+op's ``c_update`` form (``update.py``), in the same translation unit.
 
 Control: ``ACTORFLOW_GRAPH_CODEGEN=1`` turns generation on (``CompileOptions.codegen``); it is
 off by default for now: libm's exp / tanh / log differ from NumPy's own by an ulp here and
