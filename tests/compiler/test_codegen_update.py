@@ -12,6 +12,7 @@ import actorflow.nn as nn
 import actorflow.nn.functional as F
 from actorflow.compiler import codegen
 from actorflow.compiler.codegen import update
+from actorflow.compiler.plan import Plan
 from actorflow.framework import dtype as dt
 from actorflow.ops import registry
 
@@ -149,6 +150,14 @@ def test_view_and_repeated_parameter_run_the_numpy_kernel():
     assert k.calls == 0 and _same(ours, ref)
 
 
+def test_min_elements_keeps_small_updates_on_numpy(monkeypatch):
+    monkeypatch.setenv(codegen.ENV, "1")
+    monkeypatch.setenv(codegen.MIN_ENV, str(10 ** 9))
+    g, _, _ = _train(lambda ps: flow.optim.SGD(ps, lr=0.1, momentum=0.9), steps=1)
+    assert not any(isinstance(k, update.UpdateKernel)
+                   for k in codegen.kernels_of(g.plan).values())
+
+
 def test_skip_flag_leaves_params_alone():
     attrs = {"skip_if": True}
     flag = np.array([1.0])
@@ -201,6 +210,8 @@ def test_graph_trains_the_same_with_generated_updates(monkeypatch, opt_fn, op_na
     kernels = [k for k in codegen.kernels_of(g.plan).values()
                if isinstance(k, update.UpdateKernel)]
     assert kernels and all(k.calls == 4 for k in kernels)
+    back = Plan.from_json(g.plan.to_json())  # read back: builds its update kernels again
+    assert any(isinstance(k, update.UpdateKernel) for k in codegen.kernels_of(back).values())
     monkeypatch.setenv(codegen.ENV, "0")
     _, off_losses, off_params = _train(opt_fn)
     # linear, relu and bias adds are exact IEEE operations in both forms and the update's C

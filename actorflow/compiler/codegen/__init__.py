@@ -100,8 +100,9 @@ def source_of(found: dict) -> tuple:
 def generate(plan) -> None:
     """Generate, build and attach the kernels of ``plan`` (see the module docstring); sets
     ``plan.codegen`` and each generated task's ``generated``."""
-    found = regions(plan, env_int(MIN_ENV, 1, minimum=1))
-    updates = _updates(plan)
+    min_elements = env_int(MIN_ENV, 1, minimum=1)
+    found = regions(plan, min_elements)
+    updates = _updates(plan, min_elements)
     report = {"status": "none", "flags": list(FLAGS), "tasks": {}}
     plan.codegen = report
     if not found and not updates:
@@ -135,15 +136,17 @@ def generate(plan) -> None:
     plan.generated_kernels = kernels
 
 
-def _updates(plan) -> dict:
-    """task id -> UpdateTask, for each optimizer update task a generated loop computes."""
+def _updates(plan, min_elements: int = 1) -> dict:
+    """task id -> UpdateTask, for each optimizer update task a generated loop computes (over
+    at least ``min_elements`` parameter elements)."""
     out = {}
     ops = registry.all_ops()
     for t in plan.tasks:
         op = ops.get(t.op_type) if t.kind == "normal" else None
         if op is not None and (op.name == "multi_tensor_update" or op.optimizer_update):
-            u = update.task_of(t.op_type, t.attrs, _in_metas(plan, t))
-            if u is not None:
+            metas = _in_metas(plan, t)
+            u = update.task_of(t.op_type, t.attrs, metas)
+            if u is not None and update.elements(u, metas) >= min_elements:
                 out[t.task_id] = u
     return out
 

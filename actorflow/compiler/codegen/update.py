@@ -72,6 +72,12 @@ def task_of(op_type: str, attrs: dict, in_metas: list) -> UpdateTask | None:
     return UpdateTask(op, dict(uattrs), form, next(iter(names)), arity)
 
 
+def elements(task: UpdateTask, in_metas: list) -> int:
+    """How many parameter elements ``task`` updates, from its inputs' ``(shape, dtype)``."""
+    params = in_metas[1::task.arity] if task.arity else in_metas[:1]
+    return sum(int(np.prod(shape, dtype=np.int64)) for shape, _ in params)
+
+
 def emit(name: str, form, dtype: str) -> str:
     """The C source of the update kernel ``name`` for ``form`` on ``dtype`` parameters."""
     t = _C_TYPES[dtype]
@@ -220,5 +226,5 @@ def kernel_for(op_type: str, attrs: dict, in_metas: list):
     return None if lib is None else kernel(lib, symbols[0], task, op_type)
 
 
-__all__ = ["UpdateTask", "UpdateKernel", "task_of", "emit", "source_of", "kernel",
+__all__ = ["UpdateTask", "UpdateKernel", "task_of", "elements", "emit", "source_of", "kernel",
            "kernel_for", "PARALLEL_MIN"]
