@@ -65,13 +65,31 @@ def _same(a, b):
     return all(x.dtype == y.dtype and np.array_equal(x, y, equal_nan=True) for x, y in zip(a, b))
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("op_name,attrs", CASES)
-def test_generated_update_equals_numpy_kernel(op_name, attrs, dtype):
+DTYPES = [np.float32, np.float64]
+
+
+def _multi_attrs(op_name, attrs, dtype):
+    ins, arity = _inputs(op_name, attrs, dtype, SHAPES)
+    return {"update": op_name, "update_attrs": attrs, "arity": arity}, _metas(ins)
+
+
+@pytest.fixture(scope="module")
+def case_kernels():
+    """Every case's kernel, built as one library (one compiler run for the whole module)."""
+    keys = [(i, d) for i in range(len(CASES)) for d in DTYPES]
+    items = [("multi_tensor_update", *_multi_attrs(*CASES[i], d)) for i, d in keys]
+    return dict(zip(keys, update.kernels_for(items)))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", range(len(CASES)), ids=[f"{n}-{i}" for i, (n, _) in
+                                                         enumerate(CASES)])
+def test_generated_update_equals_numpy_kernel(case_kernels, case, dtype):
+    op_name, attrs = CASES[case]
     ours, arity = _inputs(op_name, attrs, dtype, SHAPES)
     ref, _ = _inputs(op_name, attrs, dtype, SHAPES)
     mattrs = {"update": op_name, "update_attrs": attrs, "arity": arity}
-    k = update.kernel_for("multi_tensor_update", mattrs, _metas(ours))
+    k = case_kernels[(case, dtype)]
     assert k is not None
     numpy_multi = registry.get("multi_tensor_update").kernel_cpu
     with np.errstate(all="ignore"):

@@ -215,16 +215,30 @@ def kernel(lib, symbol: str, task: UpdateTask, op_type: str) -> UpdateKernel:
     return UpdateKernel(getattr(lib, symbol), task, registry.get(op_type).kernel_cpu, symbol)
 
 
-def kernel_for(op_type: str, attrs: dict, in_metas: list):
-    """A built UpdateKernel for calls of ``op_type`` with ``attrs`` on inputs of
-    ``(shape, dtype)`` (for tests and tools; Plans use ``codegen.generate``), or None."""
-    task = task_of(op_type, attrs, in_metas)
-    if task is None:
-        return None
-    source, symbols = source_of({0: task})
+def kernels_for(items: list) -> list:
+    """Built UpdateKernels for ``items`` (``(op_type, attrs, in_metas)`` each), as ONE
+    translation unit; None for an item without a generated update, all None without a build
+    (for tests and tools; Plans use ``codegen.generate``)."""
+    found = {}
+    for i, (op_type, attrs, metas) in enumerate(items):
+        task = task_of(op_type, attrs, metas)
+        if task is not None:
+            found[i] = task
+    out: list = [None] * len(items)
+    if not found:
+        return out
+    source, symbols = source_of(found)
     lib = build(PRELUDE + "\n" + source)
-    return None if lib is None else kernel(lib, symbols[0], task, op_type)
+    if lib is not None:
+        for i, task in found.items():
+            out[i] = kernel(lib, symbols[i], task, items[i][0])
+    return out
+
+
+def kernel_for(op_type: str, attrs: dict, in_metas: list):
+    """``kernels_for`` of one item: an UpdateKernel, or None."""
+    return kernels_for([(op_type, attrs, in_metas)])[0]
 
 
 __all__ = ["UpdateTask", "UpdateKernel", "task_of", "elements", "emit", "source_of", "kernel",
-           "kernel_for", "PARALLEL_MIN"]
+           "kernel_for", "kernels_for", "PARALLEL_MIN"]
