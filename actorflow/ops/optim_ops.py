@@ -31,6 +31,7 @@ import numpy as np
 from actorflow.framework import dtype as dt
 from actorflow.ops.boxing import B, Sig
 from actorflow.ops.registry import Meta, fail, register
+from actorflow.ops.update_form import UpdateForm
 
 
 def _numel(shape) -> int:
@@ -146,6 +147,13 @@ def _regularized(g, p, weight_decay: float, negate: bool):
     return np.negative(g) if negate else g
 
 
+def _regularized_c(weight_decay: float, negate: bool) -> str:
+    """``_regularized`` for one element, as a C statement defining ``gg`` (scalar ``wd``)."""
+    if weight_decay:
+        return "T gg = p * wd " + ("- g;" if negate else "+ g;")
+    return "T gg = " + ("-g;" if negate else "g;")
+
+
 # ---- SGD ----------------------------------------------------------------------------------------
 
 sgd_update = _update_op(
@@ -161,6 +169,16 @@ def _(ins, outs, attrs):
     if wd:
         p *= 1.0 - lr * wd
     p -= np.multiply(g, lr)
+
+
+def _sgd_c(attrs: dict) -> UpdateForm:
+    wd = attrs.get("weight_decay", 0.0)
+    body = ("p = p * decay; " if wd else "") + "p = p - g * lr;"
+    return UpdateForm(body, ("decay", "lr"), lambda lr, t, a: (1.0 - lr * wd, lr), 0, False,
+                      ("p",))
+
+
+sgd_update.c_update = _sgd_c
 
 
 momentum_update = _update_op(
@@ -189,6 +207,25 @@ def _(ins, outs, attrs):
     else:
         d = np.multiply(buf, scale)
     p += d
+
+
+def _momentum_c(attrs: dict) -> UpdateForm:
+    """The momentum kernel's operations, one element: ``s0`` is the buffer."""
+    wd, damp = attrs.get("weight_decay", 0.0), attrs.get("dampening", 0.0)
+    body = [_regularized_c(wd, False), "s0 = s0 * m;",
+            "s0 = s0 + gg * keep;" if damp else "s0 = s0 + gg;"]
+    if attrs.get("nesterov", False):
+        body.append("T d = s0 * m; d = d + gg; d = d * scale;")
+    else:
+        body.append("T d = s0 * scale;")
+    body.append("p = p + d;")
+    maximize = attrs.get("maximize", False)
+    return UpdateForm(" ".join(body), ("wd", "m", "keep", "scale"),
+                      lambda lr, t, a: (wd, a["momentum"], 1.0 - damp,
+                                        lr if maximize else -lr), 1, False, ("p", "s0"))
+
+
+momentum_update.c_update = _momentum_c
 
 
 # ---- Adam / AdamW -------------------------------------------------------------------------------
@@ -221,15 +258,52 @@ def _(ins, outs, attrs):
     if attrs.get("amsgrad", False):
         np.maximum(ins[6], v, out=ins[6])
         v = ins[6]
-    bc1 = bc2 = 1.0
-    if attrs.get("bias_correction", True):
-        bc1, bc2 = 1.0 - b1 ** t, 1.0 - b2 ** t
+    inv_bc2, lr_bc1 = _adam_corrections(lr, t, attrs)
     np.sqrt(v, out=tmp)
-    tmp *= 1.0 / math.sqrt(bc2)
+    tmp *= inv_bc2
     tmp += eps
     np.divide(m, tmp, out=tmp)
-    tmp *= lr / bc1
+    tmp *= lr_bc1
     p -= tmp
+
+
+def _adam_corrections(lr: float, t: int, attrs: dict) -> tuple:
+    """``(1 / sqrt(1 - beta2^t), lr / (1 - beta1^t))`` (1 and lr without bias correction)."""
+    bc1 = bc2 = 1.0
+    if attrs.get("bias_correction", True):
+        bc1, bc2 = 1.0 - attrs["beta1"] ** t, 1.0 - attrs["beta2"] ** t
+    return 1.0 / math.sqrt(bc2), lr / bc1
+
+
+def _adam_c(attrs: dict) -> UpdateForm:
+    """The Adam kernel's operations, one element: ``s0`` exp_avg, ``s1`` exp_avg_sq, ``s2``
+    max_exp_avg_sq (amsgrad; NumPy's maximum: NaN wins)."""
+    wd = attrs.get("weight_decay", 0.0)
+    decoupled, maximize = attrs.get("decoupled", False), attrs.get("maximize", False)
+    amsgrad = attrs.get("amsgrad", False)
+    body = [_regularized_c(0.0 if decoupled else wd, maximize)]
+    if decoupled and wd:
+        body.append("p = p * decay;")
+    body += ["T tmp = gg * keep1; s0 = s0 * b1; s0 = s0 + tmp;",
+             "tmp = gg * gg; tmp = tmp * keep2; s1 = s1 * b2; s1 = s1 + tmp;"]
+    if amsgrad:
+        body.append("s2 = (s2 >= s1 || isnan(s2)) ? s2 : s1; tmp = sqrt(s2);")
+    else:
+        body.append("tmp = sqrt(s1);")
+    body.append("tmp = tmp * inv_bc2; tmp = tmp + eps; tmp = s0 / tmp; tmp = tmp * lr_bc1; "
+                "p = p - tmp;")
+
+    def scalars(lr, t, a):
+        b1, b2 = a["beta1"], a["beta2"]
+        return (wd, 1.0 - lr * wd, 1.0 - b1, b1, 1.0 - b2, b2, a["eps"],
+                *_adam_corrections(lr, t, a))
+
+    return UpdateForm(" ".join(body), ("wd", "decay", "keep1", "b1", "keep2", "b2", "eps",
+                                       "inv_bc2", "lr_bc1"), scalars, 3 if amsgrad else 2,
+                      True, ("p", "s0", "s1", "s2") if amsgrad else ("p", "s0", "s1"))
+
+
+adam_update.c_update = _adam_c
 
 
 # ---- RMSprop ------------------------------------------------------------------------------------
@@ -276,6 +350,34 @@ def _(ins, outs, attrs):
         p -= denom
 
 
+def _rmsprop_c(attrs: dict) -> UpdateForm:
+    """The RMSprop kernel's operations, one element: ``s0`` square_avg, then grad_avg
+    (centered), then the momentum buffer (momentum > 0)."""
+    wd, momentum = attrs.get("weight_decay", 0.0), attrs.get("momentum", 0.0)
+    centered = attrs.get("centered", False)
+    body = [_regularized_c(wd, attrs.get("maximize", False)),
+            "T d = gg * gg; d = d * keep; s0 = s0 * alpha; s0 = s0 + d;"]
+    nxt = 1
+    if centered:
+        body.append("s1 = s1 * alpha; s1 = s1 + gg * keep; d = s1 * s1; d = s0 - d;")
+        nxt = 2
+    else:
+        body.append("d = s0;")
+    body.append("d = d + eps; d = sqrt(d); d = gg / d; d = d * lr;")
+    if momentum:
+        body.append(f"s{nxt} = s{nxt} * mom; s{nxt} = s{nxt} + d; p = p - s{nxt};")
+    else:
+        body.append("p = p - d;")
+    n_state = nxt + bool(momentum)
+    return UpdateForm(" ".join(body), ("wd", "keep", "alpha", "eps", "lr", "mom"),
+                      lambda lr, t, a: (wd, 1.0 - a["alpha"], a["alpha"], a["eps"], lr,
+                                        momentum), n_state, False,
+                      ("p", *(f"s{i}" for i in range(n_state))))
+
+
+rmsprop_update.c_update = _rmsprop_c
+
+
 # ---- Adagrad / Adadelta -------------------------------------------------------------------------
 
 adagrad_update = _update_op(
@@ -290,7 +392,7 @@ def _(ins, outs, attrs):
     p, g, lr, acc = ins[0], ins[1], float(ins[2]), ins[4]
     t = _advance(ins[3])
     g = _regularized(g, p, attrs.get("weight_decay", 0.0), attrs.get("maximize", False))
-    clr = lr / (1.0 + (t - 1) * attrs.get("lr_decay", 0.0))
+    clr = _adagrad_lr(lr, t, attrs)
     tmp = np.multiply(g, g)
     acc += tmp
     np.sqrt(acc, out=tmp)
@@ -298,6 +400,25 @@ def _(ins, outs, attrs):
     np.divide(g, tmp, out=tmp)
     tmp *= clr
     p -= tmp
+
+
+def _adagrad_lr(lr: float, t: int, attrs: dict) -> float:
+    """Adagrad's learning rate at step ``t`` (lr_decay)."""
+    return lr / (1.0 + (t - 1) * attrs.get("lr_decay", 0.0))
+
+
+def _adagrad_c(attrs: dict) -> UpdateForm:
+    """The Adagrad kernel's operations, one element: ``s0`` is the sum of squares."""
+    wd = attrs.get("weight_decay", 0.0)
+    body = (_regularized_c(wd, attrs.get("maximize", False))
+            + " T tmp = gg * gg; s0 = s0 + tmp; tmp = sqrt(s0); tmp = tmp + eps;"
+              " tmp = gg / tmp; tmp = tmp * clr; p = p - tmp;")
+    return UpdateForm(body, ("wd", "eps", "clr"),
+                      lambda lr, t, a: (wd, a["eps"], _adagrad_lr(lr, t, a)), 1, True,
+                      ("p", "s0"))
+
+
+adagrad_update.c_update = _adagrad_c
 
 
 adadelta_update = _update_op(
@@ -329,6 +450,23 @@ def _(ins, outs, attrs):
     acc += tmp
     delta *= lr
     p -= delta
+
+
+def _adadelta_c(attrs: dict) -> UpdateForm:
+    """The Adadelta kernel's operations, one element: ``s0`` square_avg, ``s1`` acc_delta."""
+    wd = attrs.get("weight_decay", 0.0)
+    body = (_regularized_c(wd, attrs.get("maximize", False))
+            + " T tmp = gg * gg; tmp = tmp * keep; s0 = s0 * rho; s0 = s0 + tmp;"
+              " T delta = s1 + eps; delta = sqrt(delta); tmp = s0 + eps; tmp = sqrt(tmp);"
+              " delta = delta / tmp; delta = delta * gg; tmp = delta * delta;"
+              " tmp = tmp * keep; s1 = s1 * rho; s1 = s1 + tmp; delta = delta * lr;"
+              " p = p - delta;")
+    return UpdateForm(body, ("wd", "keep", "rho", "eps", "lr"),
+                      lambda lr, t, a: (wd, 1.0 - a["rho"], a["rho"], a["eps"], lr), 2, False,
+                      ("p", "s0", "s1"))
+
+
+adadelta_update.c_update = _adadelta_c
 
 
 # ---- LAMB ---------------------------------------------------------------------------------------

@@ -83,6 +83,8 @@ the compiler - reads them from the record; nothing keeps its own list of op name
     ``$name`` is a numeric attr as a ``$T`` literal. Reductions may say
     ``#pragma omp simd reduction(+:s)`` (the build allows reordering those sums, nothing else).
     The NumPy kernel stays the reference; a test checks the two agree.
+  * ``c_update`` (optimizer update ops): ``c_update(attrs) -> UpdateForm | None``, how the
+    update computes one element in C (``ops/update_form.py``), beside its NumPy kernel.
 """
 from __future__ import annotations
 
@@ -123,7 +125,8 @@ class Op:
                  "view_write_fn", "mutates", "mutates_fn", "may_mutate", "grad_uses_outputs",
                  "random", "optional_outputs", "elementwise", "alias_safe", "activation",
                  "bias_act_epilogue", "bias_input", "add_to_output", "optimizer_update", "amp",
-                 "is_identity", "kernel_cpu", "collective", "transfer", "c_expr", "c_row")
+                 "is_identity", "kernel_cpu", "collective", "transfer", "c_expr", "c_row",
+                 "c_update")
 
     def __init__(self, name: str, *, doc: str = "", mutates: tuple = (),
                  mutates_fn: Callable | None = None,
@@ -134,7 +137,8 @@ class Op:
                  add_to_output: bool = False, optimizer_update: bool = False,
                  amp: str = "follow", is_identity: Callable | None = None,
                  collective: bool = False, transfer: bool = False,
-                 c_expr: str | Callable | None = None, c_row=None):
+                 c_expr: str | Callable | None = None, c_row=None,
+                 c_update: Callable | None = None):
         if amp not in AMP_CLASSES:
             raise ValueError(f"op {name!r}: amp must be one of {AMP_CLASSES}, got {amp!r}")
         if alias_safe and not elementwise:
@@ -172,6 +176,7 @@ class Op:
         self.transfer = transfer
         self.c_expr = c_expr
         self.c_row = c_row
+        self.c_update = c_update
 
     def mutated_inputs(self, n_inputs: int, attrs: dict) -> tuple:
         """Indices of the inputs one call with ``n_inputs`` inputs and ``attrs`` writes in
@@ -219,6 +224,8 @@ class Op:
             out.append("c_expr")
         if self.c_row is not None:
             out.append("c_row")
+        if self.c_update is not None:
+            out.append("c_update")
         if self.view_fn is not None:
             out.append("view")
         if self.amp != "follow":

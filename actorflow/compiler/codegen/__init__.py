@@ -13,6 +13,9 @@ How an op computes one element is its record's ``c_expr`` (``ops/registry.py``),
 NumPy kernel: the generator holds no table of ops. Ops that work row by row (layer_norm and
 its gradient, softmax, gelu...) say how they compute one row (``c_row``): ``rows.py`` gives
 each such task a generated row loop.
+Optimizer update tasks (``multi_tensor_update``
+or a single update op) get one loop over all their parameters' flat buffers from their update
+op's ``c_update`` form (``update.py``), in the same translation unit.
 
 Control: ``ACTORFLOW_GRAPH_CODEGEN=1`` turns generation on (``CompileOptions.codegen``); it is
 off by default for now: libm's exp / tanh / log differ from NumPy's own by an ulp here and
@@ -25,7 +28,7 @@ from __future__ import annotations
 
 import hashlib
 
-from actorflow.compiler.codegen import emit, rows
+from actorflow.compiler.codegen import emit, rows, update
 from actorflow.compiler.codegen.build import CACHE_VAR, CodegenWarning, FLAGS, build, stats
 from actorflow.compiler.codegen.kernels import GeneratedKernel
 from actorflow.compiler.codegen.region import Region, analyse, program_of
@@ -100,16 +103,19 @@ def source_of(found: dict) -> tuple:
 def generate(plan) -> None:
     """Generate, build and attach the kernels of ``plan`` (see the module docstring); sets
     ``plan.codegen`` and each generated task's ``generated``."""
-    found = regions(plan, env_int(MIN_ENV, 1, minimum=1))
+    min_elements = env_int(MIN_ENV, 1, minimum=1)
+    found = regions(plan, min_elements)
     # row kernels (ops with a c_row: normalisations, softmax, gelu...): rows.py
-    row_found = rows.tasks_of(plan, found, _in_metas, _out_metas, env_int(MIN_ENV, 1, minimum=1))
+    row_found = rows.tasks_of(plan, found, _in_metas, _out_metas, min_elements)
+    updates = _updates(plan, min_elements)  # optimizer updates (codegen/update.py)
     report = {"status": "none", "flags": list(FLAGS), "tasks": {}}
     plan.codegen = report
-    if not found and not row_found:
+    if not found and not row_found and not updates:
         return
     source, symbols = source_of(found)
     row_source, row_symbols = rows.source_of(row_found)
-    lib = build(source + "\n" + row_source)
+    usource, usymbols = update.source_of(updates)
+    lib = build(source + "\n" + row_source + "\n" + usource)
     if lib is None:
         report["status"] = "fallback"
         return
@@ -125,6 +131,13 @@ def generate(plan) -> None:
             report["tasks"][t.op_name] = {"symbol": sym, "ops": [t.op_type], "numpy_prefix": [],
                                           "rows": True}
             continue
+        if t.task_id in updates:
+            u = updates[t.task_id]
+            kernels[t.task_id] = update.kernel(lib, usymbols[t.task_id], u, t.op_type)
+            t.generated = usymbols[t.task_id]
+            report["tasks"][t.op_name] = {"symbol": t.generated, "ops": [u.op.name],
+                                          "numpy_prefix": []}
+            continue
         sym = symbols.get(t.task_id)
         if sym is None:
             continue
@@ -135,6 +148,21 @@ def generate(plan) -> None:
         report["tasks"][t.op_name] = {"symbol": sym, "ops": list(r.ops),
                                       "numpy_prefix": [r.ops[s] for s in r.prefix]}
     plan.generated_kernels = kernels
+
+
+def _updates(plan, min_elements: int = 1) -> dict:
+    """task id -> UpdateTask, for each optimizer update task a generated loop computes (over
+    at least ``min_elements`` parameter elements)."""
+    out = {}
+    ops = registry.all_ops()
+    for t in plan.tasks:
+        op = ops.get(t.op_type) if t.kind == "normal" else None
+        if op is not None and (op.name == "multi_tensor_update" or op.optimizer_update):
+            metas = _in_metas(plan, t)
+            u = update.task_of(t.op_type, t.attrs, metas)
+            if u is not None and update.elements(u, metas) >= min_elements:
+                out[t.task_id] = u
+    return out
 
 
 def kernels_of(plan) -> dict:
