@@ -326,29 +326,13 @@ def select_signature(op, metas: list, sbps: list, attrs: dict, pl: placement, n_
     return best
 
 
-_INT32_MAX = float(2 ** 31 - 1)
-_INT64_MAX = float(2 ** 63 - 1)
-
-
-def _order_cost_1d(src: tuple, dst: tuple, nbytes: float) -> float:
-    """OneFlow's ordering cost of feeding a 1-D ``src`` input to a signature wanting ``dst``:
-    nothing when equal; a partial sum (or max) made from anything else almost never; a
-    broadcast re-laid out next (it moves nothing but is not what the producer gave); otherwise
-    the bytes of the tensor."""
-    if src == dst:
-        return 0.0
-    if dst in (P, M):
-        return _INT64_MAX
-    if src == B:
-        return _INT32_MAX
-    return float(nbytes)
-
-
 def _select_1d(op, nbytes: list, sbps: list, attrs: dict, n_out: int, fixed_ins, out_sbps,
                inputs: list) -> NdSig | None:
-    """select_signature on a 1-D placement, ordered as OneFlow orders a 1-D op's signatures:
-    first by how many inputs it takes as they are, then by ``_order_cost_1d`` summed over the
-    inputs, then by the rule's own order (the all-broadcast signature last)."""
+    """select_signature on a 1-D placement, ordered as OneFlow orders a 1-D op's signatures
+    first: by how many inputs it takes as they are; then by the bytes boxing the others moves
+    (``_cost_1d``: a broadcast input re-laid out locally costs almost nothing, where OneFlow's
+    ordering cost ranks it above moving a split tensor - see docs/oneflow_tests.md), then by
+    the rule's own order (the all-broadcast signature last)."""
     cur = [s[0] for s in sbps]
     fixed = {} if not fixed_ins else {i: s[0] for i, s in fixed_ins.items()}
     outs = None if out_sbps is None else [s[0] for s in out_sbps]
@@ -363,7 +347,7 @@ def _select_1d(op, nbytes: list, sbps: list, attrs: dict, n_out: int, fixed_ins,
         if outs is not None and any(o != s for o, s in zip(outs, sig.outs)):
             continue
         kept = sum(c == want for c, want in zip(cur, sig.ins))
-        cost = sum(_order_cost_1d(c, want, size) for size, c, want in zip(nbytes, cur, sig.ins))
+        cost = sum(_cost_1d(c, want, size) for size, c, want in zip(nbytes, cur, sig.ins))
         key = (-kept, cost)
         if best is None or key < best_key:
             best, best_key = sig, key

@@ -75,8 +75,7 @@ compare("scalar rdiv P", lambda x: 2.0 / (x * x + 1.0), [rnd(U, 3)], [PS])
 compare("add broadcast S(1) + S(0)", flow.add, [rnd(4, U), rnd(U)], [S1, S0], S1)
 compare("mul broadcast S(0) * B row", flow.mul, [rnd(U, 3), rnd(1, 3)], [S0, B], S0)
 compare("mul S(0) * S(1) -> boxed", flow.mul, [rnd(U, 4), rnd(U, 4)], [S0, S1])
-# same shapes, S(1) / B: OneFlow gathers the split one rather than re-lay out the broadcast one
-compare("div S(1) / B", flow.div, [rnd(3, U), rnd(3, U) + 5.0], [S1, B], B)
+compare("div S(1) / B", flow.div, [rnd(3, U), rnd(3, U) + 5.0], [S1, B], S1)
 compare("mixed B + P", flow.add, [rnd(U, 3), rnd(U, 3)], [B, PS])
 # reductions: over the split dim -> partial sums; other dims keep the split
 compare("sum dim 0 of S(0)", lambda x: x.sum(dim=0), [rnd(U, 4)], [S0], PS)
@@ -138,9 +137,8 @@ compare("sdpa split along L", sdpa, [rnd(3, U, 4), rnd(3, 5, 4), rnd(3, 5, 2)], 
 # cat / split / narrow / basic indexing along dims that are not split
 compare("cat dim 1 of S(0)", lambda a, b: flow.cat([a, b], dim=1), [rnd(U, 2), rnd(U, 3)],
         [S0, S0], S0)
-# (OneFlow gathers the split one rather than re-lay out the broadcast one)
 compare("cat dim 0 of S(1) and B", lambda a, b: flow.cat([a, b]), [rnd(2, U), rnd(3, U)],
-        [S1, B], B)
+        [S1, B], S1)
 compare("cat P", lambda a, b: flow.cat([a, b], dim=-1), [rnd(3, 2), rnd(3, 1)], [PS, PS], PS)
 compare("cat along the split dim", lambda a, b: flow.cat([a, b]), [rnd(U, 2), rnd(U, 2)],
         [S0, S0])
