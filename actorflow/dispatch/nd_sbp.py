@@ -137,11 +137,15 @@ def select_signature(op, metas: list, sbps: list, attrs: dict, pl: placement, n_
 
 def _select_1d(op, nbytes: list, sbps: list, attrs: dict, n_out: int, fixed_ins, out_sbps,
                inputs: list) -> NdSig | None:
-    # select_signature on a 1-D placement, without n-d signatures for the losers (per call)
+    """select_signature on a 1-D placement, ordered as OneFlow orders a 1-D op's signatures
+    first: by how many inputs it takes as they are; then by the bytes boxing the others moves
+    (``_cost_1d``: a broadcast input re-laid out locally costs almost nothing, where OneFlow's
+    ordering cost ranks it above moving a split tensor - see docs/oneflow_tests.md), then by
+    the rule's own order (the all-broadcast signature last)."""
     cur = [s[0] for s in sbps]
     fixed = {} if not fixed_ins else {i: s[0] for i, s in fixed_ins.items()}
     outs = None if out_sbps is None else [s[0] for s in out_sbps]
-    best, best_cost = None, None
+    best, best_key = None, None
     for sig in rule_signatures(op, inputs, attrs, n_out):
         if len(sig.ins) != len(inputs) or len(sig.outs) != n_out:
             raise registry.OpError(f"{op.name}: its SBP rule gave a signature of "
@@ -151,12 +155,11 @@ def _select_1d(op, nbytes: list, sbps: list, attrs: dict, n_out: int, fixed_ins,
             continue
         if outs is not None and any(o != s for o, s in zip(outs, sig.outs)):
             continue
-        cost = 0.0
-        for size, c, want in zip(nbytes, cur, sig.ins):
-            if c != want:
-                cost += _cost_1d(c, want, size)
-        if best is None or cost < best_cost:
-            best, best_cost = sig, cost
+        kept = sum(c == want for c, want in zip(cur, sig.ins))
+        cost = sum(_cost_1d(c, want, size) for size, c, want in zip(nbytes, cur, sig.ins))
+        key = (-kept, cost)
+        if best is None or key < best_key:
+            best, best_key = sig, key
     if best is None:
         return None
     return NdSig(tuple((x,) for x in best.ins), tuple((x,) for x in best.outs),

@@ -193,10 +193,15 @@ def ones(*size, dtype=None, device=None, requires_grad: bool = False, placement=
                 placement=placement, sbp=sbp)
 
 
-def empty(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    """An uninitialised tensor (its values are whatever the memory held)."""
+def empty(*size, dtype=None, device=None, requires_grad: bool = False, placement=None,
+          sbp=None) -> Tensor:
+    """An uninitialised tensor (its values are whatever the memory held). Global with
+    ``placement`` and ``sbp``: then its values are zeros, so that the shards of a broadcast or
+    split layout agree among the ranks as the layout says."""
     as_device(device)
     d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
+    if placement is not None or sbp is not None:
+        return _full("empty", _shape(size, "empty"), 0, d, requires_grad, placement, sbp)
     return _finish(Tensor._wrap(allocate("empty", _shape(size, "empty"), d), d), requires_grad)
 
 
@@ -313,10 +318,14 @@ def randn(*shape, size=None, dtype=None, device=None, generator=None,
 
 
 def normal(mean=0.0, std=1.0, size=None, *, dtype=None, device=None, generator=None,
-           requires_grad: bool = False) -> Tensor:
-    """Normal values with ``mean`` and ``std`` (numbers) and shape ``size``."""
+           requires_grad: bool = False, placement=None, sbp=None) -> Tensor:
+    """Normal values with ``mean`` and ``std`` (numbers) and shape ``size`` (global with
+    ``placement`` and ``sbp``: the same logical values whatever the world size and sbp)."""
     as_device(device)
     if isinstance(mean, Tensor) or isinstance(std, Tensor):
+        if placement is not None or sbp is not None:
+            raise ValueError("normal: placement and sbp are for numbers mean and std; a "
+                             "tensor mean or std gives the result its own placement")
         from actorflow.functional.elementwise import add, mul
         shape = tuple((mean if isinstance(mean, Tensor) else std)._shape)
         z = _random("normal", (shape,), dtype or (mean if isinstance(mean, Tensor) else std).dtype,
@@ -324,8 +333,8 @@ def normal(mean=0.0, std=1.0, size=None, *, dtype=None, device=None, generator=N
         return add(mul(z, std), mean)
     if size is None:
         raise TypeError("normal: size is required when mean and std are numbers")
-    return _random("normal", (size,), dtype, requires_grad, generator, mean=float(mean),
-                   std=float(std))
+    return _random("normal", (size,), dtype, requires_grad, generator, placement, sbp,
+                   mean=float(mean), std=float(std))
 
 
 def _seed_attrs(attrs: dict, generator, placement) -> dict:

@@ -40,13 +40,25 @@ def _(inputs, attrs):
 
 @matmul.sbp
 def _(inputs, attrs):
-    """Rows of a split -> rows of the result split; columns of b split -> columns split; the
-    inner dim split on both -> partial sums; a partial operand times a broadcast one ->
-    partial; equal batch dims split on both -> that batch dim split."""
-    na, nb = len(inputs[0]._shape), len(inputs[1]._shape)
+    """In OneFlow's order: a batch dim of the result split (on both operands where both have
+    it at the same size, else on the one that has it, the other broadcast); then rows of a
+    split -> rows of the result split; columns of b split -> columns split; the inner dim split
+    on both -> partial sums; a partial operand times a broadcast one -> partial."""
+    sa, sb = tuple(inputs[0]._shape), tuple(inputs[1]._shape)
+    na, nb = len(sa), len(sb)
     if na < 2 or nb < 2:
         return
     no = max(na, nb)
+    for d in range(no - 2):  # batch dims, aligned from the right
+        da, db = d - (no - na), d - (no - nb)
+        a_n = sa[da] if da >= 0 else 1
+        b_n = sb[db] if db >= 0 else 1
+        if a_n == b_n and a_n != 1:
+            yield Sig((S(da), S(db)), (S(d),))
+        elif a_n == 1 and b_n != 1:
+            yield Sig((B, S(db)), (S(d),))
+        elif b_n == 1 and a_n != 1:
+            yield Sig((S(da), B), (S(d),))
     am, ak = (na - 1, na - 2) if attrs.get("transpose_a") else (na - 2, na - 1)
     bk, bn = (nb - 1, nb - 2) if attrs.get("transpose_b") else (nb - 2, nb - 1)
     yield Sig((S(am), B), (S(no - 2),))
@@ -54,9 +66,6 @@ def _(inputs, attrs):
     yield Sig((S(ak), S(bk)), (P,))
     yield Sig((P, B), (P,))
     yield Sig((B, P), (P,))
-    if na == nb and tuple(inputs[0]._shape[:-2]) == tuple(inputs[1]._shape[:-2]):
-        for d in range(na - 2):
-            yield Sig((S(d), S(d)), (S(d),))
 
 
 def _t(x):

@@ -5,12 +5,23 @@ Containers are walked as ``oneflow_compat.args_tree.ArgsTree`` sees them (exact 
 dict, OrderedDict); every tensor leaf is converted with ``Tensor.to_global`` /
 ``Tensor.to_local``; None stays None; any other leaf stays as it is, with a warning unless
 ``warn_on_non_tensor_leaf=False``.
+
+As in OneFlow, local input made global on a placement that leaves some ranks out takes its
+structure from the placement's first rank: that rank sends it (its tensors as empty
+stand-ins) to every rank, and the ranks outside the placement use it whatever they passed
+(None, say, on ranks that hold no checkpoint file); each of their tensors is then a global
+tensor with an empty shard, whose shape and values the placement's ranks give.
 """
 from __future__ import annotations
 
 import types
 import warnings
 
+import numpy as np
+
+from actorflow.framework.placement import placement as Placement
+from actorflow.functional.creation import empty
+from actorflow.process import groups, world
 from actorflow.tensor import Tensor
 
 _NESTED = (Tensor, dict, tuple, list)
@@ -35,6 +46,9 @@ def to_global(input, placement=None, sbp=None, warn_on_non_tensor_leaf: bool = T
     ``Tensor.to_global``; ``kwargs`` go to it). ``sbp`` may be a function
     ``sbp(input, tensor)`` choosing each tensor's sbp (a state dict whose tensors can't all
     be split along one dim)."""
+    if placement is not None and _is_local(input) and not _on_all_ranks(placement):
+        input = _structure_from(input, int(placement.ranks.flat[0]), placement,
+                                warn_on_non_tensor_leaf)
     if not isinstance(input, _NESTED):
         return _keep(input, warn_on_non_tensor_leaf)
     pick = sbp if isinstance(sbp, types.FunctionType) else None
@@ -45,6 +59,55 @@ def to_global(input, placement=None, sbp=None, warn_on_non_tensor_leaf: bool = T
         return _keep(node, warn_on_non_tensor_leaf)
 
     return _map(input, leaf)
+
+
+def _tensors(input) -> list:
+    if isinstance(input, Tensor):
+        return [input]
+    if not isinstance(input, _NESTED):
+        return []
+    from actorflow.oneflow_compat.args_tree import ArgsTree  # late: see _map
+    return [n for n in ArgsTree(input).iter_nodes() if isinstance(n, Tensor)]
+
+
+def _is_local(input) -> bool:
+    """Whether ``input``'s tensors are local (None and tensor-free input count as local);
+    mixed local and global tensors raise, as in OneFlow."""
+    kinds = {t.is_global for t in _tensors(input)}
+    if len(kinds) > 1:
+        raise ValueError("global_view.to_global: the tensors of the input must be all local or "
+                         "all global")
+    return kinds != {True}
+
+
+def _on_all_ranks(pl) -> bool:
+    every = Placement.all(pl.type).ranks
+    return every.shape == pl.ranks.shape and bool(np.all(every == pl.ranks))
+
+
+class _Stand:
+    """What a tensor leaf travels as from the placement's first rank: nothing of its data."""
+
+
+def _structure_from(input, src: int, pl, warn: bool):
+    """``input`` as rank ``src`` has it, on the ranks outside ``pl`` (tensor leaves become
+    empty local stand-ins, which ``to_global`` then makes empty shards of); ``input`` itself
+    on ``pl``'s ranks. Every rank takes part (a collective over the control communicator)."""
+    me = world.get_rank()
+    sent = None
+    if me == src:
+        sent = _map(input, lambda n: _Stand() if isinstance(n, Tensor) else n) \
+            if isinstance(input, _NESTED) else input
+        if isinstance(input, Tensor):
+            sent = _Stand()
+    got = groups.bcast_object(sent, src, "global_view.to_global (structure)")
+    if pl.index(me) is not None:
+        return input
+    def fill(n):
+        return empty(0, 1) if isinstance(n, _Stand) else _keep(n, warn)
+    if isinstance(got, _Stand):
+        return empty(0, 1)
+    return _map(got, fill) if isinstance(got, _NESTED) else got
 
 
 def to_local(input, warn_on_non_tensor_leaf: bool = True, **kwargs):
