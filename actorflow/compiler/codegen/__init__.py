@@ -17,9 +17,9 @@ Control: generation is on by default; ``ACTORFLOW_GRAPH_CODEGEN=0`` turns it off
 NumPy kernels' IEEE operations and give their bits; libm's exp / tanh / log differ from NumPy's
 own SIMD versions by an ulp or two in float32, so a graph with generation trains to eager's
 losses within float32 rounding (the graph tests: 1e-5 relative, 1e-3 under AMP), and
-bit-identically with it off. Tasks with fewer than ``ACTORFLOW_GRAPH_CODEGEN_MIN`` output elements (default 1) keep their
-NumPy kernel. No compiler, or a failed build, leaves every task on its NumPy kernel with one
-``CodegenWarning`` saying why.
+bit-identically with it off. Tasks with fewer than ``ACTORFLOW_GRAPH_CODEGEN_MIN`` output
+elements (default 1) keep their NumPy kernel. No compiler, or a failed build, leaves every
+task on its NumPy kernel with one ``CodegenWarning`` saying why.
 """
 from __future__ import annotations
 
