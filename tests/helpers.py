@@ -149,3 +149,29 @@ def slow_actors(monkeypatch, seconds: float = 0.02) -> None:
     originals = [cls.compute for cls in classes]  # before patching: a subclass may inherit it
     for cls, compute in zip(classes, originals):
         monkeypatch.setattr(cls, "compute", slowed(compute))
+
+
+def generation_on() -> bool:
+    """Whether an nn.Graph compiled now runs generated C kernels (ACTORFLOW_GRAPH_CODEGEN,
+    on by default)."""
+    from actorflow.compiler.compile import CompileOptions
+    return CompileOptions().codegen
+
+
+# Generated kernels call libm's tanh / exp / log where the NumPy kernels run NumPy's own SIMD
+# implementations; in float32 the two differ by an ulp or two on some elements. A few training
+# steps carry that to about 1e-7..1e-6 relative in losses and parameters, so with generation on
+# graph-vs-eager results agree within these bounds (float32 rounding, with headroom for the
+# optimizer steps); with it off they must be bit-identical.
+GEN_RTOL, GEN_ATOL = 1e-5, 1e-6
+
+
+def assert_graph_matches(got, want, msg: str = "", rtol: float = GEN_RTOL,
+                         atol: float = GEN_ATOL) -> None:
+    """``got`` (a graph's result) equals ``want`` bit for bit when generated kernels are off,
+    and within ``rtol`` / ``atol`` (default ``GEN_RTOL`` / ``GEN_ATOL``) when they are on."""
+    got, want = np.asarray(got), np.asarray(want)
+    if generation_on():
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg=msg)
+    else:
+        assert np.array_equal(got, want), f"{msg}: {got} vs {want}"

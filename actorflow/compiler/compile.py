@@ -64,8 +64,8 @@ class CompileOptions:
     compute_lanes: int = field(
         default_factory=lambda: env_int("ACTORFLOW_GRAPH_COMPUTE_LANES", 1, minimum=1))
     # generated C kernels for elementwise tasks (ACTORFLOW_GRAPH_CODEGEN; compiler/codegen)
-    # (off by default: see compiler/codegen's docstring)
-    codegen: bool = field(default_factory=lambda: env_flag("ACTORFLOW_GRAPH_CODEGEN", False))
+    # (on by default; ACTORFLOW_GRAPH_CODEGEN=0 runs every task on its NumPy kernel)
+    codegen: bool = field(default_factory=lambda: env_flag("ACTORFLOW_GRAPH_CODEGEN", True))
     rank: int = 0
     world_size: int = 1           # ranks of a distributed graph (each compiles its own Plan)
 

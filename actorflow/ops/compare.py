@@ -13,7 +13,7 @@ from actorflow.ops._common import (
 from actorflow.ops.int_scalars import check_int_scalar, int_scalar
 from actorflow.ops.boxing import Sig, elementwise_rule
 from actorflow.ops.registry import Meta, fail, register
-from actorflow.ops.elementwise import _integral_only, _needs, binary
+from actorflow.ops.elementwise import _integral_only, _needs, binary, c_scalar
 
 # comparisons and logical ops: bool results, no gradient
 eq, scalar_eq = binary("eq", np.equal, kind="bool", complex_ok=True)
@@ -27,8 +27,10 @@ logical_or, scalar_logical_or = binary("logical_or", np.logical_or, kind="bool")
 logical_xor, scalar_logical_xor = binary("logical_xor", np.logical_xor, kind="bool")
 
 # one element in generated C (ops/registry.py: c_expr); comparisons read the raw inputs
-for _op, _c in ((eq, "=="), (ne, "!="), (lt, "<"), (le, "<="), (gt, ">"), (ge, ">=")):
+for _op, _sop, _c in ((eq, scalar_eq, "=="), (ne, scalar_ne, "!="), (lt, scalar_lt, "<"),
+                      (le, scalar_le, "<="), (gt, scalar_gt, ">"), (ge, scalar_ge, ">=")):
     _op.c_expr = "({r0} %s {r1})" % _c
+    _sop.c_expr = c_scalar("({r0} %s {scalar})" % _c, "({scalar} %s {r0})" % _c)
 logical_and.c_expr = "({0} && {1})"
 logical_or.c_expr = "({0} || {1})"
 logical_xor.c_expr = "({0} != {1})"

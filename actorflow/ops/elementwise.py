@@ -461,6 +461,13 @@ def _(ctx, dout):
     return F.threshold_backward(dout, ctx.inputs[1]), None
 
 
+# one element in generated C (ops/registry.py: c_expr). relu: NaN stays NaN and -0 gives +0, as
+# np.maximum(x, 0) does in float32/float64 (NumPy's float16 loop keeps -0: the one bit that
+# differs). threshold_backward: dout times 0 or 1, so NaN * 0 and the signs of zeros are IEEE's.
+relu.c_expr = "(({0} > 0 || {0} != {0}) ? {0} : ({T})0)"
+threshold_backward.c_expr = "({0} * ({T})({r1} > 0))"
+
+
 # ---- helpers of the binary ops in binary_math.py, compare.py and special.py -------------------
 
 def _quiet(ufunc, int_divisor: bool = False):

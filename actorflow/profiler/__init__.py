@@ -71,6 +71,19 @@ class _Log:
                             None, start, end, None))
 
 
+def _fused_args(task) -> dict:
+    """Trace args naming what a fused task holds: ``ops`` (its program's ops) and
+    ``generated`` (the generated C kernel it runs), where the task has them."""
+    if task is None:
+        return {}
+    out = {}
+    if task.attrs.get("ops"):
+        out["ops"] = " ".join(task.attrs["ops"])
+    if getattr(task, "generated", ""):
+        out["generated"] = task.generated
+    return out
+
+
 class profile:
     """Context manager recording actor acts and VM instructions; see the module docstring.
     One object records one span at a time; it may be entered again after it exited (it then
@@ -189,14 +202,16 @@ class profile:
                         "tid": tid[1, thread], "ts": (start - self.t0) * 1e6,
                         "dur": max((end - start) * 1e6, 0.01), "args": {"stream": stream}})
         acts_of: dict = {}  # (runtime, actor) -> [(iteration, track, ts, dur)]
+        tasks_of = {rt: {t.task_id: t for t in plan.tasks} for rt, plan in plans.items()}
         for e in acts:
             actor, op, op_type, kind, thread, piece, start, end, rt = e
             ts = (start - self.t0) * 1e6
             dur = max((end - start) * 1e6, 0.01)
             track = tid[0, thread]
+            args = {"actor": actor, "op_type": op_type, "iteration": piece}
+            args.update(_fused_args(tasks_of.get(rt, {}).get(actor)))
             out.append({"ph": "X", "name": op, "cat": kind, "pid": 0, "tid": track,
-                        "ts": ts, "dur": dur,
-                        "args": {"actor": actor, "op_type": op_type, "iteration": piece}})
+                        "ts": ts, "dur": dur, "args": args})
             acts_of.setdefault((rt, actor), []).append((piece, track, ts, dur))
         flow_id = 0
         for rt, plan in plans.items():

@@ -4,6 +4,7 @@ the on-disk cache."""
 from __future__ import annotations
 
 import importlib
+import json
 import warnings
 
 import numpy as np
@@ -109,3 +110,24 @@ def test_second_build_hits_the_disk_cache(monkeypatch, tmp_path):
     lib2 = cbuild.build(source)
     assert lib2.af_cache_probe() == 42
     assert cbuild.stats["builds"] == builds + 1 and cbuild.stats["cache_hits"] == hits + 1
+
+
+def test_trace_names_each_fused_task_with_its_ops_and_kernel(tmp_path):
+    g, _ = _train(1)
+    x = flow.tensor(np.random.default_rng(1).standard_normal((64, 16)).astype(np.float32))
+    y = flow.tensor(np.zeros(64, np.int64))
+    with flow.profiler.profile() as prof:
+        g(x, y).numpy()
+    events = json.loads(open(prof.export_chrome_trace(str(tmp_path / "t.json"))).read())
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    by_name = {e["name"]: e for e in events if e.get("ph") == "X" and e.get("cat") != "vm"}
+    fused = [t for t in g.plan.tasks if t.attrs.get("ops")]
+    assert fused and any(t.generated for t in fused)
+    for t in fused:
+        args = by_name[t.op_name]["args"]
+        assert args["ops"] == " ".join(t.attrs["ops"])
+        assert args.get("generated", "") == t.generated
+    # the JSON Plan holds each fused task's ops and kernel too
+    tasks = {d["op_name"]: d for d in json.loads(g.plan.to_json())["tasks"]}
+    for t in fused:
+        assert tasks[t.op_name]["generated"] == t.generated

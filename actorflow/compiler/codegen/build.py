@@ -34,7 +34,9 @@ Cache: ``$ACTORFLOW_KERNEL_CACHE`` or ``~/.cache/actorflow/kernels``; the file n
 SHA-256 of the source, the compiler's path and ``--version`` line, and the flags. A build
 writes a temporary file in the cache directory and renames it into place (atomic on POSIX),
 so processes building the same library at once (the ranks of a distributed graph, parallel
-test runs) each load a complete file.
+test runs) each load a complete file. The cache is bounded: after each build the oldest
+libraries (by last use: a cache hit touches its file) are removed until the rest fit in
+``$ACTORFLOW_KERNEL_CACHE_MB`` MiB (default 256; the library just built is always kept).
 
 Failures never stop a graph: no compiler, a compile error or a load error return None, and
 ``build`` warns once per reason (``CodegenWarning``) saying why; the caller then runs the
@@ -51,10 +53,13 @@ import tempfile
 import threading
 import warnings
 
+from actorflow.settings import env_int
+
 FLAGS = ("-O2", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-fno-trapping-math",
-         "-fopenmp-simd",
-         "-fPIC", "-shared", "-std=gnu11")
+         "-fopenmp-simd", "-fPIC", "-shared", "-std=gnu11")
 CACHE_VAR = "ACTORFLOW_KERNEL_CACHE"
+CACHE_MB_VAR = "ACTORFLOW_KERNEL_CACHE_MB"
+CACHE_MB_DEFAULT = 256
 
 
 class CodegenWarning(RuntimeWarning):
@@ -129,8 +134,14 @@ def build(source: str) -> ctypes.CDLL | None:
         return lib
     if os.path.exists(path):
         stats["cache_hits"] += 1
+        try:
+            os.utime(path)  # last use, for the cache bound
+        except OSError:
+            pass
     elif not _compile(source, cc_path, directory, path):
         return None
+    else:
+        prune(directory, keep=path)
     try:
         lib = ctypes.CDLL(path)
     except OSError as e:
@@ -139,6 +150,41 @@ def build(source: str) -> ctypes.CDLL | None:
     with _lock:
         _loaded[path] = lib
     return lib
+
+
+def prune(directory: str, keep: str = "", limit_mb: float | None = None) -> list:
+    """Remove the least recently used libraries of the cache ``directory`` until the others
+    fit in ``limit_mb`` MiB (default ``$ACTORFLOW_KERNEL_CACHE_MB``); ``keep`` is never
+    removed. Returns the removed paths. Files another process removes first are skipped."""
+    if limit_mb is None:
+        limit_mb = env_int(CACHE_MB_VAR, CACHE_MB_DEFAULT, minimum=0)
+    entries = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    for name in names:
+        if not (name.startswith("af_") and name.endswith(".so")):
+            continue
+        full = os.path.join(directory, name)
+        try:
+            st = os.stat(full)
+        except OSError:
+            continue
+        entries.append((st.st_mtime, st.st_size, full))
+    entries.sort(reverse=True)  # newest first
+    budget = limit_mb * (1 << 20)
+    used, removed = 0, []
+    for _, size, full in entries:
+        if full == keep or used + size <= budget:
+            used += size
+            continue
+        try:
+            os.unlink(full)
+            removed.append(full)
+        except OSError:
+            pass
+    return removed
 
 
 def _compile(source: str, cc_path: str, directory: str, path: str) -> bool:
@@ -173,4 +219,5 @@ def _compile(source: str, cc_path: str, directory: str, path: str) -> bool:
                 pass
 
 
-__all__ = ["build", "cache_dir", "compiler", "CodegenWarning", "FLAGS", "CACHE_VAR", "stats"]
+__all__ = ["build", "cache_dir", "compiler", "prune", "CodegenWarning", "FLAGS", "CACHE_VAR",
+           "CACHE_MB_VAR", "stats"]

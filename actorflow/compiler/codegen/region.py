@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from actorflow.compiler.codegen import emit
+from actorflow.framework import dtype as dt
 from actorflow.ops import registry
 from actorflow.ops.fused import buffer_plan
 
@@ -121,7 +122,9 @@ def _fill(template: str, refs: list, meta: list, arg_refs: list, attrs: dict, ou
     lits = {}
     for name, v in attrs.items():
         if isinstance(v, (bool, int, float)):
-            lits[name] = emit.literal(v, lit_dtype)
+            # a bool tensor meets a number as NumPy's default float does (True < 1.5)
+            keep = lit_dtype.name != "bool" or isinstance(v, bool)
+            lits[name] = emit.literal(v, lit_dtype if keep else dt.float64)
     try:
         return template.format(*cast, T=ct, **{f"r{i}": x for i, x in enumerate(raw)}, **lits)
     except (KeyError, IndexError, ValueError):
