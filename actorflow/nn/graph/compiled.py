@@ -70,6 +70,9 @@ class CompiledGraph:
         self.last_call = None
         self._plan = None
         self.generation = -1  # the state generation its bindings were checked at
+        # a training graph's parameters and what its update baked in (see train_state)
+        self.train_params: list = []
+        self.train_key = None
 
     @property
     def plan(self):
