@@ -22,7 +22,7 @@ import numpy as np
 from actorflow.dispatch.lazy import LazyInterpreter
 from actorflow.dispatch.lazy_global import physical
 from actorflow.framework import dtype as dt
-from actorflow.nn.graph import args_tree, train_state
+from actorflow.nn.graph import args_tree, input_effects, train_state
 from actorflow.nn.graph.args_tree import GraphArgumentError
 from actorflow.nn.graph.compiled import CompiledGraph
 from actorflow.nn.graph.config import GraphConfig
@@ -316,6 +316,7 @@ class Graph:
             b.sharded_params = shard_parameters(self)
         with b:
             lazy = [self._trace_input(b, i, p, t) for i, (p, t) in enumerate(zip(paths, tensors))]
+            in_blobs = input_effects.input_blobs(lazy)
             l_args, l_kwargs = args_tree.unflatten(structure, lazy)
             result = self.build(*l_args, **l_kwargs)
             try:
@@ -326,6 +327,9 @@ class Graph:
             for i, (p, t) in enumerate(zip(args_tree.leaf_paths(out_structure, "output"),
                                            out_leaves)):
                 b.add_output(i, p, t)
+            effects = input_effects.add_effect_outputs(
+                b, self._name, lazy, in_blobs, paths, len(out_leaves),
+                self.config.accumulation_steps > 1 and self.config.training)
             self._collect_gradients(b)
         forward_job = b.job
         forward_job.verify()
@@ -337,6 +341,7 @@ class Graph:
                                  log, named, paths, self.config.outputs_buffer_size)
         compiled.generation = generation
         compiled.train_params, compiled.train_key = train_params, train_key
+        compiled.input_effects, compiled.n_user_outputs = effects, len(out_leaves)
         # the trace's lazy tensors keep the builder alive in a reference cycle: drop its links
         # back to this graph so deleting the graph frees it (and stops its runtime) at once
         b.namer = None
@@ -510,7 +515,9 @@ class Graph:
             if entry.lr_scheduler is not None:
                 entry.lr_scheduler.step()
         self.__dict__["_calls"] += 1
-        return args_tree.unflatten(compiled.out_structure, tensors)
+        if compiled.input_effects:
+            input_effects.apply(compiled.input_effects, inputs, tensors)
+        return args_tree.unflatten(compiled.out_structure, tensors[:compiled.n_user_outputs])
 
     # -- inspection --------------------------------------------------------------------------------
     @property
