@@ -10,7 +10,7 @@ contract: same shape and dtype on every rank).
 """
 from __future__ import annotations
 
-from actorflow.process import groups
+from actorflow.process import agree, groups
 from actorflow.process.world import world
 from actorflow.framework.sbp_parallel import shard_range
 
@@ -92,4 +92,26 @@ def check_global(placement_, sbp: tuple) -> None:
     _agree("sbp", {r: g[2] for r, g in enumerate(got)})
 
 
-__all__ = ["local_shapes", "check_global", "balanced"]
+def check_created(op: str, shape: tuple, dtype, placement_, sbp) -> None:
+    """A global tensor being created from values each rank made itself (``flow.tensor``,
+    ``flow.ones(..., placement=)``): raise ``RankMismatchError`` on every rank unless all made
+    them of one shape and dtype, on one placement and sbp. Compared once per signature
+    (``actorflow.process.agree``): a repeated creation costs a set lookup. Only the ranks of
+    the placement take part (the others hold no shard, and may make something else)."""
+    if world().size == 1 or not hasattr(placement_, "flat_ranks"):
+        return
+    ranks = tuple(placement_.flat_ranks)
+    if len(ranks) < 2 or world().rank not in ranks:
+        return
+    groups.make_group(ranks, _CREATION_CHECK)
+    sbps = sbp if isinstance(sbp, (list, tuple)) else (sbp,)
+    fields = (tuple(shape), str(dtype), tuple(placement_.hierarchy),
+              tuple(str(s) for s in sbps))
+    agree.check(groups.comm_for(ranks, _CREATION_CHECK), f"{op} on {placement_}", fields,
+                 ranks)
+
+
+_CREATION_CHECK = "global creation check"  # the communicator check_created compares over
+
+
+__all__ = ["local_shapes", "check_global", "check_created", "balanced"]

@@ -12,6 +12,7 @@ from actorflow.dispatch.meta import creating_on
 from actorflow.functional.activation import sin
 from actorflow.functional.elementwise import cast, mul, rpow
 from actorflow.dispatch import global_tensor as gt
+from actorflow.dispatch import global_meta as meta
 from actorflow.framework.sbp_parallel import broadcast
 from actorflow.ops import registry
 from actorflow.ops.creation import as_shape
@@ -106,16 +107,20 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False,
         arr = _int_array_from_data("tensor", src, d, arr)
     else:
         arr = np.array(src, dtype=d.np, copy=True)
-    return _global(Tensor._wrap(arr, d), placement, sbp, requires_grad)
+    return _global(Tensor._wrap(arr, d), placement, sbp, requires_grad, "tensor")
 
 
-def _global(t: Tensor, placement, sbp, requires_grad: bool) -> Tensor:
+def _global(t: Tensor, placement, sbp, requires_grad: bool, op: str = "tensor") -> Tensor:
     """``t`` (the full logical values, the same on every rank) as a global tensor on
-    ``placement`` laid out as ``sbp`` (each rank keeps its shard), or ``t`` itself."""
+    ``placement`` laid out as ``sbp`` (each rank keeps its shard), or ``t`` itself. The ranks
+    must have made ``t`` of one shape and dtype (checked once per signature: ``op`` names the
+    creation op in the error every rank raises otherwise)."""
     if placement is None and sbp is None:
         return _finish(t, requires_grad)
     if placement is None or sbp is None:
         raise ValueError("a global tensor needs both placement and sbp")
+    if not t.is_lazy:
+        meta.check_created(f"flow.{op}", tuple(t._shape), t.dtype, placement, sbp)
     return _finish(gt.from_full(t, placement, sbp), requires_grad)
 
 
@@ -176,7 +181,7 @@ def _full(name: str, size, fill_value, dtype, requires_grad: bool, placement=Non
         fill_value = int_scalar(fill_value, d.np)
     t = apply(_constant, [], {"shape": as_shape(name, (size,)), "dtype": d,
                               "value": fill_value})[0]
-    return _global(t, placement, sbp, requires_grad)
+    return _global(t, placement, sbp, requires_grad, name)
 
 
 def zeros(*size, dtype=None, device=None, requires_grad: bool = False, placement=None,
@@ -247,7 +252,7 @@ def arange(start, end=None, step=1, dtype=None, device=None,
         d = dt.as_dtype(dtype)
     t = apply(registry.get("arange"), [], {"start": start, "end": end, "step": step,
                                            "dtype": d})[0]
-    return _global(t, placement, sbp, requires_grad)
+    return _global(t, placement, sbp, requires_grad, "arange")
 
 
 def linspace(start, end, steps: int, dtype=None, device=None,
@@ -258,7 +263,7 @@ def linspace(start, end, steps: int, dtype=None, device=None,
     d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
     t = apply(registry.get("linspace"), [], {"start": float(start), "end": float(end),
                                              "steps": int(steps), "dtype": d})[0]
-    return _global(t, placement, sbp, requires_grad)
+    return _global(t, placement, sbp, requires_grad, "linspace")
 
 
 def eye(n: int, m: int | None = None, dtype=None, device=None,
@@ -268,7 +273,7 @@ def eye(n: int, m: int | None = None, dtype=None, device=None,
     d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
     t = apply(registry.get("eye"), [], {"n": int(n), "m": int(n if m is None else m),
                                         "dtype": d})[0]
-    return _global(t, placement, sbp, requires_grad)
+    return _global(t, placement, sbp, requires_grad, "eye")
 
 
 class RandomDtypeError(TypeError, NotImplementedError):
@@ -287,7 +292,8 @@ def _random(op_name, size, dtype, requires_grad, generator=None, placement=None,
     elif placement is not None:
         # every rank makes the full logical tensor with one seed, then keeps its shard
         attrs["seed"] = gt.agreed_seed()
-    return _global(apply(registry.get(op_name), [], attrs)[0], placement, sbp, requires_grad)
+    return _global(apply(registry.get(op_name), [], attrs)[0], placement, sbp, requires_grad,
+                   op_name)
 
 
 def _size_arg(name: str, shape: tuple, size) -> tuple:
@@ -327,6 +333,7 @@ def normal(mean=0.0, std=1.0, size=None, *, dtype=None, device=None, generator=N
             raise ValueError("normal: placement and sbp are for numbers mean and std; a "
                              "tensor mean or std gives the result its own placement")
         from actorflow.functional.elementwise import add, mul
+        _check_std(std)
         shape = tuple((mean if isinstance(mean, Tensor) else std)._shape)
         z = _random("normal", (shape,), dtype or (mean if isinstance(mean, Tensor) else std).dtype,
                     False, generator, mean=0.0, std=1.0)
@@ -335,6 +342,20 @@ def normal(mean=0.0, std=1.0, size=None, *, dtype=None, device=None, generator=N
         raise TypeError("normal: size is required when mean and std are numbers")
     return _random("normal", (size,), dtype, requires_grad, generator, placement, sbp,
                    mean=float(mean), std=float(std))
+
+
+def _check_std(std) -> None:
+    """``normal``'s std is >= 0 everywhere (a tensor std is read: a sync point, as in
+    PyTorch; inside a graph's trace it can't be read and is not checked)."""
+    if isinstance(std, Tensor):
+        from actorflow.functional.elementwise import lt
+
+        bad = not std.is_lazy and std.numel() > 0 and bool(lt(std, 0).any().item())
+        what = f"a tensor std of shape {tuple(std._shape)} has a negative element"
+    else:
+        bad, what = float(std) < 0, f"got std {std}"
+    if bad:
+        raise RuntimeError(f"normal: expects all elements of std >= 0.0 ({what})")
 
 
 def _seed_attrs(attrs: dict, generator, placement) -> dict:
@@ -360,7 +381,7 @@ def randint(low, high=None, size=None, dtype=None, device=None, generator=None,
     d = dt.as_dtype(dtype) if dtype is not None else dt.int64
     attrs = {"shape": tuple(size), "dtype": d, "low": int(low), "high": int(high)}
     t = apply(registry.get("randint"), [], _seed_attrs(attrs, generator, placement))[0]
-    return _global(t, placement, sbp, requires_grad)
+    return _global(t, placement, sbp, requires_grad, "randint")
 
 
 def randperm(n: int, dtype=None, device=None, generator=None, requires_grad: bool = False,
@@ -369,7 +390,7 @@ def randperm(n: int, dtype=None, device=None, generator=None, requires_grad: boo
     as_device(device)
     attrs = {"n": int(n), "dtype": dt.as_dtype(dtype) if dtype is not None else dt.int64}
     t = apply(registry.get("randperm"), [], _seed_attrs(attrs, generator, placement))[0]
-    return _global(t, placement, sbp, requires_grad)
+    return _global(t, placement, sbp, requires_grad, "randperm")
 
 
 def bernoulli(input: Tensor, p=None, *, generator=None, dtype=None) -> Tensor:

@@ -32,9 +32,10 @@ class RankMismatchError(ValueError):
     """Ranks passed a collective different shapes, dtypes or roots."""
 
 
-def check(comm, op: str, fields: tuple) -> None:
+def check(comm, op: str, fields: tuple, ranks: tuple | None = None) -> None:
     """Raise ``RankMismatchError`` on every rank of ``comm`` unless all passed ``fields``
-    (a tuple of plain values: shapes, dtype names, ranks). Nothing to do without ``comm``."""
+    (a tuple of plain values: shapes, dtype names, ranks). Nothing to do without ``comm``.
+    ``ranks``: the world rank of each of ``comm``'s (the error names those)."""
     if comm is None:
         return
     key = (op, fields)
@@ -57,7 +58,7 @@ def check(comm, op: str, fields: tuple) -> None:
     every = cc.allgather(fields)
     groups: dict = {}
     for r, f in enumerate(every):
-        groups.setdefault(repr(_shown(f)), []).append(r)
+        groups.setdefault(repr(_shown(f)), []).append(r if ranks is None else ranks[r])
     parts = [f"rank{'s' if len(rs) > 1 else ''} {', '.join(map(str, rs))}: {f}"
              for f, rs in groups.items()]
     raise RankMismatchError(f"{op}: the ranks disagree on what they pass ({'; '.join(parts)})")

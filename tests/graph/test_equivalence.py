@@ -36,7 +36,7 @@ import actorflow.nn as nn
 import actorflow.nn.functional as F
 from actorflow.nn.graph.config import PASS_NAMES
 from examples.gpt import GPT
-from tests.helpers import assert_graph_matches
+from tests.helpers import GEN_ATOL, assert_graph_matches
 
 STEPS = 10
 EXECUTORS = ["reference"] + (["runtime"] if importlib.util.find_spec("actorflow.runtime")

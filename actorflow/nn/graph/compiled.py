@@ -70,6 +70,13 @@ class CompiledGraph:
         self.last_call = None
         self._plan = None
         self.generation = -1  # the state generation its bindings were checked at
+        # a training graph's parameters and what its update baked in (see train_state)
+        self.train_params: list = []
+        self.train_key = None
+        # (kind, input, output) of build()'s writes to inputs and their gradients (see
+        # input_effects); outputs past n_user_outputs carry them
+        self.input_effects: list = []
+        self.n_user_outputs = len(full_job.outputs)
 
     @property
     def plan(self):

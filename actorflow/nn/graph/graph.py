@@ -22,7 +22,7 @@ import numpy as np
 from actorflow.dispatch.lazy import LazyInterpreter
 from actorflow.dispatch.lazy_global import physical
 from actorflow.framework import dtype as dt
-from actorflow.nn.graph import args_tree
+from actorflow.nn.graph import args_tree, input_effects, train_state
 from actorflow.nn.graph.args_tree import GraphArgumentError
 from actorflow.nn.graph.compiled import CompiledGraph
 from actorflow.nn.graph.config import GraphConfig
@@ -215,12 +215,29 @@ class Graph:
                 compiled = None
             else:
                 compiled.generation = state_generation()
+        if compiled is not None and self.config.training:
+            changed = self._training_changed(compiled)
+            if changed is not None:  # hyperparameters / groups / frozen parameters changed
+                del self._cache[sig]
+                compiled.close()
+                self.__dict__["_pending_reason"] = changed
+                compiled = None
         if compiled is None:
             compiled = self._compile(sig, structure, tensors, args, kwargs)
         else:
             self._cache.move_to_end(sig)
         self.__dict__["_last"] = compiled
         return compiled, tensors
+
+    def _training_changed(self, compiled: CompiledGraph) -> str | None:
+        """Why ``compiled``'s update no longer matches the optimizers and parameters (see
+        ``train_state``), or None; raises when a trained parameter got a gradient hook."""
+        params = compiled.train_params
+        train_state.check_hooks(self, params)
+        key = train_state.training_key(self, params)
+        if key == compiled.train_key:
+            return None
+        return train_state.describe_change(compiled.train_key, key, params)
 
     # -- arguments -------------------------------------------------------------------------------
     def _build_signature(self) -> inspect.Signature:
@@ -278,6 +295,13 @@ class Graph:
         reason = self._compile_reason(sig, named, paths)
         self.__dict__["_compiles"] += 1
         generation = state_generation()
+        train_params, train_key = [], None
+        if self.config.training:
+            for entry in self._optimizers:
+                train_state.sync_lr_tensors(entry)
+            train_params = train_state.trained_parameters(self)
+            train_state.check_hooks(self, train_params)
+            train_key = train_state.training_key(self, train_params)
         t0 = time.perf_counter()
         for proxy in self._modules.values():
             for p in iter_proxies(proxy):
@@ -292,6 +316,7 @@ class Graph:
             b.sharded_params = shard_parameters(self)
         with b:
             lazy = [self._trace_input(b, i, p, t) for i, (p, t) in enumerate(zip(paths, tensors))]
+            in_blobs = input_effects.input_blobs(lazy)
             l_args, l_kwargs = args_tree.unflatten(structure, lazy)
             result = self.build(*l_args, **l_kwargs)
             try:
@@ -302,6 +327,9 @@ class Graph:
             for i, (p, t) in enumerate(zip(args_tree.leaf_paths(out_structure, "output"),
                                            out_leaves)):
                 b.add_output(i, p, t)
+            effects = input_effects.add_effect_outputs(
+                b, self._name, lazy, in_blobs, paths, len(out_leaves),
+                self.config.accumulation_steps > 1 and self.config.training)
             self._collect_gradients(b)
         forward_job = b.job
         forward_job.verify()
@@ -312,6 +340,8 @@ class Graph:
         compiled = CompiledGraph(sig, forward_job, full_job, dict(ctx.bindings), out_structure,
                                  log, named, paths, self.config.outputs_buffer_size)
         compiled.generation = generation
+        compiled.train_params, compiled.train_key = train_params, train_key
+        compiled.input_effects, compiled.n_user_outputs = effects, len(out_leaves)
         # the trace's lazy tensors keep the builder alive in a reference cycle: drop its links
         # back to this graph so deleting the graph frees it (and stops its runtime) at once
         b.namer = None
@@ -485,7 +515,9 @@ class Graph:
             if entry.lr_scheduler is not None:
                 entry.lr_scheduler.step()
         self.__dict__["_calls"] += 1
-        return args_tree.unflatten(compiled.out_structure, tensors)
+        if compiled.input_effects:
+            input_effects.apply(compiled.input_effects, inputs, tensors)
+        return args_tree.unflatten(compiled.out_structure, tensors[:compiled.n_user_outputs])
 
     # -- inspection --------------------------------------------------------------------------------
     @property

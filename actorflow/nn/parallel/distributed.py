@@ -28,6 +28,7 @@ import actorflow.functional as F
 from actorflow import vm
 from actorflow.autograd import engine
 from actorflow.autograd.grad_mode import no_grad
+from actorflow.process import groups
 from actorflow.process.world import world
 from actorflow.nn.module import Module
 
@@ -36,6 +37,32 @@ def _comm():
     # late: flow.comm sits above nn (it is the user-facing collective API)
     from actorflow import comm
     return comm
+
+
+def _check_replicas(module: Module, with_buffers: bool) -> None:
+    """Raise on every rank, before anything is broadcast, unless every rank's ``module`` has
+    the same parameters (and buffers, when they are broadcast): names, shapes and dtypes (one
+    gather of the metadata). The error names the first entry that differs and each rank's
+    value of it."""
+    entries = [("parameter", n, tuple(p.shape), str(p.dtype))
+               for n, p in module.named_parameters()]
+    if with_buffers:
+        entries += [("buffer", n, tuple(b.shape), str(b.dtype))
+                    for n, b in module.named_buffers() if b is not None]
+    every = groups.allgather_object(entries, "DistributedDataParallel parameter check")
+    if all(e == every[0] for e in every):
+        return
+    longest = max(len(e) for e in every)
+    for k in range(longest):
+        at = [e[k] if k < len(e) else None for e in every]
+        if any(a != at[0] for a in at):
+            named = next(a for a in at if a is not None)
+            held = "; ".join(f"rank {r}: " + ("absent" if a is None else
+                                             f"{a[1]} {a[2]} {a[3]}")
+                             for r, a in enumerate(at))
+            raise RuntimeError(f"DistributedDataParallel: the ranks' modules differ at "
+                               f"{named[0]} {named[1]!r} (entry {k}): {held}; every rank must "
+                               f"wrap the same model (nothing was broadcast)")
 
 
 class _Bucket:
@@ -87,6 +114,8 @@ class DistributedDataParallel(Module):
         self.broadcast_buffers = bool(broadcast_buffers)
         self._world = world().size
         self._sync = True
+        if self._world > 1:
+            _check_replicas(module, self.broadcast_buffers)
         with no_grad():
             for p in module.parameters():
                 _comm().broadcast(p, 0)
