@@ -36,7 +36,7 @@ import actorflow.nn as nn
 import actorflow.nn.functional as F
 from actorflow.nn.graph.config import PASS_NAMES
 from examples.gpt import GPT
-from tests.helpers import GEN_ATOL, assert_graph_matches
+from tests.helpers import GEN_ATOL, assert_graph_matches, numpy_kernels_under_adamw
 
 STEPS = 10
 EXECUTORS = ["reference"] + (["runtime"] if importlib.util.find_spec("actorflow.runtime")
@@ -239,15 +239,6 @@ def test_fused_graph_training_is_bit_identical_to_eager(kind):
     assert_same_bits(train_eager(kind), graph, f"{kind} (fused)")
 
 
-def _numpy_kernels_under_adamw(monkeypatch) -> None:
-    """The GPT trained with AdamW is compared on the NumPy kernels: AdamW steps each weight by
-    about lr whatever its gradient's size, so the rounding noise of a near-zero gradient (a
-    generated layer_norm or softmax reorders its row sums) becomes a step of noise in that
-    weight. These tests are about how updates are batched and micro-batches drawn; the generated
-    kernels' agreement is tested in tests/compiler, and on the GPT with SGD here."""
-    monkeypatch.setenv("ACTORFLOW_GRAPH_CODEGEN", "0")
-
-
 _UPDATE_FUSION = {  # how a graph gets its updates fused (or not)
     "default": None,
     "disable_pass": lambda c: c.disable_pass("fuse_model_update"),
@@ -270,7 +261,7 @@ def test_batched_updates_by_default_are_bit_identical_to_eager(update, kind, opt
     # eager; with gradient accumulation, clipping, two param groups, on both executors
     monkeypatch.setenv("ACTORFLOW_RUN_GRAPH_BY_VM", "1" if executor == "reference" else "0")
     if kind == "gpt" and optim == "":
-        _numpy_kernels_under_adamw(monkeypatch)
+        numpy_kernels_under_adamw(monkeypatch)
     graph = train_graph(kind, fuse=None, micro=micro, optim=optim,
                         configure=_UPDATE_FUSION[update])
     g = graph[3]
@@ -290,7 +281,7 @@ def test_batched_updates_by_default_are_bit_identical_to_eager(update, kind, opt
 @pytest.mark.timeout(60)
 def test_gradient_accumulation_is_bit_identical_to_the_eager_micro_batch_loop(monkeypatch):
     # GPT with dropout: each micro-batch draws its own seeds, in the eager loop's order
-    _numpy_kernels_under_adamw(monkeypatch)
+    numpy_kernels_under_adamw(monkeypatch)
     graph = train_graph("gpt", micro=2)
     assert graph[0][0].shape == (2,)  # one loss per micro-batch
     assert_same_bits(train_eager("gpt", micro=2), graph, "gpt (2 micro-batches)")
