@@ -28,8 +28,6 @@ task on its NumPy kernel with one ``CodegenWarning`` saying why.
 """
 from __future__ import annotations
 
-import hashlib
-
 from actorflow.compiler.codegen import emit, rows, update
 from actorflow.compiler.codegen.build import CACHE_VAR, CodegenWarning, FLAGS, build, stats
 from actorflow.compiler.codegen.kernels import GeneratedKernel
@@ -88,18 +86,10 @@ def _size(shape) -> int:
 def source_of(found: dict) -> tuple:
     """``(C source, task id -> symbol)`` for the regions ``found``; identical kernels (the
     same layers of a model) share one function."""
-    bodies: dict = {}
-    symbols = {}
-    parts = [emit.PRELUDE]
-    for tid, r in found.items():
-        text = emit.emit_kernel("KERNEL", r.operand_dtypes, r.steps, r.stores, r.pattern())
-        digest = hashlib.sha1(text.encode()).hexdigest()[:12]
-        sym = bodies.get(digest)
-        if sym is None:
-            sym = bodies[digest] = f"af_k{len(bodies)}_{digest}"
-            parts.append(text.replace("KERNEL", sym))
-        symbols[tid] = sym
-    return "\n".join(parts), symbols
+    parts, symbols = emit.unique_functions(
+        {tid: emit.emit_kernel("KERNEL", r.operand_dtypes, r.steps, r.stores, r.pattern())
+         for tid, r in found.items()}, "af_k")
+    return "\n".join([emit.PRELUDE] + parts), symbols
 
 
 def generate(plan) -> None:

@@ -21,6 +21,8 @@ same loop runs on the strides given (views, transposes).
 """
 from __future__ import annotations
 
+import hashlib
+
 import math
 
 import numpy as np
@@ -204,3 +206,19 @@ def _body(operand_dtypes, steps, stores, in_index, out_index) -> list:
 
 __all__ = ["PRELUDE", "emit_kernel", "supported", "value_type", "literal", "collapse",
            "broadcast_strides", "fast_pattern", "contiguous_strides", "MAX_DIMS"]
+
+
+def unique_functions(texts: dict, prefix: str) -> tuple[list, dict]:
+    """C functions for ``texts`` (key -> a function's source whose name is ``KERNEL``), each
+    distinct source once: returns the sources renamed ``<prefix><n>_<hash>`` and key -> the
+    name its key calls (tasks with the same work, e.g. the same layer repeated, share one)."""
+    names: dict = {}
+    parts, symbols = [], {}
+    for key, text in texts.items():
+        digest = hashlib.sha1(text.encode()).hexdigest()[:12]
+        sym = names.get(digest)
+        if sym is None:
+            sym = names[digest] = f"{prefix}{len(names)}_{digest}"
+            parts.append(text.replace("KERNEL", sym))
+        symbols[key] = sym
+    return parts, symbols

@@ -22,7 +22,6 @@ input whose rows are not unit-stride is copied to a contiguous one first.
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import string
 from dataclasses import dataclass
 
@@ -255,18 +254,9 @@ def tasks_of(plan, skip: dict, in_metas, out_metas, min_elements: int = 1) -> di
 
 def source_of(found: dict) -> tuple:
     """``(C source, task id -> symbol)``; identical row kernels share one function."""
-    bodies: dict = {}
-    symbols = {}
-    parts = [ROW_PRELUDE] if found else []
-    for tid, task in found.items():
-        text = emit_row_kernel("KERNEL", task)
-        digest = hashlib.sha1(text.encode()).hexdigest()[:12]
-        sym = bodies.get(digest)
-        if sym is None:
-            sym = bodies[digest] = f"af_row{len(bodies)}_{digest}"
-            parts.append(text.replace("KERNEL", sym))
-        symbols[tid] = sym
-    return "\n".join(parts), symbols
+    parts, symbols = emit.unique_functions(
+        {tid: emit_row_kernel("KERNEL", task) for tid, task in found.items()}, "af_row")
+    return "\n".join(([ROW_PRELUDE] if found else []) + parts), symbols
 
 
 def row_kernels_for(items: list) -> list:

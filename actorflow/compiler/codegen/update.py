@@ -22,13 +22,12 @@ runs the NumPy kernel.
 from __future__ import annotations
 
 import ctypes
-import hashlib
 from typing import NamedTuple
 
 import numpy as np
 
 from actorflow.compiler.codegen.build import build
-from actorflow.compiler.codegen.emit import PRELUDE
+from actorflow.compiler.codegen.emit import PRELUDE, unique_functions
 from actorflow.ops import registry
 from actorflow.ops.parallel import parallel_for, split, threads
 
@@ -108,17 +107,8 @@ def emit(name: str, form, dtype: str) -> str:
 def source_of(found: dict) -> tuple:
     """``(C source, key -> symbol)`` for the UpdateTasks ``found`` (identical kernels share
     one function); the source goes into the Plan's translation unit after ``emit.PRELUDE``."""
-    bodies: dict = {}
-    symbols = {}
-    parts = []
-    for key, u in found.items():
-        text = emit("KERNEL", u.form, u.dtype)
-        digest = hashlib.sha1(text.encode()).hexdigest()[:12]
-        sym = bodies.get(digest)
-        if sym is None:
-            sym = bodies[digest] = f"af_u{len(bodies)}_{digest}"
-            parts.append(text.replace("KERNEL", sym))
-        symbols[key] = sym
+    parts, symbols = unique_functions(
+        {key: emit("KERNEL", u.form, u.dtype) for key, u in found.items()}, "af_u")
     return "\n".join(parts), symbols
 
 
