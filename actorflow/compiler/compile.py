@@ -63,7 +63,7 @@ class CompileOptions:
     # compute threads kernel tasks are spread over, 1 or 2 (ACTORFLOW_GRAPH_COMPUTE_LANES)
     compute_lanes: int = field(
         default_factory=lambda: env_int("ACTORFLOW_GRAPH_COMPUTE_LANES", 1, minimum=1))
-    # generated C kernels for elementwise tasks (ACTORFLOW_GRAPH_CODEGEN; compiler/codegen)
+    # generated C kernels: elementwise, row and update tasks (ACTORFLOW_GRAPH_CODEGEN=0: off)
     # (on by default; ACTORFLOW_GRAPH_CODEGEN=0 runs every task on its NumPy kernel)
     codegen: bool = field(default_factory=lambda: env_flag("ACTORFLOW_GRAPH_CODEGEN", True))
     rank: int = 0

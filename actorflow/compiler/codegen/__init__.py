@@ -12,17 +12,18 @@ reports what was generated (JSON and DOT show it per task: ``TaskProto.generated
 How an op computes one element is its record's ``c_expr`` (``ops/registry.py``), beside its
 NumPy kernel: the generator holds no table of ops. Ops that work row by row (layer_norm and
 its gradient, softmax, gelu...) say how they compute one row (``c_row``): ``rows.py`` gives
-each such task a generated row loop.
-Optimizer update tasks (``multi_tensor_update``
-or a single update op) get one loop over all their parameters' flat buffers from their update
-op's ``c_update`` form (``update.py``), in the same translation unit.
+each such task a generated row loop. Optimizer update tasks (``multi_tensor_update`` or a
+single update op) get one loop over all their parameters' flat buffers from their update op's
+``c_update`` form (``update.py``), in the same translation unit.
 
 Control: generation is on by default; ``ACTORFLOW_GRAPH_CODEGEN=0`` turns it off
 (``CompileOptions.codegen``). Results: arithmetic, comparisons, selections and relu are the
 NumPy kernels' IEEE operations and give their bits; libm's exp / tanh / log differ from NumPy's
 own SIMD versions by an ulp or two in float32, so a graph with generation trains to eager's
 losses within float32 rounding (the graph tests: 1e-5 relative, 1e-3 under AMP), and
-bit-identically with it off. Tasks with fewer than ``ACTORFLOW_GRAPH_CODEGEN_MIN`` output
+bit-identically with it off; row kernels reorder their row sums, so they agree with the NumPy
+kernels within a few ulps times the row length; update loops give the NumPy kernels' bits.
+Tasks with fewer than ``ACTORFLOW_GRAPH_CODEGEN_MIN`` output
 elements (default 1) keep their NumPy kernel. No compiler, or a failed build, leaves every
 task on its NumPy kernel with one ``CodegenWarning`` saying why.
 """
