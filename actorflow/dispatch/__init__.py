@@ -1,9 +1,13 @@
 """Dispatch: every functional op call comes through ``apply`` and goes to one interpreter.
 
 An interpreter has one method, ``apply(op, inputs, attrs, out, record) -> (results,
-node_inputs, node_outputs)``: it runs (or records) the op and says what autograd should record
-(the inputs as the gradient rule must see them: an in-place call's pre-op values; the outputs
-the node produces). After whichever interpreter ran, ``apply`` records the autograd node once.
+node_inputs, node_outputs, then)``: it runs (or records) the op and says what autograd should
+record (the inputs as the gradient rule must see them: an in-place call's pre-op values; the
+outputs the node produces), and ``then`` (None, or what it must still do once the node exists:
+the eager interpreters rebase the histories of a written view and its base,
+``dispatch/copy_slices.py``; the lazy ones write a traced write through a view back into its
+base and note the views a view op made, ``dispatch/lazy_views.py``). ``apply`` only chooses
+the interpreter, records the autograd node once and calls ``then``.
 
 * eager-local (``dispatch/eager.py``, every thread's default): infer, issue the kernel to the VM;
 * lazy (``dispatch/lazy.py``, set on the thread while ``nn.Graph`` traces ``build``): add the op
@@ -23,10 +27,9 @@ from __future__ import annotations
 from actorflow.autograd import grad_mode
 from actorflow.dispatch.common import check_inplace, infer, record
 from actorflow.dispatch.eager import EagerInterpreter
-from actorflow.dispatch import copy_slices, lazy_global, lazy_views
+from actorflow.dispatch import lazy_global
 from actorflow.dispatch.global_tensor import GLOBAL, GlobalBlob, GlobalInterpreter
 from actorflow.dispatch.meta import META, MetaInterpreter
-from actorflow.dispatch.lazy import current_tracer
 from actorflow.dispatch.lazy_global import LazyGlobalBlob
 from actorflow.ops.registry import Meta, Op
 from actorflow.scope import current_interpreter, interpreter_scope, state as _scope_state
@@ -67,26 +70,12 @@ def apply(op: Op, inputs: list, attrs: dict, out: list | None = None) -> list:
     except AttributeError:  # an input that is no Tensor (checked only after the error)
         _check_tensors(op, inputs)
         raise
-    tracer = current_tracer() if interp is not None else None
-    if tracer is not None:  # a Graph traces: views whose base was written are made again
-        for t in inputs:
-            lazy_views.refresh(tracer, t)
-        for t in out or ():
-            lazy_views.refresh(tracer, t)
-    results, node_inputs, node_outputs = (EAGER if interp is None else interp).apply(
+    results, node_inputs, node_outputs, then = (EAGER if interp is None else interp).apply(
         op, inputs, attrs, out, rec)
     if rec:
         record(op, node_inputs, node_outputs, attrs)
-    if out is not None and _grad.enabled and (interp is None or interp is GLOBAL):
-        for t in out:  # an eager write into a view (or a base with views) rebases histories
-            if t._base is not None or t._views is not None or (t.grad_fn and not rec):
-                copy_slices.after_write(inputs, out, rec)
-                break
-    if tracer is not None:
-        if out is not None:  # a write through a view reaches its base
-            lazy_views.after_write(tracer, op, out)
-        elif op.view_fn is not None:
-            lazy_views.note_view(tracer, op, inputs, attrs, results)
+    if then is not None:  # the interpreter's work that needs the node recorded
+        then()
     return results
 
 

@@ -18,11 +18,13 @@ that saved a tensor the write changed raises the version error at backward, as P
 """
 from __future__ import annotations
 
+import functools
 import weakref
 
 import numpy as np
 
 from actorflow import scope
+from actorflow.autograd import grad_mode
 from actorflow.autograd.engine import Node
 from actorflow.job.views import aliasing_views, stride_probe
 from actorflow.framework import dtype as dt
@@ -220,10 +222,23 @@ def _regenerate(root: Tensor, extra: Tensor | None = None, geom=None) -> None:
         v.grad_fn, v._out_idx, v.requires_grad = n, 0, True
 
 
+def after_write_step(inputs: list, out: list, rec: bool):
+    """What an eager (local or global) interpreter hands ``dispatch.apply`` to run once the
+    autograd node of in-place call ``out`` is recorded: ``after_write`` when grad mode is on
+    and a written tensor is a view, a base with views, or a tensor with a history that values
+    needing no grad overwrite; else None."""
+    if not grad_mode._state.enabled:
+        return None
+    for t in out:
+        if t._base is not None or t._views is not None or (t.grad_fn and not rec):
+            return functools.partial(after_write, inputs, out, rec)
+    return None
+
+
 def after_write(inputs: list, out: list, rec: bool) -> None:
-    """Called by ``dispatch.apply`` after an eager (local or global) in-place call with grad
-    mode on (``rec``: autograd recorded the op, so each written tensor's ``grad_fn`` is its
-    node)."""
+    """Run (through ``after_write_step``) after an eager (local or global) in-place call with
+    grad mode on (``rec``: autograd recorded the op, so each written tensor's ``grad_fn`` is
+    its node)."""
     for t in out:
         root = t._base
         if root is None:

@@ -30,12 +30,14 @@ class EagerInterpreter:
     """Runs ops on eager tensors (the default interpreter of every thread)."""
 
     def apply(self, op: Op, inputs: list, attrs: dict, out: list | None, record: bool):
-        """``(results, node inputs, node outputs)``: see ``actorflow.dispatch.apply``."""
+        """``(results, node inputs, node outputs, then)``: see ``actorflow.dispatch.apply``;
+        ``then`` rebases the autograd histories of a written view and its base."""
         metas = infer(op, inputs, attrs)
         if op.random and attrs.get("seed") is None:
             attrs = dict(attrs, seed=default_generator.next_seed())
         if out is not None:
-            return _apply_inplace(op, inputs, attrs, out, metas, record)
+            results, saved, written = _apply_inplace(op, inputs, attrs, out, metas, record)
+            return results, saved, written, copy_slices.after_write_step(inputs, out, record)
         if op.view_fn is not None:
             results = _apply_view(op, inputs, attrs, metas)
         else:
@@ -48,7 +50,7 @@ class EagerInterpreter:
             if op.may_mutate:
                 for i in op.mutated_inputs(len(inputs), attrs):
                     inputs[i]._vc[0] += 1  # inputs written in place (optimizer state)
-        return results, inputs, results
+        return results, inputs, results, None
 
     def old_identity(self, t: Tensor) -> Tensor:
         """A tensor with ``t``'s autograd identity and its current values, for a gradient rule

@@ -183,7 +183,8 @@ class GlobalInterpreter:
     """Runs ops on global tensors (see the module docstring)."""
 
     def apply(self, op, inputs: list, attrs: dict, out: list | None, record_: bool):
-        """``(results, node inputs, node outputs)``: see ``actorflow.dispatch.apply``."""
+        """``(results, node inputs, node outputs, then)``: see ``actorflow.dispatch.apply``;
+        ``then`` rebases the autograd histories of a written view and its base."""
         pl = _common_placement(op, list(inputs) + list(out or ()))
         metas = infer(op, inputs, attrs)
         if op.random and attrs.get("seed") is None:
@@ -213,7 +214,8 @@ class GlobalInterpreter:
         if out is not None:
             for t in out:
                 t._vc[0] += 1
-            return list(out), saved, list(out)
+            return list(out), saved, list(out), copy_slices.after_write_step(inputs, out,
+                                                                             record_)
         if op.may_mutate:
             for i in op.mutated_inputs(len(inputs), attrs):
                 inputs[i]._vc[0] += 1
@@ -241,7 +243,7 @@ class GlobalInterpreter:
             note_view_mode(inputs[0], root, results)
             if len(inputs) == 1:  # where they lie in root: a write into one rebases root
                 copy_slices.note_global_view(inputs[0], root, op, attrs, results)
-        return results, inputs, results
+        return results, inputs, results, None
 
 
 def _write_boxed_back(interp, op, inputs, attrs, out, metas, pl, record_):
@@ -263,7 +265,7 @@ def _write_boxed_back(interp, op, inputs, attrs, out, metas, pl, record_):
                                         [t._h.local], False)
     for t in out:
         t._vc[0] += 1
-    return list(out), saved, list(out)
+    return list(out), saved, list(out), copy_slices.after_write_step(inputs, out, record_)
 
 
 def _old_identity(t: Tensor) -> Tensor:

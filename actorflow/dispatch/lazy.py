@@ -15,6 +15,7 @@ import weakref
 
 from actorflow import scope
 from actorflow.autograd import grad_mode
+from actorflow.dispatch import lazy_views
 from actorflow.dispatch.common import check_inplace, infer
 from actorflow.dispatch.eager import old_identity as _eager_old_identity
 from actorflow.job.builder import JobBuilder
@@ -280,7 +281,15 @@ class LazyInterpreter:
 
     # -- the interpreter -------------------------------------------------------------------------
     def apply(self, op, inputs: list, attrs: dict, out: list | None, record: bool):
-        """``(results, node inputs, node outputs)``: see ``actorflow.dispatch.apply``."""
+        """``(results, node inputs, node outputs, then)``: see ``actorflow.dispatch.apply``.
+        Views whose base was written are made again first; ``then`` writes a written view back
+        into its base, or notes the views a view op made (``lazy_views``)."""
+        lazy_views.refresh_all(self, inputs, out)
+        results, ins, outs = self._add(op, inputs, attrs, out, record)
+        return results, ins, outs, lazy_views.after_step(self, op, inputs, attrs, out, results)
+
+    def _add(self, op, inputs: list, attrs: dict, out: list | None, record: bool):
+        """The op added to the Job: ``(results, node inputs, node outputs)``."""
         ins = [self.lazy_of(t) for t in inputs]
         metas = infer(op, ins, attrs)
         if op.random:

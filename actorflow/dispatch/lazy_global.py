@@ -42,6 +42,7 @@ import numpy as np
 from actorflow import scope
 from actorflow.autograd import grad_mode
 from actorflow.dispatch import global_tensor as gt
+from actorflow.dispatch import lazy_views
 from actorflow.dispatch.common import check_inplace, infer
 from actorflow.dispatch.lazy import LazyBlob
 from actorflow.dispatch.boxing import box_shard
@@ -362,13 +363,18 @@ class LazyGlobalInterpreter:
         return split_blob(blob)[0] if blob else "a variable"
 
     def apply(self, op, inputs: list, attrs: dict, out: list | None, record_: bool):
-        """``(results, node inputs, node outputs)``: see ``actorflow.dispatch.apply``."""
+        """``(results, node inputs, node outputs, then)``: see ``actorflow.dispatch.apply``;
+        views are made again and written back as in a one-process trace (``lazy_views``)."""
+        tr = self.tracer
+        lazy_views.refresh_all(tr, inputs, out)
         if out is not None:
-            return self._write_in_place(op, inputs, attrs, out, record_)
+            results, saved, written = self._write_in_place(op, inputs, attrs, out, record_)
+            return results, saved, written, lazy_views.after_step(tr, op, inputs, attrs, out,
+                                                                  results)
         pl = self._placement(op, inputs)
         gins = [self.as_global(op, t, pl) for t in inputs]
         results = self._run(op, gins, attrs, pl, None)
-        return results, gins, results
+        return results, gins, results, lazy_views.after_step(tr, op, inputs, attrs, out, results)
 
     def _placement(self, op, tensors: list) -> placement:
         pl = None

@@ -28,6 +28,8 @@ share one base element) raises an error naming the op and the module path.
 """
 from __future__ import annotations
 
+import functools
+
 from actorflow.autograd import grad_mode
 from actorflow.job.views import aliasing_views, stride_probe
 from actorflow.dispatch.common import note_view_mode, where
@@ -117,6 +119,26 @@ def note_become(tracer, t, r) -> None:
         reg[id(t)] = theirs
 
 
+def refresh_all(tracer, inputs: list, out: list | None) -> None:
+    """Before an op call: every noted view among its inputs and written tensors whose base
+    was written since is made again (``refresh``)."""
+    for t in inputs:
+        refresh(tracer, t)
+    for t in out or ():
+        refresh(tracer, t)
+
+
+def after_step(tracer, op, inputs: list, attrs: dict, out: list | None, results: list):
+    """What a lazy interpreter hands ``dispatch.apply`` to run once the op's autograd node is
+    recorded: an in-place call's write-back into the bases of the views it wrote
+    (``after_write``), or a view op's note of its views (``note_view``); None otherwise."""
+    if out is not None:
+        return functools.partial(after_write, tracer, op, out)
+    if op.view_fn is not None:
+        return functools.partial(note_view, tracer, op, inputs, attrs, results)
+    return None
+
+
 def _refresh_alias(tracer, note: _ViewNote) -> None:
     """The alias takes its base's value if the base was written since they last agreed (a
     write into the alias itself is copied into the base by ``after_write``)."""
@@ -140,7 +162,7 @@ def refresh(tracer, t) -> None:
     now = _handle_of(tracer, note.base)
     if now is note.seen:
         return
-    # late: dispatch.apply is the caller of this module
+    # late: dispatch.apply imports the interpreters that call this module
     from actorflow.dispatch import apply
 
     tracer.regenerating = True
@@ -190,4 +212,5 @@ def _written_back(writer, op, attrs: dict, idx: int, base, view):
     return op.view_write_fn(base, view, attrs, idx)
 
 
-__all__ = ["note_view", "note_alias", "note_become", "refresh", "after_write"]
+__all__ = ["note_view", "note_alias", "note_become", "refresh", "refresh_all", "after_write",
+           "after_step"]

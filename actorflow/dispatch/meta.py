@@ -22,7 +22,7 @@ class MetaInterpreter:
     """Runs inference only; every result is a meta tensor."""
 
     def apply(self, op: Op, inputs: list, attrs: dict, out: list | None, record: bool):
-        """``(results, node inputs, node outputs)``: see ``actorflow.dispatch.apply``."""
+        """``(results, node inputs, node outputs, None)``: see ``actorflow.dispatch.apply``."""
         metas = infer(op, inputs, attrs)
         if out is not None:
             for t in out:
@@ -33,9 +33,9 @@ class MetaInterpreter:
             check_inplace(op, inputs, out, metas, record)
             for t in out:
                 t._vc[0] += 1
-            return list(out), inputs, list(out)
+            return list(out), inputs, list(out), None
         results = [meta_tensor(shape, d) for shape, d in metas]
-        return results, inputs, results
+        return results, inputs, results, None
 
     def old_identity(self, t: Tensor) -> Tensor:
         """In-place rules that need the old values get a meta tensor of the same metadata."""
