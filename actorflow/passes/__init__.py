@@ -1,9 +1,11 @@
 """Job passes: functions Job -> Job, run in order by ``run_passes`` (which verifies the Job
-after each). ``build_pipeline`` chooses the passes a Graph's config asks for. Most are pure
-rewrites of the Job; the optimizer pass (with ZeRO's ``zero_updates``) traces instead: it runs
-the optimizer's update code under a lazy interpreter, so it reads the graph's eager parameters
-and optimizers through ``ctx`` (what acts during ``build``'s own trace, ZeRO stage 3's
-parameter sharding and the micro-batch inputs, is in ``actorflow.nn.graph``).
+after each). ``build_pipeline`` chooses the passes a Graph's config asks for. The passes here
+rewrite the Job; none traces. The one step of the list that traces, the optimizer's update
+ops (run through the optimizer's own code under a lazy interpreter, with ZeRO's rerouting),
+is ``actorflow.nn.graph.optimizer_emission``: its entry names no module, and the caller hands
+its factory to ``build_pipeline`` (``provided``). Where a pass adds traced computation
+(gradient accumulation's ``1 / n`` on the seed gradients) it calls ``ctx.emit_after``, which
+nn.Graph provides too.
 
 Each entry of ``PASSES`` names a pass (the name ``GraphConfig.disable_pass`` takes) and a
 factory ``make(ctx)`` that returns the pass function, or None when the pass has nothing to do
@@ -17,9 +19,9 @@ import importlib
 
 from actorflow.passes.manager import diff_jobs, run_passes
 
-# (name, module, factory) in the order the passes run
+# (name, module, factory) in the order the passes run; module None: the caller provides it
 PASSES = [
-    ("optimizer", "actorflow.passes.optimizer", "make_optimizer_pass"),
+    ("optimizer", None, None),  # nn.graph.optimizer_emission.make_optimizer_pass
     ("amp", "actorflow.passes.amp", "make_amp_pass"),
     ("gradient_accumulation", "actorflow.passes.grad_acc", "make_grad_acc_pass"),
     ("activation_checkpointing", "actorflow.passes.checkpointing", "make_checkpointing_pass"),
@@ -34,13 +36,21 @@ PASSES = [
 ]
 
 
-def build_pipeline(config, ctx) -> list:
-    """``[(name, pass)]`` for a graph with ``config`` (a GraphConfig) and pass context ``ctx``."""
+def build_pipeline(config, ctx, provided: dict | None = None) -> list:
+    """``[(name, pass)]`` for a graph with ``config`` (a GraphConfig) and pass context ``ctx``;
+    ``provided`` maps the name of each entry without a module to its factory."""
     pipeline = []
     for name, module, factory in PASSES:
         if not config.pass_enabled(name):
             continue
-        fn = getattr(importlib.import_module(module), factory)(ctx)
+        if module is None:
+            make = (provided or {}).get(name)
+            if make is None:
+                raise ValueError(f"build_pipeline: pass {name!r} is provided by the caller "
+                                 f"(nn.Graph); pass its factory in provided={{{name!r}: ...}}")
+            fn = make(ctx)
+        else:
+            fn = getattr(importlib.import_module(module), factory)(ctx)
         if fn is not None:
             pipeline.append((name, fn))
     return pipeline

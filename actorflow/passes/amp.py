@@ -20,7 +20,8 @@ distributed graph it runs on the shards, tagged with the placement and sbp of th
 Gradients of variables (``job.train["grads"]``) come back to the variable's dtype with a cast
 right after they are produced (a backward op), so accumulation and updates see float32.
 
-Loss scaling (float16) is the optimizer pass's GradScaler (``passes/optimizer.py``).
+Loss scaling (float16) is the optimizer emission's GradScaler
+(``nn/graph/optimizer_emission.py``).
 """
 from __future__ import annotations
 

@@ -21,8 +21,6 @@ OneFlow's semantics, which this pass follows:
 """
 from __future__ import annotations
 
-from actorflow.autograd.grad_mode import no_grad
-from actorflow.dispatch.lazy import LazyInterpreter
 from actorflow.job.job import BlobDesc, Job, OpConf, split_blob, unique_name
 from actorflow.job.schedule import stage_of
 
@@ -37,19 +35,21 @@ def make_grad_acc_pass(ctx):
         return None
 
     def gradient_accumulation_pass(job: Job) -> Job:
-        return accumulate_gradients(job, n, ctx.bindings)
+        return accumulate_gradients(job, n, ctx.bindings, ctx.emit_after)
 
     return gradient_accumulation_pass
 
 
-def accumulate_gradients(job: Job, n: int, bindings: dict | None = None) -> Job:
+def accumulate_gradients(job: Job, n: int, bindings: dict, emit_after) -> Job:
     """``job`` (traced with ``nn.graph.micro_batch.add_micro_batch_input``) as an
-    ``n``-step accumulation Job."""
+    ``n``-step accumulation Job. ``emit_after(job, anchor, bindings, phase, fn)`` adds the ops
+    of the seed gradients' ``1 / n`` scaling (``nn.graph.emission.emit_after``: they are traced
+    functional calls, which a pass does not make itself)."""
     if any(o.op_type == "input" for o in job.ops) and not job.ops_of_type("micro_unpack"):
         raise GradientAccumulationError(
             f"job {job.name}: gradient accumulation needs the inputs traced as micro-batches "
             f"(unpack ops), but the Job has none; trace it with add_micro_batch_input")
-    _scale_seeds(job, 1.0 / n, bindings or {})
+    _scale_seeds(job, 1.0 / n, bindings, emit_after)
     for o in job.ops:   # another stage's per-micro-batch result: packed there
         if o.op_type == "output" and o.tags.get("absent") == "activation":
             _pack_global_tag(o, n)
@@ -140,7 +140,7 @@ def _pack_global_tag(out, n: int) -> None:
     out.tags = dict(out.tags, **{"global": dict(g, logical=[packed, *g["logical"][1:]])})
 
 
-def _scale_seeds(job: Job, factor: float, bindings: dict) -> None:
+def _scale_seeds(job: Job, factor: float, bindings: dict, emit_after) -> None:
     """Multiply the seed gradient of every ``backward()`` (ops tagged ``grad_root``) by
     ``factor``: its readers read the scaled blob instead."""
     seeds = [o for o in job.ops if o.tags.get("grad_root")]
@@ -150,28 +150,6 @@ def _scale_seeds(job: Job, factor: float, bindings: dict) -> None:
             scaled, added = emit_after(job, seed.name, bindings, "backward",
                                        lambda b, blob=blob: b.tensor(blob) * factor)
             rewire_readers(job, blob, scaled, skip=added)
-
-
-def emit_after(job: Job, anchor: str, bindings: dict, phase: str, fn, tags=None,
-               namer=None) -> tuple:
-    """Emit ops with the functional API (``fn(builder) -> lazy tensor``) and move them right
-    after op ``anchor``; returns ``(result blob, names of the new ops)``. New variables are
-    bound in ``bindings`` (and may be read by the new ops only: they move with them)."""
-    start = len(job.ops)
-    b = LazyInterpreter.over(job, bindings, namer=namer, graph_name=job.name)
-    b.phase = phase
-    with b, no_grad():
-        result = fn(b)
-    for name, t in b.bindings.items():
-        bindings.setdefault(name, t)
-    new = job.ops[start:]
-    del job.ops[start:]
-    pos = next(i for i, o in enumerate(job.ops) if o.name == anchor) + 1
-    for o in new:
-        if tags:
-            o.tags.update(tags)
-    job.ops[pos:pos] = new
-    return result._h.name, {o.name for o in new}
 
 
 def rewire_readers(job: Job, old: str, new: str, skip=(), only=None) -> None:

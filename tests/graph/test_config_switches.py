@@ -8,7 +8,7 @@ import pytest
 
 import actorflow as flow
 import actorflow.nn as nn
-from actorflow.passes.optimizer import GradScalerState
+from actorflow.nn.graph.optimizer_emission import GradScalerState
 
 pytestmark = pytest.mark.timeout(120)
 

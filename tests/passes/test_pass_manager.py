@@ -95,3 +95,27 @@ def test_diff_reports_added_removed_and_changed_ops():
     assert diff_jobs(a, b)["changed"] == []
     first_of(b, "relu").attrs["value"] = np.ones(3)
     assert diff_jobs(a, b)["changed"] == [first_of(b, "relu").name]
+
+
+def test_build_pipeline_takes_the_optimizer_step_from_its_caller():
+    """The optimizer step traces, so it lives in nn.graph: build_pipeline runs the factory its
+    caller provides, refuses to guess one, and leaves the step out when it is disabled."""
+    from types import SimpleNamespace
+
+    from actorflow.nn.graph.config import GraphConfig
+    from actorflow.passes import build_pipeline
+
+    cfg = GraphConfig()
+    ctx = SimpleNamespace(config=cfg, optimizers=[], bindings={}, namer=None, state_names={})
+    with pytest.raises(ValueError, match="'optimizer' is provided by the caller"):
+        build_pipeline(cfg, ctx)
+    seen = []
+
+    def step(job: Job) -> Job:
+        return job
+
+    names = [n for n, _ in build_pipeline(cfg, ctx, {"optimizer": lambda c: seen.append(c)
+                                                     or step})]
+    assert names[0] == "optimizer" and seen == [ctx]
+    cfg.disable_pass("optimizer")
+    assert "optimizer" not in [n for n, _ in build_pipeline(cfg, ctx)]

@@ -27,7 +27,7 @@ class GraphConfig:
         self.outputs_buffer_size = 2
         self.cache_size = 10
         self.disabled_passes: set = set()
-        self.zero_stage = 0  # 0: off; 1, 2, 3: ZeRO (passes/zero.py, nn/graph/zero.py)
+        self.zero_stage = 0  # 0: off; 1, 2, 3: ZeRO (nn/graph/zero_updates.py, nn/graph/zero.py)
         self.zero_shard_min_size = 1024
 
     def enable_amp(self, mode: bool = True, *, dtype=dt.float16) -> None:
@@ -58,7 +58,7 @@ class GraphConfig:
         step reads it and updates the shard with no gather after. Parameters whose shard would
         have fewer than ``shard_min_size`` elements, and updates that read the whole parameter
         (LAMB), stay broadcast and update as without ZeRO. ``shard_restore_level`` is accepted
-        for OneFlow's signature only. See ``actorflow/passes/zero.py``."""
+        for OneFlow's signature only. See ``actorflow/nn/graph/zero_updates.py``."""
         if not mode:
             self.zero_stage = 0
             return

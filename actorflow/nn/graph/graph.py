@@ -20,12 +20,12 @@ from collections import OrderedDict
 import numpy as np
 
 from actorflow.dispatch.lazy import LazyInterpreter
-from actorflow.dispatch.lazy_global import physical
 from actorflow.framework import dtype as dt
-from actorflow.nn.graph import args_tree, input_effects, train_state
+from actorflow.nn.graph import args_tree, input_effects, recompile, train_state
 from actorflow.nn.graph.args_tree import GraphArgumentError
 from actorflow.nn.graph.compiled import CompiledGraph
 from actorflow.nn.graph.config import GraphConfig
+from actorflow.nn.graph.emission import emit_after
 from actorflow.nn.graph.proxy import (GraphModule, Proxy, ProxyModule, ProxyTensor, iter_proxies,
                                       make_proxy)
 from actorflow.nn.module import Module
@@ -141,11 +141,11 @@ class Graph:
             object.__delattr__(self, name)
 
     def set_grad_scaler(self, grad_scaler) -> None:
-        """The dynamic loss scale of this float16 AMP graph (``passes/optimizer.py``): a
+        """The dynamic loss scale of this float16 AMP graph (``nn/graph/optimizer_emission.py``): a
         ``GradScalerState``, or an object with OneFlow GradScaler's fields (``_init_scale``,
         ``_growth_factor``, ``_backoff_factor``, ``_growth_interval``). Call it in
         ``__init__`` after ``config.enable_amp(True)`` (float16), before the first call."""
-        from actorflow.passes.optimizer import GradScalerState, uses_grad_scaler
+        from actorflow.nn.graph.optimizer_emission import GradScalerState, uses_grad_scaler
 
         if self._cache:
             raise RuntimeError(f"nn.Graph {self._name}: set_grad_scaler must be called before "
@@ -207,7 +207,7 @@ class Graph:
         sig = (args_tree.signature(structure, tensors), self._modes())
         compiled = self._cache.get(sig)
         if compiled is not None and compiled.generation != state_generation():
-            stale = self._stale_binding(compiled)
+            stale = recompile.stale_binding(self, compiled)
             if stale is not None:  # state it bound was replaced: compile against the new state
                 del self._cache[sig]
                 compiled.close()
@@ -216,7 +216,7 @@ class Graph:
             else:
                 compiled.generation = state_generation()
         if compiled is not None and self.config.training:
-            changed = self._training_changed(compiled)
+            changed = recompile.training_changed(self, compiled)
             if changed is not None:  # hyperparameters / groups / frozen parameters changed
                 del self._cache[sig]
                 compiled.close()
@@ -228,16 +228,6 @@ class Graph:
             self._cache.move_to_end(sig)
         self.__dict__["_last"] = compiled
         return compiled, tensors
-
-    def _training_changed(self, compiled: CompiledGraph) -> str | None:
-        """Why ``compiled``'s update no longer matches the optimizers and parameters (see
-        ``train_state``), or None; raises when a trained parameter got a gradient hook."""
-        params = compiled.train_params
-        train_state.check_hooks(self, params)
-        key = train_state.training_key(self, params)
-        if key == compiled.train_key:
-            return None
-        return train_state.describe_change(compiled.train_key, key, params)
 
     # -- arguments -------------------------------------------------------------------------------
     def _build_signature(self) -> inspect.Signature:
@@ -285,6 +275,7 @@ class Graph:
 
     # -- compiling -------------------------------------------------------------------------------
     def _compile(self, sig, structure, tensors, args, kwargs):
+        from actorflow.nn.graph.optimizer_emission import make_optimizer_pass
         from actorflow.nn.graph.show import debug_compile, debug_passes
         from actorflow.passes import build_pipeline, run_passes
 
@@ -292,7 +283,7 @@ class Graph:
         names, var = self._arg_names()
         named = args_tree.call_structure(structure, names, var)
         paths = [p for n, s in named for p in args_tree.leaf_paths(s, n)]
-        reason = self._compile_reason(sig, named, paths)
+        reason = recompile.compile_reason(self, sig, named, paths)
         self.__dict__["_compiles"] += 1
         generation = state_generation()
         train_params, train_key = [], None
@@ -335,7 +326,7 @@ class Graph:
         forward_job.verify()
         t1 = time.perf_counter()
         ctx = _PassContext(self, b)
-        passes = build_pipeline(self.config, ctx)
+        passes = build_pipeline(self.config, ctx, {"optimizer": make_optimizer_pass})
         full_job, log = run_passes(forward_job.copy(), passes)
         compiled = CompiledGraph(sig, forward_job, full_job, dict(ctx.bindings), out_structure,
                                  log, named, paths, self.config.outputs_buffer_size)
@@ -370,34 +361,6 @@ class Graph:
             return add_micro_batch_input(b, index, path, t, n)
         return b.add_input(index, path, t)
 
-    def _compile_reason(self, sig, named, paths) -> str:
-        pending = self._pending_reason
-        self.__dict__["_pending_reason"] = None
-        prev = self._last
-        if prev is None and pending is None:
-            return "first call"
-        if pending is not None:
-            why = pending
-        elif prev.signature[1] != sig[1]:
-            why = "module training mode changed: " + self._mode_diff(prev.signature[1], sig[1])
-        else:
-            why = args_tree.describe_difference(prev.signature[0], sig[0], prev.named_args,
-                                                named, paths)
-        self._compile_log.append(why)
-        return why
-
-    def _mode_diff(self, old: tuple, new: tuple) -> str:
-        mods = self._mode_modules or []
-        names = {}
-        for gname, proxy in self._modules.items():
-            for mname, m in proxy.to(Module).named_modules(prefix=gname):
-                names.setdefault(id(m), mname)
-        changed = [f"{names.get(id(m), type(m).__name__)} "
-                   f"{'train' if a else 'eval'} -> {'train' if b else 'eval'}"
-                   for m, a, b in zip(mods, old, new) if a != b]
-        more = f" (+{len(changed) - 4} more)" if len(changed) > 4 else ""
-        return ", ".join(changed[:4]) + more
-
     def _state_names(self) -> dict:
         names: dict = {}
         for mname, proxy in self._modules.items():
@@ -409,33 +372,6 @@ class Graph:
                 if buf is not None:
                     names.setdefault(id(buf), (bname, "buffer", buf))
         return names
-
-    def _stale_binding(self, compiled: CompiledGraph) -> str | None:
-        """Why ``compiled`` can't run on the current state (a parameter, buffer or optimizer
-        state tensor it bound was replaced, or a bound tensor changed shape or dtype), or
-        None when every binding still holds."""
-        current = {name: t for name, _kind, t in self._state_names().values()}
-        for entry in self._optimizers:
-            for p, state in entry.optimizer.state.items():
-                for key, v in state.items():
-                    if isinstance(v, Tensor):
-                        current[f"{self._param_name(p)}.{key}"] = v
-        for o in compiled.full_job.ops_of_type("variable"):
-            name, kind = o.attrs["name"], o.attrs.get("kind")
-            bound = compiled.bindings.get(name)
-            if kind in ("parameter", "buffer", "optimizer_state"):
-                now = current.get(name)
-                if now is None:
-                    return f"{kind} {name} is no longer part of the graph's state"
-                if now is not bound:
-                    return f"{kind} {name} was replaced by another tensor"
-            desc = o.outputs[0]
-            bound = physical(bound)  # a global tensor's shard is what the Job holds
-            if bound is not None and (tuple(bound._shape) != tuple(desc.shape)
-                                      or bound.dtype is not desc.dtype):
-                return (f"{kind} {name} changed from {tuple(desc.shape)} {desc.dtype} to "
-                        f"{tuple(bound._shape)} {bound.dtype}")
-        return None
 
     def _name_optimizer_state(self, t: Tensor):
         """``(name, kind)`` of optimizer state or learning-rate tensor ``t``, else None.
@@ -641,6 +577,7 @@ class _PassContext:
         self.state_names = builder.state_names
         self.namer = graph._name_optimizer_state
         self.bindings = builder.bindings  # variable op name -> eager tensor; passes add to it
+        self.emit_after = emit_after  # traced ops for a pass (gradient accumulation's scaling)
 
 
 __all__ = ["Graph", "GraphModule", "GraphConfig", "CompiledGraph", "Proxy"]

@@ -7,7 +7,7 @@ from actorflow.nn.module import Module
 
 _OPT = "_optimizer"
 _SCH = "_lr_scheduler"
-_SCALER = "_grad_scaler"  # optional entry: the float16 AMP loss scale (see passes/optimizer.py)
+_SCALER = "_grad_scaler"  # optional: the float16 AMP loss scale (nn/graph/optimizer_emission.py)
 
 
 def graph_state_dict(graph, destination=None) -> dict:
@@ -27,7 +27,7 @@ def graph_state_dict(graph, destination=None) -> dict:
 
 def _grad_scaler(graph):
     """The graph's GradScaler state when it trains with float16 AMP (else None)."""
-    from actorflow.passes.optimizer import grad_scaler, uses_grad_scaler
+    from actorflow.nn.graph.optimizer_emission import grad_scaler, uses_grad_scaler
 
     if graph._optimizers and uses_grad_scaler(graph.config):
         return grad_scaler(graph, create=True)
@@ -57,7 +57,7 @@ def graph_load_state_dict(graph, state_dict: dict, strict: bool = True) -> None:
         if entry.lr_scheduler is not None and f"{_SCH}{k}" in state_dict:
             entry.lr_scheduler.load_state_dict(state_dict[f"{_SCH}{k}"])
     if _SCALER in state_dict:
-        from actorflow.passes.optimizer import grad_scaler
+        from actorflow.nn.graph.optimizer_emission import grad_scaler
 
         grad_scaler(graph, create=True).load_state_dict(state_dict[_SCALER])
     # optimizer state tensors were replaced: compiled jobs bound the old ones

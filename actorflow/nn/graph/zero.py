@@ -1,6 +1,6 @@
 """ZeRO's side in ``nn.Graph``'s tracing (``graph.config.enable_zero(True, stage=...)``; the
-design is in ``actorflow.passes.zero``, whose ``zero_updates`` reroutes the optimizer pass's
-updates): stage 3's sharding of a graph's parameters before its first trace
+design is in ``actorflow.nn.graph.zero_updates``, whose ``zero_updates`` reroutes the optimizer
+emission's updates): stage 3's sharding of a graph's parameters before its first trace
 (``shard_parameters``), the names of their gradients' boxing (``label_gradients``), and this
 rank's bytes of parameters and optimizer state in the latest Plan."""
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 import weakref
 
 from actorflow.job.job import split_blob
-from actorflow.passes.zero import (shard_states, split_state, update_is_elementwise,
-                                   zero_eligible)
+from actorflow.nn.graph.zero_updates import (shard_states, split_state,
+                                             update_is_elementwise, zero_eligible)
 from actorflow.tensor import Tensor
 
 

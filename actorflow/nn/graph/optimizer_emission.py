@@ -1,5 +1,7 @@
-"""Optimizer insertion: the update ops of the optimizers added with ``add_optimizer`` join the
-Job, reading the gradients the traced backward produced (``job.train["grads"]``).
+"""Optimizer emission: the update ops of the optimizers added with ``add_optimizer`` join the
+Job, reading the gradients the traced backward produced (``job.train["grads"]``). It is the
+``optimizer`` step of the pass list (``actorflow.passes.PASSES``), the one step that traces: so
+it lives here, above ``optim``, and ``nn.Graph`` hands it to ``build_pipeline``.
 
 The optimizer's own ``_update`` emits the ops (the very ops eager ``step()`` runs), through a
 builder appending to the Job; its state tensors and each param group's learning rate become
@@ -24,6 +26,8 @@ from actorflow.autograd.grad_mode import no_grad
 from actorflow.framework import dtype as dt
 from actorflow.dispatch.lazy import LazyBlob, LazyInterpreter
 from actorflow.job.job import Job
+from actorflow.nn.graph.emission import emit_after
+from actorflow.passes.grad_acc import rewire_readers
 from actorflow.tensor import Tensor
 
 _CLIP_KEYS = ("clip_grad_max_norm", "clip_grad_norm_type")
@@ -121,7 +125,7 @@ def _zero(b: LazyInterpreter, opt, config):
     stage = getattr(config, "zero_stage", 0)
     if not stage or not getattr(b, "_global", False):
         return contextlib.nullcontext()
-    from actorflow.passes.zero import zero_updates
+    from actorflow.nn.graph.zero_updates import zero_updates
 
     return zero_updates(b, opt, stage, config.zero_shard_min_size)
 
@@ -140,8 +144,6 @@ def _scaler_namer(scaler: GradScalerState, fallback):
 
 def _scale_seeds(job: Job, scaler: GradScalerState, bindings: dict, namer) -> None:
     """Multiply the seed gradient of each ``backward()`` by the loss scale."""
-    from actorflow.passes.grad_acc import emit_after, rewire_readers
-
     for seed in [o for o in job.ops if o.tags.get("grad_root")]:
         for i in range(len(seed.outputs)):
             blob = seed.out(i)

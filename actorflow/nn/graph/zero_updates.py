@@ -1,8 +1,8 @@
 """ZeRO in the distributed nn.Graph (``graph.config.enable_zero(True, stage=1|2|3)``).
 
-The optimizer pass emits each update through the optimizer's own ``_update``; with ZeRO on,
-``zero_updates`` reroutes ``_apply_update`` for a broadcast parameter on a 1-D placement
-(dim 0 at least one row per rank) so that:
+The optimizer emission (``optimizer_emission``) emits each update through the optimizer's own
+``_update``; with ZeRO on, ``zero_updates`` reroutes ``_apply_update`` for a broadcast
+parameter on a 1-D placement (dim 0 at least one row per rank) so that:
 
 - its optimizer state of the parameter's shape is split(0) (each rank keeps its rows: the
   eager state tensor in ``optimizer.state`` is replaced by its split(0) version, so the state
