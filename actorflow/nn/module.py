@@ -5,18 +5,17 @@ A module keeps its state in three ordered dicts, maintained by ``__setattr__``:
 batch-norm running statistics) and ``_modules`` (child modules). ``__call__`` runs the forward
 pre-hooks, ``forward`` and the forward hooks with the module's path pushed on
 ``actorflow.scope``, so an op that fails names the module it ran in. ``RemovableHandle`` and the
-backward hooks are in ``nn/module_hooks.py``, the printing helpers in ``nn/module_repr.py``.
+backward hooks are in ``nn/module_hooks.py``, the printing helpers in ``nn/module_repr.py``,
+``state_dict`` / ``load_state_dict`` in ``nn/module_state.py``.
 """
 from __future__ import annotations
 
-import itertools
 import weakref
-from collections import OrderedDict, namedtuple
+from collections import OrderedDict
 from typing import Any, Callable, Iterator
 
 from actorflow import scope
 from actorflow.autograd import no_grad
-from actorflow.dispatch.global_tensor import from_full
 from actorflow.dispatch.lazy import current_tracer
 from actorflow.framework import dtype as dt
 from actorflow.framework.device import as_device
@@ -24,13 +23,12 @@ from actorflow.functional.creation import empty
 from actorflow.nn import module_hooks
 from actorflow.nn.module_hooks import RemovableHandle, _add_hook
 from actorflow.nn.module_repr import _format_repr, _indent
+from actorflow.nn.module_state import ModuleStateDict
 from actorflow.nn.parameter import Parameter
 from actorflow.tensor import Tensor, bump_state_generation
 
-_IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
-
-class Module:
+class Module(ModuleStateDict):
     """Base class for all neural-network modules (``actorflow.nn.Module``)."""
 
     training: bool
@@ -350,104 +348,6 @@ class Module:
         for _, b in self.named_buffers(recurse=recurse):
             yield b
 
-    # -- state dict ------------------------------------------------------------------------------
-    def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
-        # the tensors themselves, as OneFlow (PyTorch detaches unless keep_vars)
-        for name, p in self._parameters.items():
-            if p is not None:
-                destination[prefix + name] = p
-        for name, b in self._buffers.items():
-            if b is not None and name not in self._non_persistent_buffers_set:
-                destination[prefix + name] = b
-
-    def state_dict(self, destination: dict | None = None, prefix: str = "",
-                   keep_vars: bool = False) -> "OrderedDict[str, Tensor]":
-        """Parameters and persistent buffers by dotted name: the tensors themselves, as in
-        OneFlow (``keep_vars`` is accepted for PyTorch code and changes nothing)."""
-        if destination is None:
-            destination = OrderedDict()
-        for hook in self.__dict__.get("_state_dict_pre_hooks", {}).values():
-            hook(self, prefix, keep_vars)
-        self._save_to_state_dict(destination, prefix, keep_vars)
-        for name, child in self._modules.items():
-            if child is not None:
-                child.state_dict(destination, prefix + name + ".", keep_vars)
-        for hook in self.__dict__.get("_state_dict_hooks", {}).values():
-            res = hook(self, destination, prefix, {})
-            if res is not None:
-                destination = res
-        return destination
-
-    def _load_from_state_dict(self, state_dict: dict, prefix: str, missing_keys: list,
-                              error_msgs: list) -> None:
-        """Copy this module's own entries (not its children's) from ``state_dict``."""
-        local = itertools.chain(self._parameters.items(),
-                                ((k, v) for k, v in self._buffers.items()
-                                 if k not in self._non_persistent_buffers_set))
-        for name, target in local:
-            if target is None:
-                continue
-            key = prefix + name
-            if key not in state_dict:
-                missing_keys.append(key)
-                continue
-            value = state_dict[key]
-            if not isinstance(value, Tensor):
-                try:
-                    from actorflow.functional.creation import tensor as _tensor
-                    value = _tensor(value)
-                except (TypeError, ValueError):
-                    error_msgs.append(f'While copying the parameter named "{key}", expected a '
-                                      f'tensor, got {type(value).__name__}.')
-                    continue
-            if tuple(value._shape) != tuple(target._shape):
-                error_msgs.append(f"size mismatch for {key}: copying a param with shape "
-                                  f"{tuple(value._shape)} from checkpoint, the shape in current "
-                                  f"model is {tuple(target._shape)}.")
-                continue
-            if target.is_global and value.is_local:
-                # a logical (loaded) value: each rank keeps its shard of the target's layout
-                value = _global_like(value, target)
-            elif target.is_local and value.is_global:  # its logical values (a collective)
-                value = Tensor._wrap(value.numpy(), value.dtype)
-            with no_grad():
-                target.copy_(value)
-
-    def load_state_dict(self, state_dict: dict, strict: bool = True) -> _IncompatibleKeys:
-        """Copy parameters and buffers from ``state_dict`` into this module (in place).
-
-        With ``strict`` a missing or unexpected key is an error; a shape mismatch always is.
-        Returns ``(missing_keys, unexpected_keys)``.
-        """
-        if not isinstance(state_dict, dict):
-            raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
-        missing: list = []
-        errors: list = []
-        for prefix, mod in self.named_modules(remove_duplicate=False):
-            mod._load_from_state_dict(state_dict, prefix + "." if prefix else "", missing,
-                                      errors)
-        unexpected = [k for k in state_dict if not self._owns_key(k)]
-        if strict:
-            if unexpected:
-                errors.insert(0, "Unexpected key(s) in state_dict: " +
-                              ", ".join(f'"{k}"' for k in unexpected) + ". ")
-            if missing:
-                errors.insert(0, "Missing key(s) in state_dict: " +
-                              ", ".join(f'"{k}"' for k in missing) + ". ")
-        if errors:
-            raise RuntimeError(f"Error(s) in loading state_dict for {self._get_name()}:\n\t" +
-                               "\n\t".join(errors))
-        return _IncompatibleKeys(missing, unexpected)
-
-    def _owns_key(self, key: str) -> bool:
-        mod_path, _, name = key.rpartition(".")
-        try:
-            mod = self.get_submodule(mod_path)
-        except AttributeError:
-            return False
-        return name in mod._parameters or (name in mod._buffers and
-                                           name not in mod._non_persistent_buffers_set)
-
     # -- modes and conversions -------------------------------------------------------------------
     def train(self, mode: bool = True) -> "Module":
         """Set training mode on this module and all descendants."""
@@ -583,12 +483,6 @@ class Module:
         head = self.extra_repr().split("\n") if self.extra_repr() else []
         children = [f"({key}): {_indent(repr(mod), 2)}" for key, mod in self._modules.items()]
         return _format_repr(self._get_name(), head, children)
-
-
-def _global_like(value: Tensor, target: Tensor) -> Tensor:
-    """Local ``value`` (the logical tensor, the same on every rank) laid out like global
-    ``target``: its placement and sbp; no transfer."""
-    return from_full(value.to(target.dtype), target.placement, target.sbp)
 
 
 def _discard(d: dict, name: str, *stores: str) -> None:

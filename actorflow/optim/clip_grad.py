@@ -1,7 +1,7 @@
 """Gradient clipping: ``clip_grad_norm_`` and ``clip_grad_value_``.
 
 Both modify ``.grad`` in place through registered ops (``grad_norm``, ``clip_grad_by_norm``,
-``clip_grad_by_value`` in ``actorflow/ops/optim_ops.py``).
+``clip_grad_by_value`` in ``actorflow/ops/clip_grad_ops.py``).
 """
 from __future__ import annotations
 
