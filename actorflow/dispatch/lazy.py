@@ -184,10 +184,7 @@ class LazyInterpreter:
 
     def add_output(self, index: int, path: str, t: Tensor) -> OpConf:
         """An output op returning ``t`` as output ``index`` (``path`` in build's result)."""
-        # late: lazy_views sits on dispatch.apply, which imports this module
-        from actorflow.dispatch.lazy_views import refresh
-
-        refresh(self, t)  # a view whose base was written since it was made
+        lazy_views.refresh(self, t)  # a view whose base was written since it was made
         lazy = self.lazy_of(t)
         blob = lazy._h.name
         name = self.builder.unique_name(f"_output.{path}")

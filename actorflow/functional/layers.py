@@ -7,6 +7,7 @@ inside a Graph trace and under double backward without an op of its own.
 """
 from __future__ import annotations
 
+from actorflow.autograd import no_grad
 from actorflow.functional.conv import _GRAD_INPUT, _attrs, check_conv_args, ntuple
 from actorflow.functional._base import replicated_like
 from actorflow.functional.activation import rsqrt
@@ -141,7 +142,6 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None,
     """Normalise each (sample, channel) over its spatial dims; with ``use_input_stats`` the
     running statistics (if given) are updated with the batch mean of the instance statistics,
     else they normalise."""
-    from actorflow.autograd import no_grad  # late: autograd sits above functional
     from actorflow.functional.normalization import batch_norm, group_norm
 
     if len(input._shape) < 3:

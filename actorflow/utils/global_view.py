@@ -28,7 +28,7 @@ _NESTED = (Tensor, dict, tuple, list)
 
 
 def _map(input, fn):
-    # late: ArgsTree lives in the OneFlow compatibility layer, above utils
+    # ArgsTree lives in the OneFlow compatibility layer (utils' own layer), loaded on first use
     from actorflow.oneflow_compat.args_tree import ArgsTree
     return ArgsTree(input).map_leaf(fn)
 

@@ -34,7 +34,7 @@ from actorflow.nn.module import Module
 
 
 def _comm():
-    # late: flow.comm sits above nn (it is the user-facing collective API)
+    # flow.comm (a layer below nn: the user-facing collective API), loaded on first use
     from actorflow import comm
     return comm
 
