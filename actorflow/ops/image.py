@@ -35,9 +35,9 @@ def _(inputs, attrs):
     if C != attrs["channels"]:
         fail(name, f"color_space {attrs['color_space']} needs {attrs['channels']} channels, "
                    f"the images have {C}", img._shape)
-    for what in ("mean", "std"):
-        if len(attrs[what]) not in (1, C):
-            fail(name, f"{what} must hold 1 or {C} values, got {len(attrs[what])}")
+    if len(attrs["mean"]) not in (1, C) or len(attrs["std"]) not in (1, C):
+        fail(name, f"mean and std must hold 1 or {C} values, got {len(attrs['mean'])} and "
+                   f"{len(attrs['std'])}")
     h, w = _crop_size(attrs, H, W)
     if not (0 < h <= H and 0 < w <= W):
         fail(name, f"crop {h}x{w} must fit in the {H}x{W} images", img._shape)
