@@ -73,9 +73,10 @@ def test_png_roundtrip_16_bit_and_gray():
 def test_tensor_buffer_conversions():
     x = np.random.default_rng(0).random((4, 3, 5, 6)).astype(np.float32)
     buf = flow.tensor_to_tensor_buffer(flow.tensor(x), instance_dims=2)
-    assert buf.shape == (12,) and buf.instance_shapes[0] == (5, 6)
+    assert buf.shape == (4, 3) and len(buf) == 12 and buf.instance_shapes[0] == (5, 6)
+    np.testing.assert_array_equal(buf[4], x[1, 1])
     back = flow.tensor_buffer_to_tensor(buf, dtype=flow.float32, instance_shape=[5, 6])
-    np.testing.assert_array_equal(back.numpy(), x.reshape(12, 5, 6))
+    np.testing.assert_array_equal(back.numpy(), x)
     ts = flow.tensor_buffer_to_list_of_tensors(buf, [(5, 6)], [flow.float64])
     assert len(ts) == 12 and ts[0].dtype == flow.float64
     g = flow.gen_tensor_buffer((2,), [(1, 2), (3,)], [1.5, 2.0])

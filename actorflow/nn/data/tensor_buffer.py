@@ -24,19 +24,24 @@ __all__ = ["TensorBuffer", "tensor_to_tensor_buffer", "tensor_buffer_to_tensor",
 class TensorBuffer:
     """``N`` arrays (the instances), each with its own shape; dtype ``tensor_buffer``.
 
-    ``shape`` is ``(N,)``; ``buffer[i]`` is instance ``i`` (a NumPy array, not a copy);
-    ``numpy()`` is the list of instances (copies); ``instance_shapes`` and
+    ``shape`` is ``(N,)``, or the leading shape ``tensor_to_tensor_buffer`` kept (its product
+    is ``N``); ``buffer[i]`` is instance ``i`` in row-major order (a NumPy array, not a
+    copy); ``numpy()`` is the list of instances (copies); ``instance_shapes`` and
     ``instance_dtypes`` describe them."""
 
-    __slots__ = ("_items",)
+    __slots__ = ("_items", "_shape")
     dtype = "tensor_buffer"
 
-    def __init__(self, items: Sequence) -> None:
+    def __init__(self, items: Sequence, shape: Sequence[int] | None = None) -> None:
         self._items = tuple(np.asarray(a) for a in items)
+        self._shape = (len(self._items),) if shape is None else tuple(int(s) for s in shape)
+        if int(np.prod(self._shape)) != len(self._items):
+            raise ValueError(f"TensorBuffer: shape {self._shape} does not hold "
+                             f"{len(self._items)} instances")
 
     @property
     def shape(self) -> tuple:
-        return (len(self._items),)
+        return self._shape
 
     def __len__(self) -> int:
         return len(self._items)
@@ -62,7 +67,7 @@ class TensorBuffer:
     def __repr__(self) -> str:
         shapes = ", ".join(str(s) for s in self.instance_shapes[:4])
         more = ", ..." if len(self) > 4 else ""
-        return f"TensorBuffer(shape=({len(self)},), instances=[{shapes}{more}])"
+        return f"TensorBuffer(shape={self._shape}, instances=[{shapes}{more}])"
 
 
 def as_instances(x, who: str) -> list:
@@ -86,18 +91,20 @@ def as_instances(x, who: str) -> list:
 
 def tensor_to_tensor_buffer(x: Tensor, instance_dims: int) -> TensorBuffer:
     """The tensor buffer whose instances are ``x``'s trailing ``instance_dims`` dims: a
-    tensor of shape ``(a, b, *inst)`` gives ``a * b`` instances of shape ``inst``."""
+    tensor of shape ``(a, b, *inst)`` gives a buffer of shape ``(a, b)`` holding instances of
+    shape ``inst``."""
     a = x.numpy()
     if not 0 < instance_dims < a.ndim:
         raise ValueError(f"tensor_to_tensor_buffer: instance_dims must be in [1, {a.ndim - 1}] "
                          f"for a tensor of shape {tuple(a.shape)}, got {instance_dims}")
     inst = a.shape[a.ndim - instance_dims:]
-    return TensorBuffer(list(a.reshape((-1,) + inst).copy()))
+    return TensorBuffer(list(a.reshape((-1,) + inst).copy()),
+                        a.shape[:a.ndim - instance_dims])
 
 
 def tensor_buffer_to_tensor(x: TensorBuffer, dtype: dt.dtype, instance_shape) -> Tensor:
-    """The tensor ``(N, *instance_shape)`` of ``dtype`` stacking the instances of ``x`` (each
-    must have ``instance_shape``'s element count)."""
+    """The tensor ``(*x.shape, *instance_shape)`` of ``dtype`` stacking the instances of
+    ``x`` (each must have ``instance_shape``'s element count)."""
     shape = tuple(int(s) for s in instance_shape)
     n_el = int(np.prod(shape))
     out = np.empty((len(x),) + shape, dtype=dtype.np)
@@ -106,7 +113,7 @@ def tensor_buffer_to_tensor(x: TensorBuffer, dtype: dt.dtype, instance_shape) ->
             raise ValueError(f"tensor_buffer_to_tensor: instance {i} has shape {a.shape}, not "
                              f"{n_el} elements of instance_shape {shape}")
         out[i] = a.reshape(shape)
-    return _tensor(out, dtype=dtype)
+    return _tensor(out.reshape(x.shape + shape), dtype=dtype)
 
 
 def tensor_buffer_to_list_of_tensors(x: TensorBuffer, out_shapes=None, out_dtypes=None,
@@ -134,4 +141,4 @@ def gen_tensor_buffer(shape, shape_list, value_list, data_type: dt.dtype = dt.fl
         raise ValueError(f"gen_tensor_buffer: shape {tuple(shape)} holds {n} instances, got "
                          f"{len(shape_list)} shapes and {len(value_list)} values")
     return TensorBuffer([np.full(tuple(s), v, dtype=data_type.np)
-                         for s, v in zip(shape_list, value_list)])
+                         for s, v in zip(shape_list, value_list)], shape)
