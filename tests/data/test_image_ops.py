@@ -56,6 +56,12 @@ def test_jpeg_decoded_through_pillow():
     np.testing.assert_array_equal(got[0], ref)
 
 
+def test_non_png_without_pillow_names_the_extra(monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "PIL", None)
+    with pytest.raises(ImportError, match=r"pip install actorflow\[image\]"):
+        decode_image(b"\xff\xd8\xff\xe0 a JPEG header")
+
+
 def test_png_roundtrip_16_bit_and_gray():
     a = np.arange(12 * 5, dtype=np.uint16).reshape(12, 5) * 1000
     np.testing.assert_array_equal(decode_image(encode_png(a))[..., 0], (a >> 8)[..., None]
@@ -243,3 +249,15 @@ def test_crop_mirror_normalize_in_graph_equals_eager():
             return self.m(a, b)
 
     np.testing.assert_array_equal(G()(x, flags).numpy(), m(x, flags).numpy())
+
+
+def test_crop_mirror_normalize_on_a_global_batch():
+    P = flow.placement("cpu", ranks=[0])
+    x = np.random.default_rng(8).integers(0, 256, (4, 6, 6, 3), dtype=np.uint8)
+    flags = np.array([0, 1, 0, 1], np.int8)
+    m = flow.nn.CropMirrorNormalize(crop_h=4, crop_w=4, mean=[3.0], std=[2.0])
+    y = m(flow.tensor(x).to_global(P, flow.sbp.split(0)),
+          flow.tensor(flags).to_global(P, flow.sbp.split(0)))
+    assert y.sbp == (flow.sbp.split(0),)
+    np.testing.assert_array_equal(y.to_local().numpy(),
+                                  m(flow.tensor(x), flow.tensor(flags)).numpy())

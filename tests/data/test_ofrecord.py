@@ -12,6 +12,7 @@ from actorflow.nn.data import ofrecord as ofr
 from actorflow.nn.data.image_codec import encode_png
 from actorflow.nn.data.protowire import Feature, decode_record, encode_record
 from actorflow.nn.data.random_crop import RandomCropGenerator, crop_seed
+from actorflow.nn.data.resize import resize_image
 from actorflow.process.world import simulate_rank
 
 pytestmark = pytest.mark.timeout(120)
@@ -257,3 +258,33 @@ def test_reader_not_in_graph(tmp_path):
 
     with pytest.raises(RuntimeError, match="cannot be traced"):
         G()(flow.ones(1))
+
+
+def test_imagenet_style_pipeline_matches_numpy(tmp_path):
+    """OneFlow's test_dataset.py pipeline: reader -> label + image decoders -> resize the
+    shorter side -> crop, mirror, normalise; checked step by step against NumPy."""
+    rng = np.random.default_rng(9)
+    imgs = [rng.integers(0, 256, (30, 40, 3), dtype=np.uint8),
+            rng.integers(0, 256, (36, 24, 3), dtype=np.uint8)]
+    ofr.write_ofrecord(str(tmp_path / "part-00000"),
+                       [{"encoded": encode_png(im), "class/label": np.array([k + 4], np.int32)}
+                        for k, im in enumerate(imgs)])
+    reader = flow.nn.OFRecordReader(str(tmp_path), batch_size=2, part_name_suffix_length=5)
+    rec = reader()
+    label = flow.nn.OFRecordRawDecoder("class/label", shape=(), dtype=flow.int32)(rec)
+    assert label.numpy().tolist() == [4, 5]
+    raw = flow.nn.OFRecordImageDecoder("encoded", color_space="RGB")(rec)
+    np.testing.assert_array_equal(raw[1], imgs[1][..., ::-1])
+    resized, size, _ = flow.nn.image.Resize(resize_side="shorter", keep_aspect_ratio=True,
+                                            target_size=20, interpolation_type="bilinear")(raw)
+    assert size.numpy().tolist() == [[27, 20], [20, 30]]
+    mean, std = [123.68, 116.779, 103.939], [58.393, 57.12, 57.375]
+    out = flow.nn.CropMirrorNormalize(color_space="RGB", crop_h=16, crop_w=16, mean=mean,
+                                      std=std)(resized).numpy()
+    assert out.shape == (2, 3, 16, 16)
+    for k, (im, (w, h)) in enumerate(zip(imgs, size.numpy().tolist())):
+        r = resize_image(im[..., ::-1], h, w, "bilinear")
+        y0, x0 = int((h - 16) * 0.5), int((w - 16) * 0.5)
+        want = (r[y0:y0 + 16, x0:x0 + 16].astype(np.float32) - np.float32(mean)) / \
+            np.float32(std)
+        np.testing.assert_allclose(out[k], want.transpose(2, 0, 1), rtol=1e-5, atol=1e-5)
