@@ -44,6 +44,8 @@ def _unfilter(raw: bytes, height: int, stride: int, bpp: int) -> np.ndarray:
         raise ValueError(f"PNG: image data holds {rows.size} bytes, expected "
                          f"{height * (stride + 1)}")
     rows = rows.reshape(height, stride + 1)
+    if not rows[:, 0].any():                        # every row unfiltered
+        return rows[:, 1:].copy()
     out = np.zeros((height, stride), np.uint8)
     prev = np.zeros(stride, np.uint8)
     for y in range(height):
