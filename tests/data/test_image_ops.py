@@ -56,6 +56,23 @@ def test_jpeg_decoded_through_pillow():
     np.testing.assert_array_equal(got[0], ref)
 
 
+def test_decode_of_zero_padded_bytes_like_oneflows_test():
+    """OneFlow's test_image_decode.py: files' bytes zero-padded into one int8 tensor, made a
+    tensor buffer, decoded."""
+    imgs = _imgs(9)
+    files = [encode_png(a) for a in imgs]
+    padded = np.zeros((2, max(len(f) for f in files)), np.int8)
+    for k, f in enumerate(files):
+        padded[k, :len(f)] = np.frombuffer(f, np.int8)
+    buf = flow.tensor_to_tensor_buffer(flow.tensor(padded, dtype=flow.int8), instance_dims=1)
+    out = flow.nn.image.decode(color_space="BGR")(buf).numpy()
+    for a, o in zip(imgs, out):
+        np.testing.assert_array_equal(o, a)
+    f32 = flow.nn.image.decode(dtype=flow.float32, color_space="RGB")(buf)[0]
+    assert f32.dtype == np.float32
+    np.testing.assert_array_equal(f32, imgs[0][..., ::-1])
+
+
 def test_non_png_without_pillow_names_the_extra(monkeypatch):
     monkeypatch.setitem(__import__("sys").modules, "PIL", None)
     with pytest.raises(ImportError, match=r"pip install actorflow\[image\]"):

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
-import sys
 
 import numpy as np
 
@@ -13,6 +11,7 @@ from actorflow.functional.creation import tensor as _tensor
 from actorflow.nn.data.tensor_buffer import TensorBuffer
 from actorflow.nn.module import Module
 from actorflow.process.world import get_rank, get_world_size
+from actorflow.random import default_generator
 from actorflow.scope import current_interpreter
 
 __all__ = ["COCOReader", "COCOMeta"]
@@ -109,9 +108,9 @@ class COCOReader(Module):
     boxes (n, 4) as (x1, y1, x2, y2), int32 labels (n,) (contiguous from 1 in category id
     order), float32 polygon points (k, 2) and their int32 (point, polygon, annotation)
     indices (k, 3). Images come in id order, or with ``shuffle`` in a permutation seeded by
-    ``random_seed`` and the epoch; the processes read interleaved (``stride_partition``) or
-    contiguous shares; ``group_by_aspect_ratio`` batches only images whose
-    ``height // width`` agree, buffering the others."""
+    ``random_seed`` (None: drawn from the global generator) and the epoch; the processes
+    read interleaved (``stride_partition``) or contiguous shares; ``group_by_aspect_ratio``
+    batches only images whose ``height // width`` agree, buffering the others."""
 
     def __init__(self, annotation_file: str, image_dir: str, batch_size: int,
                  shuffle: bool = True, random_seed: int | None = None,
@@ -131,7 +130,7 @@ class COCOReader(Module):
         self.batch_size, self.shuffle = batch_size, shuffle
         self.group_by_aspect_ratio, self.stride_partition = group_by_aspect_ratio, \
             stride_partition
-        self.random_seed = (random.randrange(sys.maxsize) if shuffle else -1) \
+        self.random_seed = (default_generator.next_seed() if shuffle else -1) \
             if random_seed is None else int(random_seed)
         self.device = device
         self._world, self._rank = get_world_size(), get_rank()
