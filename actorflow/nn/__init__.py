@@ -10,6 +10,8 @@ from actorflow.nn.data import (  # noqa: F401,E402  (OFRecord, COCO, CropMirrorN
     COCOReader, CropMirrorNormalize, OFRecordBytesDecoder, OFRecordImageDecoder,
     OFRecordImageDecoderRandomCrop, OFRecordRawDecoder, OFRecordReader,
 )
+from actorflow.nn.data import OFRecordRawDecoder as OfrecordRawDecoder  # noqa: F401,E402
+from actorflow.nn.data import OFRecordReader as OfrecordReader  # noqa: F401,E402
 from actorflow.nn import parallel  # noqa: F401,E402
 from actorflow.nn import optimizer  # noqa: F401,E402
 

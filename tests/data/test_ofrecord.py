@@ -152,6 +152,8 @@ def test_reader_splits_parts_over_ranks(tmp_path):
 
 
 def test_reader_argument_errors(tmp_path):
+    assert flow.nn.OfrecordReader is flow.nn.OFRecordReader          # OneFlow's aliases
+    assert flow.nn.OfrecordRawDecoder is flow.nn.OFRecordRawDecoder
     d = _dataset(tmp_path)
     with pytest.raises(ValueError, match="batch_size"):
         flow.nn.OFRecordReader(d, batch_size=0)
