@@ -1,5 +1,6 @@
 """Resizing one (H, W, C) image the way OpenCV's ``cv2.resize`` does for OneFlow's image
-ops, as two weight matrices (rows, then columns): ``out = Wy @ img @ Wx.T`` per channel.
+ops, separably: rows, then columns, each output pixel a weighted sum of a few source pixels
+(the rows of weight matrices ``Wy``, ``Wx``: ``out = Wy @ img @ Wx.T`` per channel).
 
 * ``nearest_neighbor`` (``nn``): source ``floor(d * in / out)``;
 * ``bilinear``: half-pixel centres, ``s = (d + 0.5) * in / out - 0.5``, clamped to the edge;
@@ -14,6 +15,7 @@ arithmetic for uint8 may differ from these by one grey level.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -85,6 +87,34 @@ _WEIGHTS = {"bilinear": _linear, "nearest_neighbor": _nearest, "nn": _nearest,
             "bicubic": _cubic, "area": _area}
 
 
+@functools.lru_cache(maxsize=256)
+def _taps(interpolation: str, n_in: int, n_out: int) -> tuple:
+    """The weight matrix as taps: ``(index (n_out, K), weight (n_out, K))``, K the most
+    source pixels one output pixel reads (padded with weight 0)."""
+    w = _WEIGHTS[interpolation](n_in, n_out)
+    k = max(1, int((w != 0).sum(axis=1).max()))
+    index = np.zeros((n_out, k), np.int64)
+    weight = np.zeros((n_out, k))
+    for d in range(n_out):
+        nz = np.flatnonzero(w[d])
+        index[d, :len(nz)], weight[d, :len(nz)] = nz, w[d, nz]
+    index.flags.writeable = weight.flags.writeable = False
+    return index, weight
+
+
+def _apply(x: np.ndarray, taps: tuple, axis: int) -> np.ndarray:
+    """Resample ``x`` along ``axis`` with ``taps`` (a gather per tap: no BLAS call, which
+    costs more than the work for images this small)."""
+    index, weight = taps
+    shape = [1] * x.ndim
+    shape[axis] = index.shape[0]
+    out = None
+    for t in range(index.shape[1]):
+        part = np.take(x, index[:, t], axis=axis) * weight[:, t].reshape(shape)
+        out = part if out is None else out + part
+    return out
+
+
 def resize_image(img: np.ndarray, out_h: int, out_w: int, interpolation: str = "bilinear",
                  dtype=None) -> np.ndarray:
     """``img`` (H, W, C) resized to (``out_h``, ``out_w``, C), in ``dtype`` (default: its
@@ -99,9 +129,8 @@ def resize_image(img: np.ndarray, out_h: int, out_w: int, interpolation: str = "
         raise ValueError(f"image resize: cannot resize a {h}x{w} image to {out_h}x{out_w}")
     if interpolation == "auto":
         interpolation = "bilinear" if out_h * out_w >= h * w else "area"
-    wy = _WEIGHTS[interpolation](h, out_h)
-    wx = _WEIGHTS[interpolation](w, out_w)
-    res = np.einsum("oh,hwc,pw->opc", wy, img.astype(np.float64), wx, optimize=True)
+    res = _apply(_apply(img.astype(np.float64), _taps(interpolation, h, out_h), 0),
+                 _taps(interpolation, w, out_w), 1)
     out_dtype = np.dtype(img.dtype if dtype is None else dtype)
     if out_dtype.kind in "ui":
         info = np.iinfo(out_dtype)
