@@ -341,7 +341,7 @@ class OFRecordImageDecoderRandomCrop(Module):
         self.seed = default_generator.next_seed() if random_seed is None else int(random_seed)
         self.num_attempts, self.random_area = num_attempts, tuple(random_area)
         self.random_aspect_ratio = tuple(random_aspect_ratio)
-        RandomCropGenerator(self.random_aspect_ratio, self.random_area, 0, num_attempts)
+        RandomCropGenerator(self.random_aspect_ratio, self.random_area, 0, num_attempts)  # checks
         self._gens: list = []
 
     def _gen(self, i: int) -> RandomCropGenerator:
