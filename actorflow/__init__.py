@@ -29,6 +29,10 @@ from actorflow.vm import synchronize  # noqa: F401
 from actorflow.vm.threads import get_num_threads, set_num_threads  # noqa: F401
 from actorflow.tensor_str import set_printoptions  # noqa: F401
 from actorflow import nn  # noqa: F401
+from actorflow.nn.data.tensor_buffer import (  # noqa: F401,E402  (OneFlow's tensor buffers)
+    gen_tensor_buffer, tensor_buffer_to_list_of_tensors, tensor_buffer_to_tensor,
+    tensor_to_tensor_buffer,
+)
 from actorflow import comm, distributed, env  # noqa: F401
 from actorflow import oneflow_compat as _oneflow_compat  # noqa: F401  (oneflow.framework.X)
 from actorflow.autograd import (  # noqa: F401

@@ -5,6 +5,13 @@ from actorflow.nn.modules import *  # noqa: F401,F403
 from actorflow.nn.modules import __dict__ as _modules_dict
 from actorflow.nn.parameter import Parameter  # noqa: F401
 from actorflow.nn import utils  # noqa: F401
+from actorflow.nn import image  # noqa: F401,E402  (OneFlow's nn.image data ops)
+from actorflow.nn.data import (  # noqa: F401,E402  (OFRecord, COCO, CropMirrorNormalize)
+    COCOReader, CropMirrorNormalize, OFRecordBytesDecoder, OFRecordImageDecoder,
+    OFRecordImageDecoderRandomCrop, OFRecordRawDecoder, OFRecordReader,
+)
+from actorflow.nn.data import OFRecordRawDecoder as OfrecordRawDecoder  # noqa: F401,E402
+from actorflow.nn.data import OFRecordReader as OfrecordReader  # noqa: F401,E402
 from actorflow.nn import parallel  # noqa: F401,E402
 from actorflow.nn import optimizer  # noqa: F401,E402
 
