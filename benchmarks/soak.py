@@ -6,7 +6,13 @@
 the actor runtime; the loss is read (a sync point) only at each sample, so calls pipeline as in
 a training loop that logs every few hundred steps;
 (2) 1,000 cycles of creating a graph (a fresh Linear 64-64 + ReLU inference graph), running it
-and deleting it.
+and deleting it;
+(3) unread results: 5,000 calls of an inference graph (Linear 1024-1024 on a 256 x 1024 batch:
+1 MiB out per call) whose outputs are never read, then 3,000 unread eager ops on a 4 MiB
+tensor (``y = x * 2``); it reports the peak RSS during each loop (sampled every 50 calls) and
+the most instructions queued on the worker. Back-pressure (count and bytes, graph calls
+included) must keep both bounded whatever the loop does: without it the queue grows with the
+loop (issue 25 measured 13.5 GB and 8 GB).
 
 Every N steps (cycles) it prints the process's resident memory (``VmRSS`` from
 ``/proc/self/status``), the thread count and the number of Python objects the collector
@@ -108,6 +114,40 @@ def graph_cycles(cycles: int, every: int) -> list:
     return rows
 
 
+def unread_loops(graph_calls: int, eager_ops: int) -> list:
+    """Rows (what, iterations, RSS before, peak RSS during, RSS after synchronize, most queued)
+    for a loop of unread graph calls and one of unread eager ops."""
+    w = flow.vm.current_worker()
+    rows = []
+
+    def run(what, n, body):
+        flow.synchronize()
+        gc.collect()
+        before = rss_mb()
+        peak, queued = before, 0
+        t0 = time.perf_counter()
+        for i in range(n):
+            body()
+            if i % 50 == 0:
+                peak = max(peak, rss_mb())
+                queued = max(queued, len(w.pending))
+        seconds = time.perf_counter() - t0
+        peak = max(peak, rss_mb())
+        flow.synchronize()
+        rows.append([what, n, f"{before:.1f}", f"{peak:.1f}", f"{rss_mb():.1f}", queued,
+                     f"{seconds:.1f}"])
+
+    flow.manual_seed(0)
+    g = Infer(nn.Linear(1024, 1024))
+    x = flow.randn(256, 1024)
+    g(x).numpy()
+    run("graph calls, unread (1 MiB out)", graph_calls, lambda: g(x))
+    g.close()
+    a = flow.randn(1024, 1024)  # 4 MiB
+    run("eager x * 2, unread (4 MiB out)", eager_ops, lambda: a * 2)
+    return rows
+
+
 def verdict(rows: list, total: int, baseline: int, what: str) -> str:
     steady = [float(r[1]) for r in rows if r[0] > total // 10]
     spread = max(steady) - min(steady)
@@ -142,6 +182,12 @@ def main(argv=None) -> None:
     print()
     print(first)
     print(verdict(cyc, cycles, baseline, "(2) graph cycles"))
+    limit = flow.vm.scheduler.MAX_QUEUED_BYTES / 2**20
+    unread = unread_loops(5_000 // scale, 3_000 // scale)
+    print(f"\n(3) unread results (back-pressure: {flow.vm.scheduler.MAX_QUEUED} instructions, "
+          f"{limit:.0f} MiB queued per worker):\n")
+    print(table(unread, ["loop", "iterations", "RSS before MB", "peak RSS MB",
+                         "after sync MB", "most queued", "seconds"]))
 
 
 if __name__ == "__main__":

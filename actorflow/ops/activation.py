@@ -160,7 +160,7 @@ ceil = unary("ceil", _ufunc(np.ceil), float_only=False, grad=_zero_grad)
 trunc = unary("trunc", _ufunc(np.trunc), float_only=False, grad=_zero_grad)
 round_op = unary("round", lambda x, out, attrs: np.round(x, attrs.get("decimals", 0), out=out),
               float_only=False, grad=_zero_grad)
-refuse_bool(round_op)  # PyTorch has no bool rounding
+refuse_bool(round_op, floor, ceil, trunc, abs_op)  # PyTorch has no bool rounding or abs
 
 
 def _square_infer(inputs, attrs, base=square.infer_fn):

@@ -520,3 +520,4 @@ def _needs(ctx, i):
 
 
 refuse_bool(sub, scalar_sub, neg, any_operand=True)
+refuse_bool(relu)  # as PyTorch: "Boolean inputs not supported for relu"

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from actorflow.framework import dtype as dt
 from actorflow.ops._common import F, broadcast_shapes, promote
 from actorflow.ops.boxing import B, P, S, Sig
 from actorflow.ops.registry import Meta, fail, register
@@ -35,6 +36,9 @@ def _(inputs, attrs):
     else:
         shape = broadcast_shapes("matmul", sa[:-2], sb[:-2]) + (sa[-2], sb[-1])
     d = a.dtype if a.dtype is b.dtype else promote(inputs)
+    if d is dt.bool_:  # as PyTorch: no bool matrix products (NumPy's would be an OR of ANDs)
+        fail("matmul", "bool tensors are not supported (convert them to an integer or floating "
+                       "dtype first)", a._shape, b._shape)
     return [Meta(shape, d)]
 
 

@@ -172,6 +172,9 @@ def _arg_extremum(name: str, fn):
     @op.infer
     def _(inputs, attrs):
         x = inputs[0]
+        if x.dtype is dt.bool_:  # as PyTorch
+            fail(name, "bool tensors are not supported (convert them to an integer or floating "
+                       "dtype first)", x._shape)
         dim, keepdim = attrs.get("dim"), attrs.get("keepdim", False)
         if dim is None:
             if 0 in x._shape:

@@ -23,8 +23,10 @@ from actorflow.vm.instruction import Instruction, KernelError, Storage
 from actorflow.vm.memory import TUNING_VAR, no_huge_pages, tune_malloc
 from actorflow.vm.scheduler import (
     BLOCKING_VAR, INLINE_VAR, _raise, current_worker, is_blocking, issue, pool, pop_worker,
-    push_worker, set_blocking, sync_read, sync_write, synchronize, unreported_errors, wait_for,
+    push_worker, set_blocking, sync_read, sync_write, synchronize, throttle, unreported_errors,
+    wait_for,
 )
+from actorflow.vm.interrupts import deferred_interrupts
 from actorflow.vm.worker import DEFAULT_LIMIT, LIMIT_VAR, STREAM_KINDS, Stream, Worker
 
 tune_malloc()  # freed tensor memory stays in the process (see actorflow/vm/memory.py)
@@ -47,7 +49,8 @@ def _storage_of(x) -> Storage:
 
 def launch(fn, reads=(), writes=(), name: str = "launch", *, args: tuple = (),
            stream: str = "launch", deferred: bool = False, chain=None,
-           creates=(), small: bool = False, nbytes: int = 0) -> Instruction:
+           creates=(), small: bool = False, nbytes: int = 0,
+           throttle: bool = True) -> Instruction:
     """Run ``fn(*args)`` (``fn(finish, *args)`` when ``deferred``) as a VM instruction on the
     current worker's ``stream``, ordered by the storages it ``reads`` and ``writes`` (eager
     tensors, ``EagerBlob``s or ``Storage``s). Returns the ``Instruction``; ``wait(ins)`` blocks
@@ -72,12 +75,14 @@ def launch(fn, reads=(), writes=(), name: str = "launch", *, args: tuple = (),
 
     ``nbytes``: the memory the instruction holds until it completes (arrays it allocated or
     keeps alive), counted by back-pressure: issuing waits while a worker's queued
-    instructions hold more than ``scheduler.MAX_QUEUED_BYTES``."""
+    instructions hold more than ``scheduler.MAX_QUEUED_BYTES`` (``throttle=False``: the caller
+    calls ``throttle()`` itself, after bookkeeping that must not be interrupted)."""
     r = [_storage_of(x) for x in reads]
     w = [_storage_of(x) for x in writes]
     c = [_storage_of(x) for x in creates]
     return issue(fn, tuple(args), reads=r, writes=w, name=name, fresh=c, kind=stream,
-                 deferred=deferred, chain=chain, small=small, nbytes=nbytes)
+                 deferred=deferred, chain=chain, small=small, nbytes=nbytes,
+                 throttle=throttle)
 
 
 def wait(ins: Instruction) -> None:
@@ -92,5 +97,5 @@ __all__ = ["Instruction", "KernelError", "Storage", "Stream", "Worker", "launch"
            "issue", "synchronize", "sync_read", "sync_write", "is_blocking", "set_blocking",
            "current_worker", "push_worker", "pop_worker", "pool", "unreported_errors",
            "BLOCKING_VAR", "INLINE_VAR", "LIMIT_VAR", "TUNING_VAR", "tune_malloc",
-           "shorten_blas_spin",
+           "shorten_blas_spin", "throttle", "deferred_interrupts",
            "DEFAULT_LIMIT", "STREAM_KINDS"]

@@ -109,7 +109,7 @@ def _check_input(s: Storage) -> bool:
 
 def issue(fn, args: tuple, *, reads, writes, name: str, fresh=(), where=None, shapes=None,
           kind: str = "compute", deferred: bool = False, small: bool = False,
-          chain=None, nbytes: int = 0) -> Instruction:
+          chain=None, nbytes: int = 0, throttle: bool = True) -> Instruction:
     """Issue ``fn(*args)`` as an instruction on the current worker's ``kind`` stream (all
     but ``fn`` and ``args`` by keyword).
 
@@ -121,6 +121,8 @@ def issue(fn, args: tuple, *, reads, writes, name: str, fresh=(), where=None, sh
     trivially cheap work that may run inline on the calling thread when that changes nothing
     observable: the worker has nothing queued or running and no dependency is pending.
     ``nbytes``: the memory it holds until it completes (its outputs), for back-pressure.
+    ``throttle=False`` leaves the back-pressure wait to the caller (``throttle()``), for one
+    that has bookkeeping to finish first.
 
     An instruction on memory NumPy code shares (``Storage.shared``) completes before this
     returns (its error, if any, is raised here). Bookkeeping interrupted by an exception from
@@ -250,9 +252,18 @@ def issue(fn, args: tuple, *, reads, writes, name: str, fresh=(), where=None, sh
             wait_for(ins)  # NumPy code may touch the memory as soon as the op returns
             if ins.error is not None and failures.is_unreported(ins.error):
                 _raise(ins.error)
-        elif len(w.pending) > MAX_QUEUED or w.pending_bytes > MAX_QUEUED_BYTES:
+        elif throttle and (len(w.pending) > MAX_QUEUED or w.pending_bytes > MAX_QUEUED_BYTES):
             _throttle(w)
     return ins
+
+
+def throttle() -> None:
+    """The back-pressure wait ``issue`` does unless told not to: when the current worker's
+    queued instructions exceed ``MAX_QUEUED`` or ``MAX_QUEUED_BYTES``, wait until half that is
+    left."""
+    w = _tls.worker
+    if len(w.pending) > MAX_QUEUED or w.pending_bytes > MAX_QUEUED_BYTES:
+        _throttle(w)
 
 
 def _execute(ins: Instruction) -> None:

@@ -108,6 +108,12 @@ B = [True, False, True]
     lambda m, b: m.tensor([1, 2, 3]) - b, lambda m, b: -b, lambda m, b: m.neg(b),
     lambda m, b: m.fmod(b, b), lambda m, b: m.remainder(b, b), lambda m, b: b // b,
     lambda m, b: b ** b, lambda m, b: m.round(b), lambda m, b: m.tensor([1.0, 2.0, 3.0]) - True,
+    lambda m, b: m.abs(b), lambda m, b: b.abs(), lambda m, b: m.relu(b), lambda m, b: m.floor(b),
+    lambda m, b: m.ceil(b), lambda m, b: m.trunc(b), lambda m, b: m.matmul(b, b),
+    lambda m, b: b.reshape(1, 3) @ b.reshape(3, 1), lambda m, b: m.mm(b.reshape(1, 3),
+                                                                     b.reshape(3, 1)),
+    lambda m, b: m.bmm(b.reshape(1, 1, 3), b.reshape(1, 3, 1)), lambda m, b: m.dot(b, b),
+    lambda m, b: m.mv(b.reshape(1, 3), b), lambda m, b: b.argmax(), lambda m, b: b.argmin(dim=0),
 ])
 def test_bool_arithmetic_refused_at_the_call_as_torch(call):
     with pytest.raises((RuntimeError, TypeError)) as e:
@@ -125,6 +131,9 @@ def test_bool_arithmetic_refused_at_the_call_as_torch(call):
     lambda m, b: b // 2, lambda m, b: m.fmod(b, 2), lambda m, b: b ** 2, lambda m, b: 2 ** b,
     lambda m, b: m.square(b), lambda m, b: b.sum(), lambda m, b: m.remainder(b, m.tensor(3)),
     lambda m, b: m.maximum(b, b), lambda m, b: m.exp(b), lambda m, b: b + 1,
+    lambda m, b: m.sign(b), lambda m, b: m.clamp(b, 0, 1), lambda m, b: m.cumsum(b, 0),
+    lambda m, b: b.prod(), lambda m, b: b.min(), lambda m, b: m.outer(b, b),
+    lambda m, b: m.sqrt(b), lambda m, b: b * 2.5,
 ])
 def test_bool_arithmetic_promoted_as_torch(call):
     got, want = call(flow, flow.tensor(B)), call(torch, torch.tensor(B))

@@ -100,7 +100,7 @@ class CompiledGraph:
         several can be in flight. Eager code that reads a parameter after a call waits for that
         call's update. Random seeds are drawn now, on the caller's thread (the order eager code
         draws them). ``lr``: this call's learning rates (variable name -> array), so calls in
-        flight keep theirs."""
+        flight keep theirs. The back-pressure wait is the caller's (``vm.throttle()``)."""
         blobs = [EagerBlob(np.empty(d.shape, d.dtype.np)) for d in self.out_descs]
         executor = self.executor
         seeds = draw_seeds(self.full_job, self._seed_order)
@@ -149,7 +149,7 @@ class CompiledGraph:
             t._h.raw.nbytes for t in inputs if type(t._h) is EagerBlob)
         self.last_call = vm.launch(run, reads=[*inputs, *read], writes=written, creates=blobs,
                                    name=f"{name}-call", deferred=True, chain=self,
-                                   nbytes=nbytes)
+                                   nbytes=nbytes, throttle=False)
         return blobs
 
     def _refuse(self, call: int, finish) -> None:

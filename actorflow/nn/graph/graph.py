@@ -30,6 +30,7 @@ from actorflow.nn.graph.proxy import (GraphModule, Proxy, ProxyModule, ProxyTens
                                       make_proxy)
 from actorflow.nn.module import Module
 from actorflow.tensor import Tensor, state_generation
+from actorflow import vm
 
 _graph_ids = itertools.count()
 
@@ -438,21 +439,28 @@ class Graph:
 
     def _run(self, compiled: CompiledGraph, inputs: list):
         """Issue the call as a VM instruction (see ``CompiledGraph.launch``) and return its
-        outputs, tensors that become ready when the call completes."""
-        for entry in self._optimizers:  # the lr tensors show the latest values (direct
-            entry.refresh_lr()          # executor use); a call itself gets a snapshot
-        blobs = compiled.launch(inputs, self._lr_snapshot(), self._name)
-        tensors = compiled.outputs(blobs)
-        compiled.output_buffer[compiled.next_buffer] = tuple(
-            Tensor._from_handle(b, tuple(d.shape), d.dtype)
-            for b, d in zip(blobs, compiled.out_descs))
-        compiled.next_buffer = (compiled.next_buffer + 1) % len(compiled.output_buffer)
-        for entry in self._optimizers:
-            if entry.lr_scheduler is not None:
-                entry.lr_scheduler.step()
-        self.__dict__["_calls"] += 1
-        if compiled.input_effects:
-            input_effects.apply(compiled.input_effects, inputs, tensors)
+        outputs, tensors that become ready when the call completes.
+
+        Issuing the call and recording it (output buffer, scheduler step, call count, writes
+        to inputs) is one step for Ctrl-C: a SIGINT in between is raised after the recording,
+        so an interrupted call either did not start or is counted whole. The back-pressure
+        wait comes after, and Ctrl-C interrupts it at once."""
+        with vm.deferred_interrupts():
+            for entry in self._optimizers:  # the lr tensors show the latest values (direct
+                entry.refresh_lr()          # executor use); a call itself gets a snapshot
+            blobs = compiled.launch(inputs, self._lr_snapshot(), self._name)
+            tensors = compiled.outputs(blobs)
+            compiled.output_buffer[compiled.next_buffer] = tuple(
+                Tensor._from_handle(b, tuple(d.shape), d.dtype)
+                for b, d in zip(blobs, compiled.out_descs))
+            compiled.next_buffer = (compiled.next_buffer + 1) % len(compiled.output_buffer)
+            for entry in self._optimizers:
+                if entry.lr_scheduler is not None:
+                    entry.lr_scheduler.step()
+            self.__dict__["_calls"] += 1
+            if compiled.input_effects:
+                input_effects.apply(compiled.input_effects, inputs, tensors)
+        vm.throttle()
         return args_tree.unflatten(compiled.out_structure, tensors[:compiled.n_user_outputs])
 
     # -- inspection --------------------------------------------------------------------------------
