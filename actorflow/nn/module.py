@@ -351,6 +351,10 @@ class Module:
             yield b
 
     # -- state dict ------------------------------------------------------------------------------
+    # entries other than parameters and buffers that a class's _save_to_state_dict writes and
+    # its _load_from_state_dict reads (one_embedding's snapshot name)
+    _state_dict_extra_keys: tuple = ()
+
     def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
         # the tensors themselves, as OneFlow (PyTorch detaches unless keep_vars)
         for name, p in self._parameters.items():
@@ -446,7 +450,8 @@ class Module:
         except AttributeError:
             return False
         return name in mod._parameters or (name in mod._buffers and
-                                           name not in mod._non_persistent_buffers_set)
+                                           name not in mod._non_persistent_buffers_set) \
+            or name in type(mod)._state_dict_extra_keys
 
     # -- modes and conversions -------------------------------------------------------------------
     def train(self, mode: bool = True) -> "Module":

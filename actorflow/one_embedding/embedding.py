@@ -62,7 +62,11 @@ class _Shadow(Parameter):
 
 
 class Embedding(Module):
-    """The common part of the two embedding classes (OneFlow's ``one_embedding.Embedding``)."""
+    """The common part of the two embedding classes (OneFlow's ``one_embedding.Embedding``).
+    Its state dict holds, besides the shadow, the name of a snapshot it saves
+    (``OneEmbeddingSnapshot``) and the store's options; loading it loads that snapshot."""
+
+    _state_dict_extra_keys = ("OneEmbeddingSnapshot", "OneEmbeddingKeyValueOptions")
 
     def __init__(self, name: str, embedding_dim, dtype, key_type, tables, store_options: dict,
                  default_initializer: dict | None = None, padding_idx: int | None = None,
