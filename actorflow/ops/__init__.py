@@ -25,3 +25,4 @@ from actorflow.ops import upsample  # noqa: F401,E402  (interpolate: nearest, li
 from actorflow.ops import pointwise_extra  # noqa: F401,E402  (lerp, frac)
 from actorflow.ops import multinomial, index_extra  # noqa: F401,E402  (multinomial, scatter_nd)
 from actorflow.ops import one_embedding  # noqa: F401,E402  (flow.one_embedding's lookup, update)
+from actorflow.ops import optim_ftrl  # noqa: F401,E402  (ftrl_update)

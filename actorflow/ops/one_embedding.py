@@ -11,8 +11,8 @@ rows, over the key-value stores of ``one_embedding_store`` (found by the embeddi
 * ``one_embedding_update(shadow, shadow_grad, lr, [step], state...)``: the inputs of a dense
   update op for the shadow (``attrs["update"]``, one with the ``optimizer_update`` and
   ``elementwise`` traits: SGD with or without momentum, Adam/AdamW/AMSGrad, Adagrad,
-  RMSprop, Adadelta; not LAMB, whose trust ratio needs whole-parameter norms). It runs that
-  op's own kernel on the rows the pending gradients name (summed per key) and their state
+  RMSprop, Adadelta, FTRL; not LAMB, whose trust ratio needs whole-parameter norms). It runs
+  that op's own kernel on the rows the pending gradients name (summed per key) and their state
   slots, so a row is updated exactly as a dense parameter's row would be; rows no gradient
   names are left alone. The shadow's state tensors keep the optimizer's initial state
   values (they are never updated): a row's state slots start from them.

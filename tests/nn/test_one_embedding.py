@@ -246,7 +246,9 @@ def test_errors_name_the_problem(tmp_path):
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("make", [
     lambda p: flow.optim.RMSprop(p, lr=0.01, centered=True, momentum=0.5),
-    lambda p: flow.optim.Adam(p, lr=0.05, amsgrad=True)], ids=["rmsprop", "amsgrad"])
+    lambda p: flow.optim.Adam(p, lr=0.05, amsgrad=True),
+    lambda p: oe.Ftrl(p, lr=0.1, lambda1=0.01, lambda2=0.1, beta=0.5, weight_decay=0.01)],
+    ids=["rmsprop", "amsgrad", "ftrl"])
 def test_any_elementwise_update_matches_a_dense_flow_embedding(tmp_path, make):
     emb = _embedding(tmp_path, "dense_flow", 4)
     ref = flow.nn.Embedding(V, D)
@@ -260,3 +262,36 @@ def test_any_elementwise_update_matches_a_dense_flow_embedding(tmp_path, make):
             o.step()
             o.zero_grad()
     np.testing.assert_allclose(_rows(emb), ref.weight.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def _ftrl_reference(p, grads, lr, wd, power, acc0, l1, l2, beta):
+    """OneFlow's FTRL kernel, element by element in float64."""
+    p = p.astype(np.float64).copy()
+    acc, z = np.full_like(p, acc0), np.zeros_like(p)
+    for g in grads:
+        g = g + wd * p
+        new_acc = acc + g * g
+        sigma = (new_acc ** power - acc ** power) / lr
+        z = z + g - sigma * p
+        p = np.where(np.abs(z) < l1, 0.0,
+                     (np.sign(z) * l1 - z) / ((beta + new_acc ** power) / lr + l2))
+        acc = new_acc
+    return p
+
+
+@pytest.mark.timeout(60)
+def test_ftrl_matches_oneflows_formula():
+    rng = np.random.default_rng(3)
+    p0 = rng.standard_normal((4, 5))
+    grads = [rng.standard_normal((4, 5)) for _ in range(4)]
+    p = flow.nn.Parameter(flow.tensor(p0))
+    opt = oe.Ftrl([p], lr=0.2, weight_decay=0.05, lr_power=-0.5, initial_accumulator_value=0.3,
+                  lambda1=0.3, lambda2=0.2, beta=0.1)
+    for g in grads:
+        p.grad = flow.tensor(g)
+        opt.step()
+    ref = _ftrl_reference(p0, grads, 0.2, 0.05, -0.5, 0.3, 0.3, 0.2, 0.1)
+    np.testing.assert_allclose(p.numpy(), ref, rtol=1e-12, atol=1e-12)
+    assert (p.numpy() == 0).any()  # lambda1 zeroes small |z|
+    with pytest.raises(ValueError, match="learning rate"):
+        oe.Ftrl([p], lr=0.0)
