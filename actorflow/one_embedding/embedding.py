@@ -12,9 +12,9 @@ gradients in the store, and the optimizer's update of the shadow becomes the
 ``one_embedding_update`` op (``_Shadow._own_update``), which runs the optimizer's own update
 kernel on the rows and their state slots.
 
-Gradients pushed by ``backward()`` are applied by the next update of the shadow;
-``one_embedding.Optimizer.zero_grad`` drops those not yet applied (a plain optimizer's
-``zero_grad`` only resets the shadow's gradient).
+Gradients pushed by ``backward()`` (several backward calls add up) are applied by the next
+update of the shadow; ``zero_grad`` (of any optimizer holding the shadow) drops those not yet
+applied.
 
 On one process only: an embedding shared by several processes (ids exchanged among the
 ranks) is not implemented and raises at construction.
@@ -44,6 +44,19 @@ _UPDATE = registry.get("one_embedding_update")
 
 class _Shadow(Parameter):
     """The one-element parameter standing for an embedding's rows in the optimizer."""
+
+    @property
+    def grad(self):
+        return self._grad
+
+    @grad.setter
+    def grad(self, value) -> None:
+        """Assigning the shadow's gradient (what ``zero_grad`` does, with ``set_to_none``
+        either way) also drops the rows' gradients no update has applied yet; backward
+        accumulates into it without this setter."""
+        scheduler.synchronize()  # (pending pushes are kernels: let them land first)
+        stores.get(self.__dict__["embedding_name"]).clear_pending()
+        Parameter.grad.fset(self, value)
 
     def _own_update(self, op, inputs: list, attrs: dict) -> tuple:
         """The optimizer's update call of this parameter as ``one_embedding_update``."""

@@ -3,8 +3,7 @@ one_embedding embeddings eagerly.
 
 In actorflow the wrapped optimizer itself updates the embeddings' rows (through their shadow
 parameters, see ``one_embedding/embedding.py``), so the wrapper checks that each embedding's
-shadow is among the optimizer's parameters, forwards everything to it, and in ``zero_grad``
-also drops the rows' gradients no update has applied yet.
+shadow is among the optimizer's parameters and forwards everything to it.
 """
 from __future__ import annotations
 
@@ -42,7 +41,7 @@ class Optimizer(_Optimizer):
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """The wrapped optimizer's ``zero_grad``, and the embeddings' pending row gradients
-        dropped."""
+        dropped (also those of embeddings whose shadow had no gradient yet)."""
         self.optimizer.zero_grad(set_to_none)
         scheduler.synchronize()  # (pending pushes are kernels: let them land first)
         for e in self.embeddings:

@@ -295,3 +295,20 @@ def test_ftrl_matches_oneflows_formula():
     assert (p.numpy() == 0).any()  # lambda1 zeroes small |z|
     with pytest.raises(ValueError, match="learning rate"):
         oe.Ftrl([p], lr=0.0)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("set_to_none", [True, False])
+def test_zero_grad_drops_row_gradients_not_yet_applied(tmp_path, set_to_none):
+    emb = _embedding(tmp_path, f"zero_{set_to_none}", 1)
+    before = _rows(emb)
+    opt = flow.optim.SGD(emb.parameters(), lr=1.0)
+    emb(flow.tensor([[0, 1]], dtype=flow.int64)).sum().backward()
+    opt.zero_grad(set_to_none=set_to_none)  # those gradients are dropped
+    emb(flow.tensor([[2, 3]], dtype=flow.int64)).sum().backward()
+    emb(flow.tensor([[2, 5]], dtype=flow.int64)).sum().backward()  # accumulates
+    opt.step()
+    after = _rows(emb)
+    np.testing.assert_array_equal(after[[0, 1, 4]], before[[0, 1, 4]])
+    np.testing.assert_allclose(after[2], before[2] - 2.0, rtol=1e-6)
+    np.testing.assert_allclose(after[[3, 5]], before[[3, 5]] - 1.0, rtol=1e-6)
