@@ -55,3 +55,19 @@ class Optimizer(_Optimizer):
 
     def __repr__(self) -> str:
         return f"one_embedding.Optimizer({self.optimizer!r})"
+
+
+def _forward(name: str):
+    def method(self, *args, **kwargs):
+        return getattr(self.__dict__["optimizer"], name)(*args, **kwargs)
+
+    method.__name__ = name
+    method.__doc__ = f"The wrapped optimizer's ``{name}``."
+    return method
+
+
+# the base class's methods the wrapper would otherwise inherit (nn.Graph's optimizer pass calls
+# _lr_tensor, _attrs and _update)
+for _name in ("_attrs", "_update", "_lr_tensor", "_apply_update", "_grads", "_targets",
+              "add_param_group", "clip_grad"):
+    setattr(Optimizer, _name, _forward(_name))

@@ -145,12 +145,15 @@ class _Train(flow.nn.Graph):
 
 
 @pytest.mark.timeout(180)
-def test_graph_training_matches_eager(tmp_path):
+@pytest.mark.parametrize("wrapped", [False, True])
+def test_graph_training_matches_eager(tmp_path, wrapped):
     eager = _embedding(tmp_path, "eager_m", 2)
     lazy = _embedding(tmp_path, "graph_m", 2)  # same seed and tables: the same initial rows
     np.testing.assert_array_equal(_rows(eager), _rows(lazy))
     opt = flow.optim.SGD(eager.parameters(), lr=0.1, momentum=0.9)
-    graph = _Train(lazy, flow.optim.SGD(lazy.parameters(), lr=0.1, momentum=0.9))
+    # OneFlow's graphs take the plain optimizer; the eager wrapper works as well
+    lazy_opt = flow.optim.SGD(lazy.parameters(), lr=0.1, momentum=0.9)
+    graph = _Train(lazy, oe.Optimizer(lazy_opt, [lazy]) if wrapped else lazy_opt)
     for ids in _batches(3, seed=5):
         x = flow.tensor(ids, dtype=flow.int64)
         loss = _loss_flow(eager(x))
