@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import actorflow as flow
+from actorflow.job.job import Job
 from tests.helpers import torch
 
 oe = flow.one_embedding
@@ -164,6 +165,8 @@ def test_graph_training_matches_eager(tmp_path, wrapped):
     np.testing.assert_allclose(_rows(lazy), _rows(eager), rtol=1e-5, atol=1e-7)
     ops = {o.op_type for o in graph.full_job.ops}
     assert {"one_embedding_lookup", "one_embedding_grad", "one_embedding_update"} <= ops
+    text = graph.full_job.to_json()  # the Job is data: it round trips
+    assert Job.from_json(text).to_json() == text
 
 
 @pytest.mark.timeout(60)
