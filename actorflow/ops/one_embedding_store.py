@@ -4,8 +4,9 @@ A store maps a key (a feature id) to a *line* of ``storage_dim`` values: the emb
 (``embedding_dim`` values, the columns side by side) followed by the optimizer's state slots
 (momentum, Adam's two moments, ...: ``embedding_dim`` values each). A line is created the first
 time its key is looked up: its columns drawn with the initializer of the key's table and column
-(from a generator seeded with the embedding's seed, the table and the key, so a row's initial
-values depend neither on the order of lookups nor on the batch it came in); its state slots are
+(counter-based: each value is a hash of the embedding's seed, the table, the key and the
+value's position, so a row's initial values depend neither on the order of lookups nor on the
+batch it came in, and new rows are drawn as whole arrays); its state slots are
 set the first time the row is updated, to the optimizer's initial state values.
 
 Lines live in host memory (a growing array), or, for a store made with
@@ -54,22 +55,49 @@ def check_initializer(init) -> dict:
     return init
 
 
-def _draw(rng: np.random.Generator, init: dict, n: int) -> np.ndarray:
-    kind = init["type"]
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """SplitMix64's finaliser on a uint64 array (wrapping arithmetic)."""
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def _uniform(base: np.ndarray, first: int, width: int, draw: int) -> np.ndarray:
+    """(len(base), width) uniforms in [0, 1): element ``first + j`` of draw ``draw`` of each
+    row, a hash of the row's ``base`` and those two numbers (counter-based: no state)."""
+    j = np.arange(first, first + width, dtype=np.uint64) + np.uint64(1)
+    x = _mix(base[:, None] + (j + np.uint64(draw) * np.uint64(1 << 32)) * _GOLDEN)
+    return (x >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
+
+
+def _normal(base, first, width, draw) -> np.ndarray:
+    """Standard normals (Box-Muller over draws 2 * draw and 2 * draw + 1)."""
+    u1 = _uniform(base, first, width, 2 * draw)
+    u2 = _uniform(base, first, width, 2 * draw + 1)
+    return np.sqrt(-2.0 * np.log1p(-u1)) * np.cos(2.0 * np.pi * u2)
+
+
+def _draw(base: np.ndarray, init: dict, first: int, width: int) -> np.ndarray:
+    """Column values (len(base) x width) drawn with initializer ``init``."""
+    kind, n = init["type"], len(base)
     if kind == "uniform":
-        return rng.uniform(float(init["low"]), float(init["high"]), n)
-    if kind == "normal":
-        return rng.normal(float(init["mean"]), float(init["std"]), n)
+        lo, hi = float(init["low"]), float(init["high"])
+        return lo + (hi - lo) * _uniform(base, first, width, 0)
     if kind == "constant":
-        return np.full(n, float(init["value"]))
-    mean, std, a, b = (float(init[k]) for k in ("mean", "std", "a", "b"))
-    out = rng.normal(mean, std, n)
-    bad = (out < a) | (out > b)
-    for _ in range(1000):  # redraw the values outside [a, b]
+        return np.full((n, width), float(init["value"]))
+    mean, std = float(init["mean"]), float(init["std"])
+    out = mean + std * _normal(base, first, width, 0)
+    if kind == "normal":
+        return out
+    a, b = float(init["a"]), float(init["b"])
+    for draw in range(1, 1000):  # redraw the values outside [a, b]
+        bad = (out < a) | (out > b)
         if not bad.any():
             return out
-        out[bad] = rng.normal(mean, std, int(bad.sum()))
-        bad = (out < a) | (out > b)
+        out = np.where(bad, mean + std * _normal(base, first, width, draw), out)
     return np.clip(out, a, b)  # [a, b] far in a tail: what is left sits on the bounds
 
 
@@ -156,22 +184,30 @@ class EmbeddingStore:
                 raise ValueError(f"one_embedding {self.name!r}: table id {int(tids[bad][0])} "
                                  f"out of range [0, {len(self.tables)})")
             self._grow(self.size + len(new))
-            for j, (i, t) in enumerate(zip(new, tids.tolist())):
-                k = int(uniq[i])
-                r = self.size + j
-                self.keys[r] = k
-                self.lines[r, :self.embedding_dim] = self._initial(k, t)
-                self.lines[r, self.embedding_dim:] = 0
-                self.ready[r] = False
-                index[k] = r
-                rows[i] = r
+            new_rows = np.arange(self.size, self.size + len(new))
+            new_keys = uniq[new]
+            self.keys[new_rows] = new_keys
+            self.ready[new_rows] = False
+            self.lines[new_rows, self.embedding_dim:] = 0
+            for t in np.unique(tids).tolist():
+                pick = tids == t
+                self.lines[new_rows[pick], :self.embedding_dim] = self._initial(new_keys[pick], t)
+            index.update(zip(new_keys.tolist(), new_rows.tolist()))
+            rows[new] = new_rows
             self.size += len(new)
         return rows[inv.reshape(-1)]
 
-    def _initial(self, key: int, table: int) -> np.ndarray:
-        rng = np.random.default_rng([self.seed & 0xFFFFFFFF, table, key % (1 << 64)])
-        return np.concatenate([_draw(rng, init, d)
-                               for init, d in zip(self.tables[table], self.column_dims)])
+    def _initial(self, keys: np.ndarray, table: int) -> np.ndarray:
+        """The initial embeddings of new ``keys`` of ``table``: each value a function of the
+        seed, the table, the key and its position only."""
+        salt = _mix(np.array([self.seed % (1 << 64)], np.uint64) * _GOLDEN
+                    + np.uint64(table + 1))
+        base = _mix(keys.astype(np.int64).view(np.uint64) ^ salt)
+        cols, first = [], 0
+        for init, d in zip(self.tables[table], self.column_dims):
+            cols.append(_draw(base, init, first, d))
+            first += d
+        return np.concatenate(cols, axis=1)
 
     # -- gradients -------------------------------------------------------------------------------
     def push(self, keys: np.ndarray, grads: np.ndarray) -> None:

@@ -198,6 +198,9 @@ def test_random_initializers_are_in_range_and_depend_on_seed_table_and_id_only(t
     with flow.no_grad():
         out = emb(flow.tensor(ids, dtype=flow.int64)).numpy()
     assert out[:, 0].min() >= 2.0 and out[:, 0].max() < 3.0
+    assert abs(out[:, 0].mean() - 2.5) < 0.02 and abs(out[:, 0].std() - 12 ** -0.5) < 0.01
+    assert len(np.unique(out)) > 0.99 * out.size  # (float32 rounding makes a few alike)
+    assert abs(np.corrcoef(out[:-1, 0].ravel(), out[1:, 0].ravel())[0, 1]) < 0.05
     assert abs(out[:, 1].mean() - 5.0) < 0.05 and abs(out[:, 1].std() - 0.5) < 0.05
     other = oe.MultiTableEmbedding(
         "ranges_b", 64, flow.float, flow.int64,
