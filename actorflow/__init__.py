@@ -70,6 +70,7 @@ def manual_seed_all(seed_value) -> None:
     manual_seed(seed_value)
 from actorflow import utils  # noqa: F401,E402
 from actorflow import distributions  # noqa: F401,E402
+from actorflow import one_embedding  # noqa: F401,E402  (flow.one_embedding on the CPU)
 from actorflow.serialization import load, save  # noqa: F401,E402
 from actorflow import optim  # noqa: F401,E402
 from actorflow import profiler  # noqa: F401,E402

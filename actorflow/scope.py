@@ -7,7 +7,9 @@ It holds
   * ``graph_modules``: the ``GraphModule`` options (stage, activation checkpointing) of the
     graph proxies being called while a Graph traces;
   * ``interpreter``: the interpreter that takes every op call on this thread when it is not
-    the eager-local one (a Graph's tracer, see ``actorflow.dispatch.lazy``), else None.
+    the eager-local one (a Graph's tracer, see ``actorflow.dispatch.lazy``), else None;
+  * ``global_mode``: ``(placement, sbp tuple)`` while ``flow.utils.global_view.global_mode``
+    is on (creation ops then make global tensors of them), else None.
 
 Everything that asks "where are we" (dispatch, autograd, nn.Module, graph proxies, the OneFlow
 compatibility surface) reads this module; nothing keeps a second stack.
@@ -23,6 +25,7 @@ class _State(threading.local):
         self.modules: list = []
         self.graph_modules: list = []
         self.interpreter = None
+        self.global_mode = None
 
 
 state = _State()
@@ -94,6 +97,11 @@ def stage_id() -> int | None:
         if gm.stage_id is not None:
             return gm.stage_id
     return None
+
+
+def global_mode():
+    """``(placement, sbp tuple)`` of the global mode on this thread, or None when it is off."""
+    return state.global_mode
 
 
 def current_interpreter():

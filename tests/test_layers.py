@@ -33,7 +33,8 @@ LAYERS = [
     ["optim"],                   # optimizers, lr schedulers, gradient clipping
     ["nn"],                      # includes nn.graph, which drives passes, compiler, runtime
     ["utils", "serialization", "asyncs", "sysconfig", "env", "jit", "_utils", "oneflow_compat",
-     "distributions", "distributed"],  # flow.distributed: process facts, plan checks, launcher
+     "distributions", "distributed",  # flow.distributed: process facts, plan checks, launcher
+     "one_embedding"],
     ["__init__"],
 ]
 LEVEL = {unit: i for i, units in enumerate(LAYERS) for unit in units}

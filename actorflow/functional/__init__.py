@@ -49,3 +49,4 @@ from actorflow.functional.pointwise_extra import *  # noqa: F401,F403
 from actorflow.functional.sampling import *  # noqa: F401,F403
 from actorflow.functional.index_extra import *  # noqa: F401,F403
 from actorflow.functional.deform_conv import *  # noqa: F401,F403
+from actorflow.functional.one_embedding_ops import *  # noqa: F401,F403

@@ -18,6 +18,7 @@ from actorflow.ops import registry
 from actorflow.ops.creation import as_shape
 from actorflow.ops.int_scalars import check_int_scalar, int_scalar
 from actorflow.random import Generator
+from actorflow import scope
 from actorflow.tensor import Size, Tensor, register_tensor_methods
 
 _constant = registry.get("constant")
@@ -114,9 +115,12 @@ def _global(t: Tensor, placement, sbp, requires_grad: bool, op: str = "tensor") 
     """``t`` (the full logical values, the same on every rank) as a global tensor on
     ``placement`` laid out as ``sbp`` (each rank keeps its shard), or ``t`` itself. The ranks
     must have made ``t`` of one shape and dtype (checked once per signature: ``op`` names the
-    creation op in the error every rank raises otherwise)."""
+    creation op in the error every rank raises otherwise). Without placement and sbp, the
+    global mode's (``flow.utils.global_view.global_mode``) apply, if it is on."""
     if placement is None and sbp is None:
-        return _finish(t, requires_grad)
+        if t.is_global or scope.global_mode() is None:  # (made global by an inner creation)
+            return _finish(t, requires_grad)
+        placement, sbp = scope.global_mode()
     if placement is None or sbp is None:
         raise ValueError("a global tensor needs both placement and sbp")
     if not t.is_lazy:
@@ -205,7 +209,7 @@ def empty(*size, dtype=None, device=None, requires_grad: bool = False, placement
     split layout agree among the ranks as the layout says."""
     as_device(device)
     d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
-    if placement is not None or sbp is not None:
+    if placement is not None or sbp is not None or scope.global_mode() is not None:
         return _full("empty", _shape(size, "empty"), 0, d, requires_grad, placement, sbp)
     return _finish(Tensor._wrap(allocate("empty", _shape(size, "empty"), d), d), requires_grad)
 
@@ -289,7 +293,7 @@ def _random(op_name, size, dtype, requires_grad, generator=None, placement=None,
     attrs.update(shape=_shape(size, op_name), dtype=d)
     if generator is not None:
         attrs["seed"] = generator.next_seed()
-    elif placement is not None:
+    elif placement is not None or (sbp is None and scope.global_mode() is not None):
         # every rank makes the full logical tensor with one seed, then keeps its shard
         attrs["seed"] = gt.agreed_seed()
     return _global(apply(registry.get(op_name), [], attrs)[0], placement, sbp, requires_grad,
@@ -363,7 +367,7 @@ def _seed_attrs(attrs: dict, generator, placement) -> dict:
     (every rank makes the full logical tensor, then keeps its shard)."""
     if generator is not None:
         attrs["seed"] = generator.next_seed()
-    elif placement is not None:
+    elif placement is not None or scope.global_mode() is not None:
         attrs["seed"] = gt.agreed_seed()
     return attrs
 

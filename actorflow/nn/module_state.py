@@ -21,6 +21,10 @@ class ModuleStateDict:
     """The state-dict methods of ``nn.Module`` (they use its ``_parameters``, ``_buffers``,
     ``_modules``, ``named_modules`` and ``get_submodule``)."""
 
+    # entries other than parameters and buffers that a class's _save_to_state_dict writes and
+    # its _load_from_state_dict reads (one_embedding's snapshot name)
+    _state_dict_extra_keys: tuple = ()
+
     def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
         # the tensors themselves, as OneFlow (PyTorch detaches unless keep_vars)
         for name, p in self._parameters.items():
@@ -116,7 +120,8 @@ class ModuleStateDict:
         except AttributeError:
             return False
         return name in mod._parameters or (name in mod._buffers and
-                                           name not in mod._non_persistent_buffers_set)
+                                           name not in mod._non_persistent_buffers_set) \
+            or name in type(mod)._state_dict_extra_keys
 
 
 def _global_like(value: Tensor, target: Tensor) -> Tensor:

@@ -230,7 +230,11 @@ class Optimizer:
 
     def _apply_update(self, op, inputs: list, attrs: dict) -> None:
         """Issue update ``op`` on ``inputs`` (param, grad, lr, state...), or collect it while
-        ``step()`` batches a group's updates."""
+        ``step()`` batches a group's updates. A parameter with an ``_own_update`` method
+        (``flow.one_embedding``'s shadow) turns the call into its own update op first."""
+        own = getattr(inputs[0], "_own_update", None)
+        if own is not None:
+            op, inputs, attrs = own(op, inputs, attrs)
         batch = self._batch
         if is_global(inputs[0]) and not is_global(inputs[2]):
             # the group's lr, broadcast on the parameter's placement

@@ -1,5 +1,6 @@
 """``flow.utils.global_view`` (OneFlow's): ``to_global`` and ``to_local`` of every tensor in a
-nested structure (a tensor, or lists, tuples and dicts of them: a state dict, a batch).
+nested structure (a tensor, or lists, tuples and dicts of them: a state dict, a batch), and
+``global_mode`` / ``current_global_mode`` (creation ops making global tensors).
 
 Containers are walked as ``oneflow_compat.args_tree.ArgsTree`` sees them (exact tuple, list,
 dict, OrderedDict); every tensor leaf is converted with ``Tensor.to_global`` /
@@ -19,7 +20,9 @@ import warnings
 
 import numpy as np
 
+from actorflow import scope
 from actorflow.framework.placement import placement as Placement
+from actorflow.framework.sbp_parallel import SbpParallel
 from actorflow.functional.creation import empty
 from actorflow.process import groups, world
 from actorflow.tensor import Tensor
@@ -129,4 +132,68 @@ def to_local(input, warn_on_non_tensor_leaf: bool = True, **kwargs):
     return _map(input, leaf)
 
 
-__all__ = ["to_global", "to_local"]
+class global_mode:
+    """Context manager: inside ``with global_mode(True, placement=P, sbp=S)`` on this thread,
+    every creation op given no placement and sbp of its own (``flow.tensor``, ``ones``,
+    ``zeros``, ``empty``, ``full``, ``arange``, ``linspace``, ``eye``, ``rand``, ``randn``,
+    ``randint``, ``randperm``, ``hann_window``, the ``*_like`` and ``new_*`` of local tensors)
+    makes a global tensor on ``P`` laid out as ``S``: its logical value is what the local op
+    would make, random ops drawing one agreed seed on every rank (so a broadcast tensor holds
+    the same values everywhere). Eagerly and inside ``nn.Graph.build`` alike.
+    ``global_mode(False)`` turns the mode off inside (placement and sbp are then ignored). The
+    previous mode is restored on exit. Tensors made before keep their placement and sbp; a
+    global tensor's ``device`` and ``to(device)`` work inside the mode and out (on a CPU
+    there is one device type).
+    """
+
+    def __init__(self, enabled: bool, placement=None, sbp=None) -> None:
+        self.enabled = bool(enabled)
+        self.placement, self.sbp = None, None
+        if self.enabled:
+            if placement is None or sbp is None:
+                raise ValueError("global_mode(True, ...): both placement and sbp are required")
+            if not isinstance(placement, Placement):
+                raise TypeError(f"global_mode: placement must be a flow.placement, got "
+                                f"{type(placement).__name__}")
+            sbps = tuple(sbp) if isinstance(sbp, (list, tuple)) else (sbp,)
+            if not sbps or not all(isinstance(s, SbpParallel) for s in sbps):
+                raise TypeError(f"global_mode: sbp must be a flow.sbp value or a list/tuple of "
+                                f"them, got {sbp!r}")
+            if len(sbps) != len(placement.hierarchy):
+                raise ValueError(f"global_mode: {len(sbps)} sbp value(s) for a placement of "
+                                 f"{len(placement.hierarchy)} dimension(s)")
+            self.placement, self.sbp = placement, sbps
+        self._saved = None
+
+    def __enter__(self):
+        self._saved = scope.state.global_mode
+        scope.state.global_mode = (self.placement, self.sbp) if self.enabled else None
+        return self
+
+    def __exit__(self, *exc):
+        scope.state.global_mode = self._saved
+        return False
+
+
+class current_global_mode:
+    """The global mode on this thread at construction: ``is_enabled``, ``placement`` and
+    ``sbp`` (a tuple of sbp values; None and ``()`` when the mode is off)."""
+
+    def __init__(self) -> None:
+        mode = scope.global_mode()
+        self._placement, self._sbp = mode if mode is not None else (None, ())
+
+    @property
+    def is_enabled(self) -> bool:
+        return self._placement is not None
+
+    @property
+    def placement(self):
+        return self._placement
+
+    @property
+    def sbp(self) -> tuple:
+        return self._sbp
+
+
+__all__ = ["to_global", "to_local", "global_mode", "current_global_mode"]

@@ -14,3 +14,12 @@ def test_to_global_with_none_on_ranks_outside_the_placement_takes_rank0s_structu
     assert code == 0, out
     for r in range(2):
         assert f"OK rank {r}" in out, out
+
+
+@needs_mpi
+@pytest.mark.timeout(200)
+def test_global_mode_makes_creation_ops_global_on_two_ranks():
+    code, _, out = run_ranks(2, "global_mode.py", timeout=190)
+    assert code == 0, out
+    for r in range(2):
+        assert f"OK rank {r}" in out, out

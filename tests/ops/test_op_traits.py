@@ -56,7 +56,7 @@ def test_amp_classes():
 def test_optimizer_updates():
     updates = {n for n, op in registry.all_ops().items() if op.optimizer_update}
     assert updates == {"sgd_update", "momentum_update", "adam_update", "rmsprop_update",
-                       "adagrad_update", "adadelta_update", "lamb_update"}
+                       "adagrad_update", "adadelta_update", "lamb_update", "ftrl_update"}
     assert get("adam_update").elementwise and not get("lamb_update").elementwise  # LAMB: norms
     assert not get("multi_tensor_update").optimizer_update  # the batched op is not batched again
 
