@@ -257,15 +257,24 @@ def test_loader_iterable_dataset():
 
 # ---- DataLoader with worker threads ---------------------------------------------------------
 
-def _settled(baseline: int) -> bool:
-    return threading.active_count() == baseline
+def _threads() -> frozenset:
+    """The threads alive now (a baseline: threads other tests leave ending meanwhile are fine)."""
+    return frozenset(threading.enumerate())
+
+
+def _new_threads(baseline: frozenset) -> set:
+    return set(threading.enumerate()) - baseline
+
+
+def _settled(baseline: frozenset) -> bool:
+    return not _new_threads(baseline)
 
 
 def test_workers_match_single_thread_and_keep_order():
     rng = random.Random(0)
     delays = [rng.random() * 0.004 for _ in range(40)]
     ds = Squares(40, delay=lambda i: delays[i])
-    baseline = threading.active_count()
+    baseline = _threads()
     flow.manual_seed(9)
     ref = _flat(DataLoader(ds, batch_size=3, shuffle=True))
     flow.manual_seed(9)
@@ -301,12 +310,12 @@ def test_workers_run_in_threads_with_worker_info():
 
 def test_prefetch_is_bounded_and_delete_stops_threads():
     ds = Squares(100)
-    baseline = threading.active_count()
+    baseline = _threads()
     it = iter(DataLoader(ds, batch_size=1, num_workers=2, prefetch_factor=2))
     x, y = next(it)
     assert y.tolist() == [0]
     time.sleep(0.1)
-    assert threading.active_count() == baseline + 2
+    assert len(_new_threads(baseline)) == 2
     # one batch taken: at most 2 workers * prefetch 2 = 4 more are loaded ahead
     assert len(ds.seen) <= 5
     del it
@@ -326,7 +335,7 @@ def test_worker_exception_names_batch_and_iteration_goes_on():
                 raise KeyError(f"bad sample {i}")
             return i
 
-    baseline = threading.active_count()
+    baseline = _threads()
     it = iter(DataLoader(Faulty(), batch_size=4, num_workers=2))
     assert next(it).tolist() == [0, 1, 2, 3]
     assert next(it).tolist() == [4, 5, 6, 7]
@@ -346,7 +355,7 @@ def test_worker_init_error_and_timeout():
     with pytest.raises(ValueError, match="worker_init_fn.*no init"):
         list(DataLoader(Squares(4), num_workers=1, worker_init_fn=boom))
     slow = Squares(4, delay=lambda i: 0.5)
-    baseline = threading.active_count()
+    baseline = _threads()
     with pytest.raises(RuntimeError, match="timed out after 0.05 seconds waiting for batch 0"):
         list(DataLoader(slow, num_workers=1, timeout=0.05))
     # the abandoned thread ends once its sample is loaded (it can't be interrupted)
@@ -357,7 +366,7 @@ def test_worker_init_error_and_timeout():
 
 
 def test_workers_iterable_dataset():
-    baseline = threading.active_count()
+    baseline = _threads()
     sharded = DataLoader(Range(10), batch_size=2, num_workers=2)
     batches = [b.tolist() for b in sharded]
     # worker 0 yields evens, worker 1 odds; batches are taken from the workers in turn
@@ -378,12 +387,12 @@ def test_persistent_workers_reuse_threads():
             names.append(threading.current_thread().ident)
             return i
 
-    baseline = threading.active_count()
+    baseline = _threads()
     loader = DataLoader(Named(), batch_size=2, num_workers=2, persistent_workers=True)
     for _ in range(3):
         assert [b.tolist() for b in loader] == [[0, 1], [2, 3], [4, 5]]
     assert len(set(names)) == 2
-    assert threading.active_count() == baseline + 2
+    assert len(_new_threads(baseline)) == 2
     it = iter(loader)
     next(it)
     assert [b.tolist() for b in loader] == [[0, 1], [2, 3], [4, 5]]
