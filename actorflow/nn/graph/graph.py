@@ -535,6 +535,14 @@ class Graph:
         """The physical Plan of the last call's signature (what the actor runtime runs)."""
         return self._require_compiled().plan
 
+    def register_memory(self) -> dict:
+        """``{"with_codegen", "without_codegen"}``: the register memory (bytes) of one step of
+        the last call's signature with generated C kernels (which recompute cheap values and
+        write in place: ``compiler/codegen/recompute.py``, ``compiler/memory.py``) and on the
+        NumPy kernels; the Plan it does not run is compiled for the comparison (and its C
+        built, when the graph runs without generation)."""
+        return self._require_compiled().register_memory()
+
     def close(self) -> None:
         """Shut down the actor runtime of every compiled signature: buffers close, actors leave
         after EORD, threads are joined. Also done when the graph is garbage-collected or the
