@@ -34,7 +34,7 @@ import shutil
 from actorflow.compiler.codegen import emit, rows, update
 from actorflow.compiler.codegen.build import (CACHE_VAR, FLAGS, CodegenWarning, build, compiler,
                                               stats)
-from actorflow.compiler.codegen.kernels import GeneratedKernel
+from actorflow.compiler.codegen.kernels import GeneratedKernel, unaliased
 from actorflow.compiler.codegen.recompute import recompute
 from actorflow.compiler.codegen.region import Region, analyse, program_of
 from actorflow.ops import registry
@@ -183,8 +183,19 @@ def kernels_of(plan) -> dict:
         if any(getattr(t, "generated", "") for t in plan.tasks):
             generate(plan)
         got = getattr(plan, "generated_kernels", None) or {}
+        # a task its Plan generated (and may have placed in place) whose kernel did not build
+        # now runs its NumPy kernel on inputs no output overlaps
+        for t in plan.tasks:
+            if getattr(t, "generated", "") and t.task_id not in got:
+                got[t.task_id] = _numpy_unaliased(registry.get(t.op_type).kernel_cpu)
         plan.generated_kernels = got
     return got
+
+
+def _numpy_unaliased(kernel):
+    def run(ins: list, outs: list, attrs: dict) -> None:
+        kernel(unaliased(ins, outs), outs, attrs)
+    return run
 
 
 __all__ = ["generate", "in_place_of", "compiler_found", "recompute", "kernels_of",
