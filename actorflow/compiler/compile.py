@@ -109,8 +109,11 @@ class _Builder:
 
 
 def compile_job(job: Job, options: CompileOptions | None = None) -> Plan:
-    """Compile ``job`` (after passes) into a Plan."""
+    """Compile ``job`` (after passes) into a Plan (with generation on, of the Job with what
+    generated kernels recompute instead of keeping: ``codegen/recompute.py``)."""
     opt = options or CompileOptions()
+    if opt.codegen and codegen.compiler_found():
+        job = codegen.recompute(job.copy())
     b = _Builder(job, opt)
     n = b.n_micro
     order = job.topological_order()
@@ -227,15 +230,16 @@ def compile_job(job: Job, options: CompileOptions | None = None) -> Plan:
 
     _check_sources(b.tasks)
     collective.number_tasks(b.tasks, stages, n)
-    memory = plan_memory(b.tasks, b.regsts, share=opt.share_memory)
     io = {"source": source.task_id, "sink": sink.task_id,
           "inputs": {str(t.attrs["index"]): t.task_id for t in b.tasks if t.kind == "input"},
           "outputs": {str(t.attrs["index"]): t.task_id for t in b.tasks if t.kind == "output"},
           "accumulation_steps": n}
-    plan = Plan(job.name, b.tasks, b.regsts, memory, io, rank=opt.rank,
+    plan = Plan(job.name, b.tasks, b.regsts, None, io, rank=opt.rank,
                 world_size=opt.world_size)
-    if opt.codegen:
+    if opt.codegen:  # before the memory plan: generated kernels may write in place
         codegen.generate(plan)
+    plan.memory = plan_memory(b.tasks, b.regsts, share=opt.share_memory,
+                              in_place=codegen.in_place_of(plan))
     return plan
 
 

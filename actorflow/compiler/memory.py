@@ -1,40 +1,60 @@
-"""The memory plan: register memory is allocated once, in blocks; registers whose lifetimes
-within an iteration don't overlap share a block.
+"""The memory plan: register memory is allocated once. Registers whose lifetimes within an
+iteration can't overlap may lie at the same addresses of one arena; the others get a block of
+their own.
 
-Register B may take over A's block when every consumer of A acts before B's producer - known
-from the dependency graph (A's consumers are ancestors of B's producer), not from a guess about
-timing. That holds within an iteration; across iterations the compiler's ``compute_start`` /
-``iteration_end`` ticks keep one iteration's compute section from starting before the previous
-one ended. Registers that live across acts of several iterations or micro-batches (more than one
-register, per-micro-batch tasks, inputs, variables, literals, aliases) get memory of their own.
+Register B may lie over A when every task touching A (its producer and readers) acts before
+B's producer - known from the dependency graph (they are ancestors of B's producer), not from
+a guess about timing - or the other way round. That holds within an iteration; across
+iterations the compiler's ``compute_start`` / ``iteration_end`` ticks keep one iteration's
+compute section from starting before the previous one ended. Registers that live across acts
+of several iterations or micro-batches (more than one register, per-micro-batch tasks, inputs,
+variables, literals, aliases) get memory of their own. An acc/pack task writes its register at
+its first micro-batch act, so it only lies over registers no per-micro-batch task reads.
+
+Placement is greedy by size (largest register first; ties in producer order), each at the
+lowest offset of the arena where it overlaps no register it may not lie over (heap-simulation
+allocators do the same): the arena comes out close to the largest set of registers live at
+once, where a block per register shape would add the differences of sizes.
+
+In place: a task whose kernel may write an output over one of its inputs (``in_place``: task
+id -> ``(output blob, input position)`` pairs its generated kernel declares safe, see
+``compiler/codegen``) may put its register exactly over that input's when the input register
+is shareable, holds only that blob, has the output's size, is read by the task at that position
+only and not through a view, and every other task touching it is an ancestor of the task (so
+the task is its last reader). The output is the register's first blob, so it lies over the
+input element for element and the register's other blobs after it.
 """
 from __future__ import annotations
-
-import bisect
-import heapq
 
 from actorflow.compiler.plan import _aligned
 
 _SHAREABLE_KINDS = ("normal", "acc", "pack")
 
 
-def plan_memory(tasks: list, regsts: dict, share: bool = True) -> dict:
-    """Assign ``regst.mem`` for every register that needs memory; returns the report
-    ``{"blocks": [bytes...], "bytes_without_sharing", "bytes_with_sharing"}``.
+class _Life:
+    """What the placement knows of one shareable register."""
 
-    Registers are placed in producer order. A block becomes a candidate once the position of
-    the last task touching its occupant (producer and readers; tasks are numbered in a
-    topological order) is before the new producer - necessary for those tasks to be its
-    ancestors - and candidates are kept sorted by size, so finding the best fit costs a few
-    reachability checks instead of a scan of every block."""
+    __slots__ = ("rid", "size", "pos", "last", "bits", "first_act_writes", "micro_read",
+                 "offset", "partner")
+
+    def __init__(self, rid, size, pos, last, bits, first_act_writes, micro_read):
+        self.rid, self.size, self.pos, self.last, self.bits = rid, size, pos, last, bits
+        self.first_act_writes, self.micro_read = first_act_writes, micro_read
+        self.offset = None
+        self.partner = None  # the register it is computed over, or that is computed over it
+
+
+def plan_memory(tasks: list, regsts: dict, share: bool = True,
+                in_place: dict | None = None) -> dict:
+    """Assign ``regst.mem`` for every register that needs memory; returns the report
+    ``{"blocks": [bytes...], "bytes_without_sharing", "bytes_with_sharing", "in_place"}``
+    (``in_place``: how many registers lie over an input of their producer, see the module
+    docstring; the arena is the last block)."""
     order = {t.task_id: i for i, t in enumerate(tasks)}
     by_id = {t.task_id: t for t in tasks}
-    ancestors = _ancestors(tasks, regsts, order) if share else None
     readers = _readers(tasks, regsts) if share else None
-    blocks: list = []        # sizes
-    occupant: list = []      # per block: the regst last placed there
-    pending: list = []       # heap of (last position touching the occupant, block)
-    released: list = []      # sorted (size, block) of blocks whose occupant is done by position
+    blocks: list = []
+    lives: dict = {}
     without = 0
     for r in sorted(regsts.values(), key=lambda r: order[r.producer]):
         producer = by_id[r.producer]
@@ -43,65 +63,119 @@ def plan_memory(tasks: list, regsts: dict, share: bool = True) -> dict:
             continue
         size = r.nbytes()
         without += size * r.regst_num
-        shareable = (share and r.regst_num == 1 and producer.kind in _SHAREABLE_KINDS
-                     and producer.time_shape == 1 and size > 0)
-        pos = order[r.producer]
-        while pending and pending[0][0] < pos:
-            _, b = heapq.heappop(pending)
-            bisect.insort(released, (blocks[b], b))
+        if (share and r.regst_num == 1 and producer.kind in _SHAREABLE_KINDS
+                and producer.time_shape == 1 and size > 0):
+            pos = order[r.producer]
+            rs = readers[r.regst_desc_id]
+            bits = 1 << pos
+            for c in rs:
+                bits |= 1 << order[c]
+            lives[r.regst_desc_id] = _Life(
+                r.regst_desc_id, size, pos, max([pos] + [order[c] for c in rs]), bits,
+                producer.kind in ("acc", "pack"), any(by_id[c].time_shape > 1 for c in rs))
+            continue
         r.mem = []
         for _ in range(r.regst_num):
-            block = _take_block(r, size, released, occupant, regsts, ancestors, order,
-                                readers, by_id) if shareable else None
-            if block is None:
-                block = len(blocks)
-                blocks.append(size)
-                occupant.append(r.regst_desc_id if shareable else None)
-            else:
-                blocks[block] = max(blocks[block], size)
-                occupant[block] = r.regst_desc_id
-            if shareable:
-                last = max([pos] + [order[c] for c in readers[r.regst_desc_id]])
-                heapq.heappush(pending, (last, block))
-            offsets, off = [], 0
-            for _, d in r.blobs:
-                offsets.append((block, off))
-                off += _aligned(d.nbytes())
-            r.mem.append(offsets)
+            r.mem.append(_offsets(r, len(blocks), 0))
+            blocks.append(size)
+    n_in_place = 0
+    if lives:
+        ancestors = _ancestors(tasks, regsts, order)
+        if in_place:
+            _pair_in_place(lives, in_place, regsts, by_id, order, ancestors, readers)
+        arena = _place(lives, ancestors)
+        for life in lives.values():
+            r = regsts[life.rid]
+            r.mem = [_offsets(r, len(blocks), life.offset)]
+            p = life.partner
+            if p is not None and p.offset == life.offset and p.pos < life.pos:
+                n_in_place += 1
+        blocks.append(arena)
     return {"blocks": blocks, "bytes_without_sharing": without,
-            "bytes_with_sharing": sum(blocks)}
+            "bytes_with_sharing": sum(blocks), "in_place": n_in_place}
 
 
-def _take_block(r, size, released, occupant, regsts, ancestors, order, readers, by_id):
-    """Remove from ``released`` and return the block closest in size whose last occupant was
-    written, and read by every task that reads it, before ``r``'s producer acts (known from
-    reachability). An acc/pack task writes its register at its first micro-batch act, so it
-    only takes a block no per-micro-batch task reads. None if no block qualifies."""
-    mine = ancestors[order[r.producer]]
-    first_act_writes = by_id[r.producer].kind in ("acc", "pack")
+def _offsets(r, block: int, start: int) -> list:
+    out, off = [], start
+    for _, d in r.blobs:
+        out.append((block, off))
+        off += _aligned(d.nbytes())
+    return out
 
-    def fits(b: int) -> bool:
-        prev = regsts[occupant[b]]
-        if prev.producer == r.producer or not (mine >> order[prev.producer]) & 1:
-            return False
-        if not all((mine >> order[c]) & 1 for c in readers[prev.regst_desc_id]):
-            return False
-        return not (first_act_writes
-                    and any(by_id[c].time_shape > 1 for c in readers[prev.regst_desc_id]))
 
-    up = bisect.bisect_left(released, (size, -1))
-    down = up - 1
-    while up < len(released) or down >= 0:  # nearest sizes first, from both sides
-        take_up = down < 0 or (up < len(released)
-                               and released[up][0] - size <= size - released[down][0])
-        k = up if take_up else down
-        if fits(released[k][1]):
-            return released.pop(k)[1]
-        if take_up:
-            up += 1
-        else:
-            down -= 1
-    return None
+def _disjoint(a: _Life, b: _Life, ancestors: list) -> bool:
+    """Whether ``a`` and ``b`` may lie at the same addresses: every task touching one acts
+    before the other's producer (positions first: a necessary condition, cheap)."""
+    if a.last < b.pos:
+        return (not (b.first_act_writes and a.micro_read)
+                and ancestors[b.pos] & a.bits == a.bits)
+    if b.last < a.pos:
+        return (not (a.first_act_writes and b.micro_read)
+                and ancestors[a.pos] & b.bits == b.bits)
+    return False
+
+
+def _place(lives: dict, ancestors: list) -> int:
+    """Give each register its arena offset (see the module docstring); returns the arena's
+    size. A register and the one it is computed over in place go together, at the lowest
+    offset free for both."""
+    placed: list = []
+    top = 0
+    for life in sorted(lives.values(), key=lambda x: (-x.size, x.pos)):
+        if life.offset is not None:
+            continue  # placed with its partner
+        group = (life,) if life.partner is None else (life, life.partner)
+        size = max(m.size for m in group)
+        taken = []
+        for q in placed:
+            for m in group:
+                if not _disjoint(q, m, ancestors):
+                    taken.append((q.offset, q.offset + q.size))
+                    break
+        taken.sort()
+        off = 0
+        for lo, hi in taken:
+            if lo >= off + size:
+                break
+            if hi > off:
+                off = hi
+        for m in group:
+            m.offset = off
+            placed.append(m)
+        top = max(top, off + size)
+    return top
+
+
+def _pair_in_place(lives, in_place, regsts, by_id, order, ancestors, readers) -> None:
+    """Pair each register a task may compute over one of its inputs with that input."""
+    for tid, pairs in in_place.items():
+        t = by_id.get(tid)
+        rid = t.produced_regsts.get("out") if t is not None else None
+        mine = lives.get(rid)
+        if mine is None:
+            continue
+        anc = ancestors[order[tid]]
+        r = regsts[rid]
+        for out_idx, pos in pairs:
+            if out_idx != 0 or pos >= len(t.input_blobs) or pos in t.input_views:
+                continue
+            src_id, idx = t.input_blobs[pos]
+            src = lives.get(src_id)
+            if src is None or src.partner is not None or idx != 0:
+                continue
+            s = regsts[src_id]
+            if len(s.blobs) != 1:
+                continue
+            a, b = r.blobs[0][1], s.blobs[0][1]
+            if a.dtype != b.dtype or a.nbytes() != b.nbytes():
+                continue
+            if sum(1 for x in t.input_blobs if x[0] == src_id) != 1 or src.micro_read:
+                continue
+            others = src.bits & ~(1 << order[tid])
+            if anc & others != others:
+                continue
+            src.partner, mine.partner = mine, src
+            break
 
 
 def _readers(tasks: list, regsts: dict) -> dict:

@@ -229,6 +229,13 @@ _ROW_GELU = {
 }
 
 _ROW_GELU_GRAD = {
+    # without a saved Phi(x): Phi(x) as gelu's row form computes it (the value it would have
+    # saved), then the same Phi + x phi
+    ("none", 2): (f"const float s = x * x; {_horner_neg_p()} q = af_exp(q * x) + 1.0f;"
+                  f" float e = (x * -0.5f) * x + {_f(_LN_INV_SQRT_2PI)};"
+                  f" e = af_exp(e) * x + 1.0f / q; d = e;",
+                  f"d = 0.5 * (1.0 + erf(x * 0.70710678118654752440))"
+                  f" + x * exp(-0.5 * x * x) * {_INV_SQRT_2PI!r};"),
     ("none", 3): (f"float e = (x * -0.5f) * x + {_f(_LN_INV_SQRT_2PI)}; e = af_exp(e) * x + X2(i);"
                   f" d = e;",
                   f"d = X2(i) + x * exp(-0.5 * x * x) * {_INV_SQRT_2PI!r};"),
@@ -258,14 +265,17 @@ def gelu_c_row(attrs: dict, n_inputs: int):
         return None
     store = "Y0(i, y); Y1(i, c);" if save else "Y0(i, y);"
     return CRow(f"for (int64_t i = 0; i < n; i++) {{\n const $T x_ = X0(i); $T y, c = 0; "
-                f"(void)c;\n{_per_type(*forms)}\n {store}\n}}", ("row", "row") + ("row",) * save)
+                f"(void)c;\n{_per_type(*forms)}\n {store}\n}}", ("row", "row") + ("row",) * save,
+                in_place=((0, 0),))
 
 
 def gelu_grad_c_row(attrs: dict, n_inputs: int):
-    """gelu_grad's row form: inputs (dout, x, [Phi(x)]), output dx (the exact form without a
-    saved Phi(x) has none: its float32 kernel's bit tricks stay in NumPy)."""
+    """gelu_grad's row form: inputs (dout, x, [Phi(x)]), output dx (without a saved Phi(x),
+    the exact form recomputes it as gelu's row form does; the NumPy kernel's float32 bit
+    tricks give the same within a few ulps)."""
     forms = _ROW_GELU_GRAD.get((attrs.get("approximate"), n_inputs))
     if forms is None:
         return None
     return CRow(f"for (int64_t i = 0; i < n; i++) {{\n const $T x_ = X1(i); $T d;\n"
-                f"{_per_type(*forms)}\n Y0(i, d * X0(i));\n}}", ("row",) * (n_inputs + 1))
+                f"{_per_type(*forms)}\n Y0(i, d * X0(i));\n}}", ("row",) * (n_inputs + 1),
+                in_place=tuple((0, a) for a in range(n_inputs)))

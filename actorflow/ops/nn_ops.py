@@ -234,7 +234,7 @@ def _softmax_row(attrs, n_inputs):
 #pragma omp simd reduction(+:s)
 for (int64_t i = 0; i < n; i++) s += af_exp(X0(i) - m);
 """ + fix + "for (int64_t i = 0; i < n; i++) Y0(i, af_exp(X0(i) - m) / s);",
-                ("row", "row"))
+                ("row", "row"), in_place=((0, 0),))
 
 
 def _log_softmax_row(attrs, n_inputs):
@@ -244,7 +244,8 @@ def _log_softmax_row(attrs, n_inputs):
 #pragma omp simd reduction(+:s)
 for (int64_t i = 0; i < n; i++) s += af_exp(X0(i) - m);
 const $T ls = log(s);
-for (int64_t i = 0; i < n; i++) Y0(i, (X0(i) - m) - ls);""", ("row", "row"))
+for (int64_t i = 0; i < n; i++) Y0(i, (X0(i) - m) - ls);""", ("row", "row"),
+                in_place=((0, 0),))
 
 
 def _grad_row(reduce_term: str, out: str):
@@ -254,7 +255,8 @@ def _grad_row(reduce_term: str, out: str):
         return CRow(f"""$T s = 0;
 #pragma omp simd reduction(+:s)
 for (int64_t i = 0; i < n; i++) s += {reduce_term};
-for (int64_t i = 0; i < n; i++) Y0(i, {out});""", ("row", "row", "row"))
+for (int64_t i = 0; i < n; i++) Y0(i, {out});""", ("row", "row", "row"),
+                    in_place=((0, 0), (0, 1)))
     return form
 
 

@@ -449,7 +449,7 @@ mean += shift;
 for (int64_t i = 0; i < n; i++) Y0(i, ((X0(i) - mean) * inv){scale}{shift});
 Y1(0, mean);
 Y2(0, inv);
-""", ("row",) + params + ("row", "stat", "stat"), attrs["normalized_ndim"])
+""", ("row",) + params + ("row", "stat", "stat"), attrs["normalized_ndim"], ((0, 0),))
 
 
 def _layer_norm_grad_row(attrs, n_inputs):
@@ -473,7 +473,7 @@ for (int64_t i = 0; i < n; i++) {{
     Y2(i, g);
 }}
 """, ("row", "row", "stat", "stat") + ("param",) * bool(w) + ("row", "sum", "sum"),
-        attrs["normalized_ndim"])
+        attrs["normalized_ndim"], ((0, 0), (0, 1)))
 
 
 layer_norm.c_row = _layer_norm_row

@@ -109,6 +109,9 @@ class CRow(NamedTuple):
     body: str
     kinds: tuple      # per input, then per output: "row", "stat", "param" or (outputs) "sum"
     row_dims: int = 1  # how many trailing dims of input 0 make one row
+    # (output, input) pairs of "row" arrays the body may compute in place: it reads element i
+    # of that input before it writes element i of that output, and never reads it after
+    in_place: tuple = ()
 
 
 ROW_KINDS = ("row", "stat", "param", "sum")

@@ -29,9 +29,13 @@ task on its NumPy kernel with one ``CodegenWarning`` saying why.
 """
 from __future__ import annotations
 
+import shutil
+
 from actorflow.compiler.codegen import emit, rows, update
-from actorflow.compiler.codegen.build import CACHE_VAR, CodegenWarning, FLAGS, build, stats
-from actorflow.compiler.codegen.kernels import GeneratedKernel
+from actorflow.compiler.codegen.build import (CACHE_VAR, FLAGS, CodegenWarning, build, compiler,
+                                              stats)
+from actorflow.compiler.codegen.kernels import GeneratedKernel, unaliased
+from actorflow.compiler.codegen.recompute import recompute
 from actorflow.compiler.codegen.region import Region, analyse, program_of
 from actorflow.ops import registry
 from actorflow.settings import env_int
@@ -158,6 +162,19 @@ def _updates(plan, min_elements: int = 1) -> dict:
     return out
 
 
+def compiler_found() -> bool:
+    """Whether the C compiler generation would build with is on ``PATH`` (without one the
+    Plan keeps the values generated kernels would recompute: the NumPy kernels run)."""
+    return shutil.which(compiler()) is not None
+
+
+def in_place_of(plan) -> dict:
+    """task id -> the ``(output, input)`` pairs its generated kernel may compute in place (for
+    the memory plan, ``compiler/memory.py``); empty without generated kernels."""
+    got = getattr(plan, "generated_kernels", None) or {}
+    return {tid: k.in_place for tid, k in got.items() if getattr(k, "in_place", None)}
+
+
 def kernels_of(plan) -> dict:
     """task id -> GeneratedKernel of ``plan`` (built now if the Plan says it has generated
     kernels but holds none, e.g. one read back from JSON)."""
@@ -166,11 +183,23 @@ def kernels_of(plan) -> dict:
         if any(getattr(t, "generated", "") for t in plan.tasks):
             generate(plan)
         got = getattr(plan, "generated_kernels", None) or {}
+        # a task its Plan generated (and may have placed in place) whose kernel did not build
+        # now runs its NumPy kernel on inputs no output overlaps
+        for t in plan.tasks:
+            if getattr(t, "generated", "") and t.task_id not in got:
+                got[t.task_id] = _numpy_unaliased(registry.get(t.op_type).kernel_cpu)
         plan.generated_kernels = got
     return got
 
 
-__all__ = ["generate", "kernels_of", "kernels_for", "regions", "source_of", "CodegenWarning", "ENV",
+def _numpy_unaliased(kernel):
+    def run(ins: list, outs: list, attrs: dict) -> None:
+        kernel(unaliased(ins, outs), outs, attrs)
+    return run
+
+
+__all__ = ["generate", "in_place_of", "compiler_found", "recompute", "kernels_of",
+           "kernels_for", "regions", "source_of", "CodegenWarning", "ENV",
            "MIN_ENV", "CACHE_VAR", "stats"]
 
 

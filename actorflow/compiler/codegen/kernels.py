@@ -46,6 +46,8 @@ class GeneratedKernel:
         self.buffers = numpy_buffers(region) if region.prefix else []
         self.layouts: dict = {}
         self.calls = 0
+        self.in_place = in_place_pairs(region)
+
 
     def __call__(self, ins: list, outs: list, attrs: dict) -> None:
         r = self.region
@@ -109,7 +111,29 @@ class GeneratedKernel:
     def _numpy(self, ins: list, outs: list, attrs: dict, vals: list) -> None:
         """This call on the NumPy kernels (prefix results already computed are recomputed:
         the NumPy program is the reference)."""
-        self.numpy_kernel(ins, outs, attrs)
+        self.numpy_kernel(unaliased(ins, outs), outs, attrs)
 
 
-__all__ = ["GeneratedKernel", "PARALLEL_MIN"]
+def in_place_pairs(region: Region) -> list:
+    """``(output, input)`` pairs the generated loop may compute in place (the memory plan may
+    put the output over the input): each element's operands are loaded before its outputs are
+    stored, so an output may lie over a task input it reads with the iteration's shape and
+    its own dtype. None for a task with a NumPy prefix (its BLAS result may be written to an
+    output before the loop reads the inputs)."""
+    if region.prefix:
+        return []
+    pairs = []
+    for j, _, dtype in region.stores:
+        for r, shape, d in zip(region.operands, region.operand_shapes, region.operand_dtypes):
+            if r < region.n_in and tuple(shape) == tuple(region.shape) and d == dtype:
+                pairs.append((j, r))
+    return pairs
+
+
+def unaliased(ins: list, outs: list) -> list:
+    """``ins`` with copies of those sharing memory with an output (a NumPy kernel run on a call
+    the memory plan made in place reads its inputs intact)."""
+    return [np.array(a) if any(np.shares_memory(a, o) for o in outs) else a for a in ins]
+
+
+__all__ = ["GeneratedKernel", "PARALLEL_MIN", "in_place_pairs", "unaliased"]

@@ -29,6 +29,7 @@ import numpy as np
 
 from actorflow.compiler.codegen import emit
 from actorflow.compiler.codegen.build import build
+from actorflow.compiler.codegen.kernels import unaliased
 from actorflow.ops import registry
 from actorflow.ops.parallel import parallel_for, split, threads
 
@@ -49,6 +50,7 @@ class RowTask:
     n_in: int
     row_dims: int
     body: str             # the op's row template, filled
+    in_place: tuple = ()  # (output, input) pairs it may compute in place (CRow.in_place)
 
 
 # math the row forms may call besides <tgmath.h>'s: af_exp(v), exp in the type of v; for float,
@@ -115,7 +117,11 @@ def row_task(op_type: str, attrs: dict, in_metas: list, out_metas: list) -> RowT
     body = _fill(form.body, attrs, dtype)
     if body is None:
         return None
-    return RowTask(op_type, tuple(form.kinds), [d for _, d in metas], len(in_metas), k, body)
+    n_in = len(in_metas)
+    pairs = tuple((j, a) for j, a in form.in_place
+                  if a < n_in and j < len(out_metas) and form.kinds[a] == "row"
+                  and form.kinds[n_in + j] == "row" and metas[a][1] == out_metas[j][1])
+    return RowTask(op_type, tuple(form.kinds), [d for _, d in metas], n_in, k, body, pairs)
 
 
 def _fill(body: str, attrs: dict, dtype) -> str | None:
@@ -171,6 +177,7 @@ class RowKernel:
         self.acc = np.float64 if emit.value_type(task.dtypes[task.n_in]) == "double" \
             else np.float32
         self.calls = 0
+        self.in_place = list(task.in_place)
 
     def __call__(self, ins: list, outs: list, attrs: dict) -> None:
         t = self.task
@@ -179,7 +186,7 @@ class RowKernel:
         n, rows = _size(x0.shape[x0.ndim - k:]), _size(x0.shape[:x0.ndim - k])
         arrays = self._views(ins, outs, n, rows)
         if arrays is None or n == 0 or rows == 0:
-            self.numpy_kernel(ins, outs, attrs)
+            self.numpy_kernel(unaliased(ins, outs), outs, attrs)
             return
         views, strides = arrays
         sums = [j for j, kind in enumerate(t.kinds[t.n_in:]) if kind == "sum"]

