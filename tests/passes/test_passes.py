@@ -494,13 +494,13 @@ def test_each_pass_can_be_switched_off(name):
     assert name not in ran and set(MINE) - {name} <= set(ran)
 
 
-@pytest.mark.parametrize("setup", [
-    lambda g: g.config.set_gradient_accumulation_steps(2),
-    lambda g: g.config.enable_amp(True, dtype=flow.float16),
-    lambda g: g.config.enable_amp(True, dtype=flow.bfloat16),
-    lambda g: setattr(g.model.to(nn.graph.GraphModule), "activation_checkpointing", True),
+@pytest.mark.parametrize("setup, half_atol", [
+    (lambda g: g.config.set_gradient_accumulation_steps(2), 0),
+    (lambda g: g.config.enable_amp(True, dtype=flow.float16), 1e-4),
+    (lambda g: g.config.enable_amp(True, dtype=flow.bfloat16), 1e-3),
+    (lambda g: setattr(g.model.to(nn.graph.GraphModule), "activation_checkpointing", True), 0),
 ], ids=["grad_acc", "amp_fp16", "amp_bf16", "checkpointing"])
-def test_passes_compose_with_amp_accumulation_and_checkpointing(setup):
+def test_passes_compose_with_amp_accumulation_and_checkpointing(setup, half_atol):
     def run(disable):
         model = _mlp()
         opt = flow.optim.AdamW(model.parameters(), lr=1e-2)
@@ -516,6 +516,10 @@ def test_passes_compose_with_amp_accumulation_and_checkpointing(setup):
         return losses, [p.numpy() for p in model.parameters()], g.full_job
 
     on, off = run(()), run(MINE)
+    # under AMP the fused groups (passes on) round to half precision at other points than the
+    # op-by-op Job (and gelu_grad recomputes Phi(x) in float32 where the Job saves it in half
+    # precision): agreement within that precision's rounding, carried by AdamW's steps
+    tol = {"rtol": 10 * half_atol, "atol": half_atol} if half_atol else {}
     for a, b in zip(on[0] + on[1], off[0] + off[1]):
-        assert_graph_matches(a, b, "passes on vs off")
+        assert_graph_matches(a, b, "passes on vs off", **tol)
     assert "multi_tensor_update" in types(on[2]) and len(on[2].ops) < len(off[2].ops)
