@@ -1,7 +1,7 @@
 """Ops emitted into a Job by tracing functional calls, for the steps of the pass list that add
 computation rather than rewrite it: the optimizer's updates (``optimizer_emission``), the loss
 scale of float16 AMP and gradient accumulation's ``1 / n`` on the seed gradients
-(``passes.grad_acc`` takes ``emit_after`` from the pass context nn.Graph builds)."""
+(``passes.grad_acc`` takes ``emit_after`` from the ``PassContext`` nn.Graph builds)."""
 from __future__ import annotations
 
 from actorflow.autograd.grad_mode import no_grad
@@ -29,3 +29,17 @@ def emit_after(job: Job, anchor: str, bindings: dict, phase: str, fn, tags=None,
             o.tags.update(tags)
     job.ops[pos:pos] = new
     return result._h.name, {o.name for o in new}
+
+
+class PassContext:
+    """What passes may need from the Graph: its optimizers and config, and a way to add
+    variables (learning rates, scaler state) the run must bind."""
+
+    def __init__(self, graph, builder: LazyInterpreter):
+        self.graph = graph
+        self.config = graph.config
+        self.optimizers = graph._optimizers
+        self.state_names = builder.state_names
+        self.namer = graph._name_optimizer_state
+        self.bindings = builder.bindings  # variable op name -> eager tensor; passes add to it
+        self.emit_after = emit_after  # traced ops for a pass (gradient accumulation's scaling)

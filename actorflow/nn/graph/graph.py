@@ -26,7 +26,7 @@ from actorflow.nn.graph import args_tree, input_effects, recompile, train_state
 from actorflow.nn.graph.args_tree import GraphArgumentError
 from actorflow.nn.graph.compiled import CompiledGraph
 from actorflow.nn.graph.config import GraphConfig
-from actorflow.nn.graph.emission import emit_after
+from actorflow.nn.graph.emission import PassContext
 from actorflow.nn.graph.proxy import (GraphModule, Proxy, ProxyModule, ProxyTensor, iter_proxies,
                                       make_proxy)
 from actorflow.nn.module import Module
@@ -335,7 +335,7 @@ class Graph:
         forward_job = b.job
         forward_job.verify()
         t1 = time.perf_counter()
-        ctx = _PassContext(self, b)
+        ctx = PassContext(self, b)
         passes = build_pipeline(self.config, ctx, {"optimizer": make_optimizer_pass})
         full_job, log = run_passes(forward_job.copy(), passes)
         compiled = CompiledGraph(sig, forward_job, full_job, dict(ctx.bindings), out_structure,
@@ -589,20 +589,6 @@ class Graph:
             if isinstance(value, (Module, ProxyModule)) and not g._reserved(var):
                 setattr(g, var, value)
         return g
-
-
-class _PassContext:
-    """What passes may need from the Graph: its optimizers and config, and a way to add
-    variables (learning rates, scaler state) the run must bind."""
-
-    def __init__(self, graph: Graph, builder: LazyInterpreter):
-        self.graph = graph
-        self.config = graph.config
-        self.optimizers = graph._optimizers
-        self.state_names = builder.state_names
-        self.namer = graph._name_optimizer_state
-        self.bindings = builder.bindings  # variable op name -> eager tensor; passes add to it
-        self.emit_after = emit_after  # traced ops for a pass (gradient accumulation's scaling)
 
 
 __all__ = ["Graph", "GraphModule", "GraphConfig", "CompiledGraph", "Proxy"]
