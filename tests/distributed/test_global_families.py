@@ -18,3 +18,9 @@ def _run(script: str) -> None:
 @pytest.mark.timeout(180)
 def test_like_creation_takes_placement_and_sbp_and_max_unpool_stays_global():
     _run("global_like.py")
+
+
+@needs_mpi
+@pytest.mark.timeout(180)
+def test_ops_along_a_dim_keep_other_splits_as_oneflow():
+    _run("global_alongdim.py")
