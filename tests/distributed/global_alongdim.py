@@ -1,7 +1,8 @@
 """Run under ``mpiexec -n 2``: the SBP rules, as OneFlow's, of ops along a dim or over
 independent rows (cumsum/cumprod, max/min/median/kthvalue/mode with a dim, flip, roll, inv,
 group_norm, unfold/fold): a split the op doesn't run along is kept with nothing moved, a split
-it runs along is moved (the cheapest layout the op takes); values and gradients agree with PyTorch. Prints ``OK rank R``."""
+it runs along is moved (the cheapest layout the op takes); values and gradients agree with
+PyTorch. Prints ``OK rank R``."""
 import numpy as np
 import torch
 
