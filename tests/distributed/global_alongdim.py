@@ -2,7 +2,7 @@
 independent rows (cumsum/cumprod, max/min/median/kthvalue/mode with a dim, flip, roll, inv,
 group_norm, unfold/fold): a split the op doesn't run along is kept with nothing moved, a split
 it runs along is moved (the cheapest layout the op takes); values and gradients agree with
-PyTorch. Prints ``OK rank R``."""
+PyTorch. Then second derivatives (relu, nll_loss) of split tensors. Prints ``OK rank R``."""
 import numpy as np
 import torch
 
@@ -79,4 +79,19 @@ tw, tx = torch.tensor(w.numpy(), requires_grad=True), torch.tensor(A, requires_g
 torch.nn.functional.group_norm(tx, 3, tw, tw * 0.5).pow(2).sum().backward()
 np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-8)
 np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-8, atol=1e-12)
+
+# second derivatives on split tensors: relu (zeros reach its input) and nll_loss (linear)
+X, T = rng.random((8, 5)) - 0.5, rng.integers(0, 5, 8)
+for sbp in (S0, S1, B):
+    x = flow.tensor(X, placement=PL, sbp=sbp, requires_grad=True)
+    gy = flow.tensor(X * 2, placement=PL, sbp=sbp, requires_grad=True)
+    (dx,) = flow.autograd.grad(flow.relu(x), x, gy, create_graph=True)
+    ddx, ddy = flow.autograd.grad(dx, [x, gy], flow.ones_like(gy))
+    np.testing.assert_array_equal(ddx.numpy(), np.zeros_like(X))
+    np.testing.assert_array_equal(ddy.numpy(), (X > 0).astype(float))
+    t = flow.tensor(T, placement=PL, sbp=sbp if sbp != S1 else B)
+    loss = flow.nn.functional.nll_loss(x, t, reduction="sum")
+    (dx,) = flow.autograd.grad(loss, x, create_graph=True)
+    (ddx,) = flow.autograd.grad((dx * dx).sum(), x, allow_unused=True)
+    np.testing.assert_array_equal(ddx.numpy(), np.zeros_like(X))
 print(f"OK rank {r}", flush=True)
