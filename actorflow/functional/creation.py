@@ -218,29 +218,57 @@ def _like(x: Tensor, dtype):
     return tuple(x._shape), (dt.as_dtype(dtype) if dtype is not None else x.dtype)
 
 
-def zeros_like(x: Tensor, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def _like_placed(name: str, x: Tensor, device, placement, sbp) -> tuple:
+    """(placement, sbp) of a ``*_like`` result, as OneFlow: a ``device`` makes it local, no
+    argument takes ``x``'s layout (``_like_global``), one of placement/sbp given takes the
+    other from a global ``x``."""
+    if device is not None:
+        if placement is not None or sbp is not None:
+            raise ValueError(f"{name}: give device or placement/sbp, not both")
+        as_device(device)
+        return None, None
+    if placement is None and sbp is None:
+        return _like_global(x)
+    if placement is None or sbp is None:
+        if not x.is_global:
+            raise ValueError(f"{name}: a local input needs both placement and sbp for a global "
+                             f"result")
+        pl, xs = _like_global(x)
+        return (pl if placement is None else placement), (xs if sbp is None else sbp)
+    return placement, sbp
+
+
+def zeros_like(x: Tensor, dtype=None, device=None, requires_grad: bool = False,
+               placement=None, sbp=None) -> Tensor:
+    """Zeros shaped like ``x`` (of its dtype unless ``dtype``), laid out as ``_like_placed``."""
     shape, d = _like(x, dtype)
-    pl, sbp = _like_global(x)
+    pl, sbp = _like_placed("zeros_like", x, device, placement, sbp)
     return full(shape, 0, dtype=d, requires_grad=requires_grad, placement=pl, sbp=sbp)
 
 
-def ones_like(x: Tensor, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def ones_like(x: Tensor, dtype=None, device=None, requires_grad: bool = False,
+              placement=None, sbp=None) -> Tensor:
+    """Ones shaped like ``x`` (of its dtype unless ``dtype``), laid out as ``_like_placed``."""
     shape, d = _like(x, dtype)
-    pl, sbp = _like_global(x)
+    pl, sbp = _like_placed("ones_like", x, device, placement, sbp)
     return full(shape, 1, dtype=d, requires_grad=requires_grad, placement=pl, sbp=sbp)
 
 
 def full_like(x: Tensor, fill_value, dtype=None, device=None,
-              requires_grad: bool = False) -> Tensor:
+              requires_grad: bool = False, placement=None, sbp=None) -> Tensor:
     """A tensor shaped like ``x`` (of its dtype unless ``dtype``) filled with ``fill_value``;
-    the value must fit an integer dtype as in ``full``."""
+    the value must fit an integer dtype as in ``full``; laid out as ``_like_placed``."""
     shape, d = _like(x, dtype)
-    return _full("full_like", shape, fill_value, d, requires_grad, *_like_global(x))
+    pl, sbp = _like_placed("full_like", x, device, placement, sbp)
+    return _full("full_like", shape, fill_value, d, requires_grad, pl, sbp)
 
 
-def empty_like(x: Tensor, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def empty_like(x: Tensor, dtype=None, device=None, requires_grad: bool = False,
+               placement=None, sbp=None) -> Tensor:
+    """An uninitialised tensor shaped like ``x``, laid out as ``_like_placed`` (as ``empty``)."""
     shape, d = _like(x, dtype)
-    return empty(shape, dtype=d, requires_grad=requires_grad)
+    pl, sbp = _like_placed("empty_like", x, device, placement, sbp)
+    return empty(shape, dtype=d, requires_grad=requires_grad, placement=pl, sbp=sbp)
 
 
 def arange(start, end=None, step=1, dtype=None, device=None,

@@ -7,6 +7,7 @@ scatter of the values to their flat indices (the inverse of ``max_pool`` with
 from __future__ import annotations
 
 from actorflow.dispatch import apply
+from actorflow.framework.sbp_parallel import broadcast
 from actorflow.functional.conv import ntuple
 from actorflow.functional.pool import _batched, _unbatch
 from actorflow.functional.shape import reshape
@@ -79,7 +80,10 @@ def _max_unpool(n: int, input, indices, kernel_size, stride, padding, output_siz
     plane = 1
     for s in size:
         plane *= s
-    out = scatter(zeros((N, C, plane), dtype=x.dtype), 2, reshape(idx, (N, C, -1)),
+    # a global input scatters into a global zero output on its placement (broadcast: the
+    # scatter's SBP rule lays it out)
+    glob = {"placement": x.placement, "sbp": (broadcast,) * len(x.sbp)} if x.is_global else {}
+    out = scatter(zeros((N, C, plane), dtype=x.dtype, **glob), 2, reshape(idx, (N, C, -1)),
                   reshape(x, (N, C, -1)))
     return _unbatch(reshape(out, (N, C) + size), added)
 

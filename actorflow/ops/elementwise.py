@@ -458,7 +458,9 @@ def _(ins, outs, attrs):
 
 @threshold_backward.grad
 def _(ctx, dout):
-    return F.threshold_backward(dout, ctx.inputs[1]), None
+    # the mask's input gets a zero gradient, not None (as PyTorch): relu's second derivative
+    # w.r.t. its input is zeros, reached through the mask
+    return F.threshold_backward(dout, ctx.inputs[1]), F.zeros_like(ctx.inputs[1])
 
 
 # one element in generated C (ops/registry.py: c_expr). relu: NaN stays NaN and -0 gives +0, as

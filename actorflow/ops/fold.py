@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from actorflow.ops._common import F
+from actorflow.ops.boxing import S, Sig
 from actorflow.ops.registry import Meta, fail, register
 
 _GEOMETRY = ("kernel_size", "dilation", "padding", "stride")
@@ -54,6 +55,15 @@ def _(inputs, attrs):
     return [Meta((n, c * kh * kw, oh * ow), x.dtype)]
 
 
+@im2col.sbp
+def _(inputs, attrs):
+    """As OneFlow: split along the batch, or along the channels when they split evenly (the
+    rows of a channel's blocks then stay on its rank)."""
+    yield Sig((S(0),), (S(0),))
+    if inputs[0]._shape[1] % len(inputs[0].placement.flat_ranks) == 0:
+        yield Sig((S(1),), (S(1),))
+
+
 @im2col.kernel("cpu")
 def _(ins, outs, attrs):
     x, out = ins[0], outs[0]
@@ -89,6 +99,12 @@ def _(inputs, attrs):
         fail("col2im", f"expects C*{kh * kw} rows and {oh * ow} blocks for output_size "
              f"{tuple(attrs['output_size'])}", x._shape)
     return [Meta((n, ck // (kh * kw)) + tuple(attrs["output_size"]), x.dtype)]
+
+
+@col2im.sbp
+def _(inputs, attrs):
+    """As OneFlow: split along the batch."""
+    yield Sig((S(0),), (S(0),))
 
 
 @col2im.kernel("cpu")

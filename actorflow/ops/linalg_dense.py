@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from actorflow.ops._common import F
+from actorflow.ops.boxing import S, Sig
 from actorflow.ops.registry import Meta, fail, register
 
 
@@ -33,6 +34,13 @@ inv = register("inv", grad_uses_outputs=True, amp="deny",
 def _(inputs, attrs):
     x = inputs[0]
     return [Meta(_square(inv.name, x), x.dtype)]
+
+
+@inv.sbp
+def _(inputs, attrs):
+    """As OneFlow: split along any batch dim (each matrix is inverted alone)."""
+    for d in range(len(inputs[0]._shape) - 2):
+        yield Sig((S(d),), (S(d),))
 
 
 @inv.kernel("cpu")

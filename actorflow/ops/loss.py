@@ -415,7 +415,22 @@ nll_loss_backward = register("nll_loss_backward", doc=(
     "Gradient of nll_loss: inputs (dout, input, target[, weight])."), amp="deny")
 nll_loss_backward.infer(backward_infer)
 nll_loss_backward.sbp(_batch_split_backward_sbp)
-nll_loss_backward.grad(no_double_backward("nll_loss"))
+
+
+@nll_loss_backward.grad
+def _(ctx, ddx):
+    """nll_loss is linear in its input, so its gradient dx is linear in dout alone: the
+    gradient of dout is nll_loss of ddx (same target, weight, reduction), the input's is zero
+    (as PyTorch)."""
+    needs = ctx.needs_input_grad
+    if ddx is None:
+        return (None,) * len(needs)
+    dout, x, y = ctx.inputs[:3]
+    rest = list(ctx.inputs[3:])
+    ddout = F.call("nll_loss", ddx, y, *rest, ignore_index=ctx.attrs["ignore_index"],
+                   reduction=ctx.attrs["reduction"]) if needs[0] else None
+    dxx = F.zeros_like(x) if needs[1] else None
+    return (ddout, dxx) + (None,) * (len(needs) - 2)
 
 
 @nll_loss_backward.kernel("cpu")

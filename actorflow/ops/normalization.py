@@ -503,6 +503,13 @@ def _(inputs, attrs):
     return [Meta(xs, x.dtype), Meta((xs[0], g), x.dtype), Meta((xs[0], g), x.dtype)]
 
 
+@group_norm.sbp
+def _(inputs, attrs):
+    """As OneFlow: x split along the batch, weight and bias broadcast; y, mean and invstd
+    split there."""
+    yield Sig((S(0),) + (B,) * (len(inputs) - 1), (S(0),) * 3)
+
+
 @group_norm.kernel("cpu")
 def _(ins, outs, attrs):
     x = compute_array(ins[0])
@@ -538,6 +545,13 @@ def _(inputs, attrs):
     x = inputs[1]
     return [Meta(x._shape, x.dtype), Meta((x._shape[1],), x.dtype),
             Meta((x._shape[1],), x.dtype)]
+
+
+@group_norm_grad.sbp
+def _(inputs, attrs):
+    """dout, x, mean, invstd split along the batch, weight broadcast: dx split there, the
+    weight and bias gradients partial sums."""
+    yield Sig((S(0),) * 4 + (B,) * (len(inputs) - 4), (S(0), P, P))
 
 
 @group_norm_grad.kernel("cpu")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from actorflow.ops._common import F, acc_dtype, norm_axis
+from actorflow.ops.boxing import P, S, Sig
 from actorflow.ops.reduce import reduce_axes
 from actorflow.ops.registry import Meta, fail, register
 
@@ -22,6 +23,16 @@ flip = register("flip", doc="Reverse the order of entries along ``dims``.")
 def _(inputs, attrs):
     reduce_axes("flip", attrs["dims"], len(inputs[0]._shape))
     return _same(inputs, attrs)
+
+
+@flip.sbp
+def _(inputs, attrs):
+    """As OneFlow: split along any dim that is not reversed."""
+    nd = len(inputs[0]._shape)
+    flipped = reduce_axes("flip", attrs["dims"], nd) if attrs["dims"] else ()
+    for d in range(nd):
+        if d not in flipped:
+            yield Sig((S(d),), (S(d),))
 
 
 @flip.kernel("cpu")
@@ -56,6 +67,20 @@ def _(inputs, attrs):
         for d in dims:
             norm_axis("roll", d, len(x._shape))
     return _same(inputs, attrs)
+
+
+@roll.sbp
+def _(inputs, attrs):
+    """As OneFlow: split along any dim that is not rolled (none when rolling the flattened
+    tensor), or partial sums (roll is linear)."""
+    dims = attrs.get("dims")
+    if dims is not None:
+        nd = len(inputs[0]._shape)
+        rolled = {d % nd for d in dims}
+        for d in range(nd):
+            if d not in rolled:
+                yield Sig((S(d),), (S(d),))
+    yield Sig((P,), (P,))
 
 
 @roll.kernel("cpu")

@@ -335,6 +335,24 @@ any_ = _logical("any", np.any)
 
 # ---- scans ---------------------------------------------------------------------------------------
 
+def along_dim_rule(name: str, n_out: int, picks: bool = False, linear: bool = False):
+    """The SBP rule of an op along ``attrs["dim"]`` (a scan, or one element picked per row when
+    ``picks``): every input and output split along any other dim (a picked dim dropped without
+    ``keepdim`` shifts the output dims after it); ``linear`` ops also take partial sums."""
+    def rule(inputs, attrs):
+        nd = len(inputs[0]._shape)
+        if nd:
+            dim = norm_axis(name, attrs["dim"], nd)
+            keep = not picks or attrs.get("keepdim", False)
+            for d in range(nd):
+                if d != dim:
+                    od = d if keep or d < dim else d - 1
+                    yield Sig((S(d),) * len(inputs), (S(od),) * n_out)
+        if linear:
+            yield Sig((P,) * len(inputs), (P,) * n_out)
+    return rule
+
+
 def _scan_infer(name):
     def infer(inputs, attrs):
         x = inputs[0]
@@ -364,6 +382,7 @@ def _scan_into(x: np.ndarray, out: np.ndarray, fn, axis: int) -> None:
 cumsum = register("cumsum", doc="Cumulative sum along ``dim``.", amp="deny")
 cumsum.infer(_scan_infer("cumsum"))
 cumsum.kernel("cpu")(_scan_kernel("cumsum", np.cumsum))
+cumsum.sbp(along_dim_rule("cumsum", 1, linear=True))
 
 
 @cumsum.grad
@@ -377,6 +396,7 @@ def _(ctx, dout):
 cumprod = register("cumprod", doc="Cumulative product along ``dim``.", amp="deny")
 cumprod.infer(_scan_infer("cumprod"))
 cumprod.kernel("cpu")(_scan_kernel("cumprod", np.cumprod))
+cumprod.sbp(along_dim_rule("cumprod", 1))
 
 
 @cumprod.grad
@@ -395,6 +415,9 @@ def _(inputs, attrs):
     if x._shape != g._shape:
         fail("cumprod_backward", "input and gradient shapes differ", x._shape, g._shape)
     return [Meta(x._shape, g.dtype)]
+
+
+cumprod_backward.sbp(along_dim_rule("cumprod_backward", 1))
 
 
 @cumprod_backward.kernel("cpu")

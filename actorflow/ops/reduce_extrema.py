@@ -16,7 +16,7 @@ from actorflow.framework import dtype as dt
 from actorflow.ops._common import F, norm_axis
 from actorflow.ops.boxing import M, S, Sig
 from actorflow.ops.reduce import (
-    broadcast_back, kept, np_axes, reduce_axes, reduced_shape,
+    along_dim_rule, broadcast_back, kept, np_axes, reduce_axes, reduced_shape,
 )
 from actorflow.ops.registry import Meta, fail, register
 
@@ -69,6 +69,7 @@ def _dim_extremum(name: str, arg_fn):
         indices[...] = idx.reshape(indices.shape)
 
     op.grad(selected_values_grad)
+    op.sbp(along_dim_rule(name, 2, picks=True))
     return op
 
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from actorflow.framework import dtype as dt
 from actorflow.ops._common import F, norm_axis
-from actorflow.ops.reduce import broadcast_back, kept, reduced_shape
+from actorflow.ops.reduce import along_dim_rule, broadcast_back, kept, reduced_shape
 from actorflow.ops.reduce_extrema import selected_values_grad
 from actorflow.ops.registry import Meta, fail, register
 
@@ -209,6 +209,7 @@ def _select_op(name: str, doc: str, pick):
         _pick_rows(x, d, lambda rows: pick(rows, attrs), outs[0], outs[1])
 
     op.grad(selected_values_grad)
+    op.sbp(along_dim_rule(name, 2, picks=True))
     return op
 
 

@@ -239,6 +239,20 @@ def test_second_derivatives():
         np.testing.assert_allclose(x.grad.numpy(), d2(a), rtol=1e-10, atol=1e-12)
 
 
+def test_relu_second_derivative_reaches_the_input_with_zeros_as_torch():
+    """grad(dx, [x, dy]) of relu's dx = relu'(x) * dy: zeros for x (reached through the mask,
+    as PyTorch), the mask for dy."""
+    a, u, v = _sample(-1, 1, (6,)), RNG.random(6), RNG.random(6)
+    x, gy = flow.tensor(a, requires_grad=True), flow.tensor(u, requires_grad=True)
+    (dx,) = flow.autograd.grad(flow.relu(x), x, gy, create_graph=True)
+    ddx, ddy = flow.autograd.grad(dx, [x, gy], flow.tensor(v))
+    tx, tg = to_torch(a, requires_grad=True), to_torch(u, requires_grad=True)
+    (tdx,) = torch.autograd.grad(torch.relu(tx), tx, tg, create_graph=True)
+    tddx, tddy = torch.autograd.grad(tdx, [tx, tg], to_torch(v))
+    np.testing.assert_array_equal(ddx.numpy(), tddx.numpy())
+    np.testing.assert_array_equal(ddy.numpy(), tddy.numpy())
+
+
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 def test_gelu_grad_gradcheck_twice(approximate):
     a = _sample(-2, 2, (4,))

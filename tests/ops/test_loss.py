@@ -105,6 +105,30 @@ def test_nll_loss(shape, reduction, weighted):
 
 
 @needs_torch
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("weighted", [False, True])
+def test_nll_loss_double_backward_matches_torch(reduction, weighted):
+    """grad of nll_loss's gradient: nll_loss of ddx for dout (nll is linear), zeros for x."""
+    x, y, n_cls = _class_case((5, 4), ignore=True, seed=3)
+    w = rng.uniform(0.2, 2.0, n_cls) if weighted else None
+    kw = {"reduction": reduction, "ignore_index": -100}
+    fx = flow.tensor(x, requires_grad=True)
+    fw = None if w is None else flow.tensor(w)
+    out = flow.nn.functional.nll_loss(fx, flow.tensor(y), weight=fw, **kw)
+    g = rng.random(tuple(out.shape))
+    fg = flow.tensor(g, requires_grad=True)
+    (dx,) = flow.autograd.grad(out, fx, fg, create_graph=True)
+    v = rng.random(x.shape)
+    ddx, ddg = flow.autograd.grad(dx, [fx, fg], flow.tensor(v))
+    tx, tg = to_torch(x, requires_grad=True), to_torch(g, requires_grad=True)
+    tout = torch.nn.functional.nll_loss(tx, to_torch(y), None if w is None else to_torch(w), **kw)
+    (tdx,) = torch.autograd.grad(tout, tx, tg, create_graph=True)
+    tdg = torch.autograd.grad(tdx, tg, to_torch(v))[0]
+    np.testing.assert_allclose(ddg.numpy(), tdg.numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(ddx.numpy(), np.zeros(x.shape))
+
+
+@needs_torch
 def test_cross_entropy_legacy_reduction_args_and_float32():
     x, y, _ = _class_case((8, 6))
     out = flow.cross_entropy(flow.tensor(x.astype(np.float32)), flow.tensor(y),

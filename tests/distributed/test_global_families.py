@@ -1,0 +1,26 @@
+"""OneFlow's global behaviour of op families met by its global test suite (issue #24): each
+rank script runs through ``mpiexec`` on 2 ranks and prints ``OK rank R``."""
+from __future__ import annotations
+
+import pytest
+
+from tests.distributed.test_distributed import needs_mpi, run_ranks
+
+
+def _run(script: str) -> None:
+    code, _, out = run_ranks(2, script, timeout=170)
+    assert code == 0, out
+    for r in range(2):
+        assert f"OK rank {r}" in out, out
+
+
+@needs_mpi
+@pytest.mark.timeout(180)
+def test_like_creation_takes_placement_and_sbp_and_max_unpool_stays_global():
+    _run("global_like.py")
+
+
+@needs_mpi
+@pytest.mark.timeout(180)
+def test_ops_along_a_dim_keep_other_splits_as_oneflow():
+    _run("global_alongdim.py")
