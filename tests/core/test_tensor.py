@@ -198,6 +198,8 @@ def test_devices():
     with pytest.raises(RuntimeError, match="cuda"):
         flow.Generator(device=cuda0)
     with pytest.raises(RuntimeError, match="cuda"):
+        flow.nn.CoinFlip(batch_size=2, device=cuda0)
+    with pytest.raises(RuntimeError, match="cuda"):
         flow.zeros(2, device="cuda")
     with pytest.raises(RuntimeError, match="cuda"):
         flow.zeros(2).to("cuda")
