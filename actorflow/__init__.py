@@ -78,6 +78,7 @@ from actorflow import functional as _C  # noqa: F401,E402  (OneFlow's functional
 import actorflow.linalg as linalg  # noqa: F401,E402  (over the functional.linalg module name)
 import actorflow.special as special  # noqa: F401,E402  (over the functional.special module name)
 from actorflow import backends  # noqa: F401,E402  (CUDA/cuDNN flags, unread on the CPU)
+from actorflow import boxing  # noqa: F401,E402  (NCCL switches, checked, unread: MPI here)
 from actorflow import cuda  # noqa: F401,E402  (is_available() is False: CPU only)
 from actorflow import jit  # noqa: F401,E402  (TorchScript decorators, ignored)
 

@@ -17,7 +17,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1] / "actorflow"
 
 # lowest first; a unit may import any unit of an earlier layer
 LAYERS = [
-    ["framework", "errors", "settings", "scope", "random", "profiler", "backends", "cuda",
+    ["framework", "errors", "settings", "scope", "random", "profiler", "backends", "boxing", "cuda",
      "process"],                 # process: rank, world size, MPI groups, the watchdog
     ["ops"],                     # op registry and kernels
     ["vm"],                      # eager virtual machine

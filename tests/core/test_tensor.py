@@ -184,9 +184,21 @@ def test_set_default_dtype(default_float32):
 def test_devices():
     assert flow.device("cpu") == flow.device("cpu:0") == "cpu"
     assert flow.device("cpu").type == "cpu"
-    for bad in ("cuda", "cuda:0"):
+    # As PyTorch without a GPU: a cuda device is a value; putting data on it raises.
+    cuda0 = flow.device("cuda:0")
+    assert (cuda0.type, cuda0.index, str(cuda0)) == ("cuda", 0, "cuda:0")
+    assert cuda0 == "cuda" and cuda0 != "cpu" and flow.device(cuda0) == cuda0
+    for bad in ("cuda", "cuda:0", cuda0):
         with pytest.raises(RuntimeError, match="not available.*CPU"):
-            flow.device(bad)
+            flow.ones(2, device=bad)
+    with pytest.raises(RuntimeError, match="unknown device type 'gpu'"):
+        flow.device("gpu")
+    with pytest.raises(RuntimeError, match="cuda"):
+        flow.nn.Linear(2, 2).to(cuda0)
+    with pytest.raises(RuntimeError, match="cuda"):
+        flow.Generator(device=cuda0)
+    with pytest.raises(RuntimeError, match="cuda"):
+        flow.nn.CoinFlip(batch_size=2, device=cuda0)
     with pytest.raises(RuntimeError, match="cuda"):
         flow.zeros(2, device="cuda")
     with pytest.raises(RuntimeError, match="cuda"):

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from actorflow.framework import dtype as dt
-from actorflow.framework.device import device as _device
+from actorflow.framework.device import as_device
 from actorflow.functional.creation import bernoulli, full
 from actorflow.nn.module import Module
 from actorflow.random import Generator
@@ -28,7 +28,7 @@ class CoinFlip(Module):
         self.batch_size = batch_size
         self.probability = probability
         self.placement, self.sbp = placement, sbp
-        self.device = _device("cpu") if device is None else _device(device)
+        self.device = as_device(device)  # raises for a device without kernels (cuda)
         self.generator = None
         if random_seed is not None:
             self.generator = Generator()
