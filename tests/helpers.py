@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 
+import threading
 import time
 
 import numpy as np
@@ -184,3 +185,20 @@ def numpy_kernels_under_adamw(monkeypatch) -> None:
     reorders its row sums) becomes a step of noise in that weight: no float32 bound holds.
     The generated kernels' agreement is tested in tests/compiler and by the SGD models."""
     monkeypatch.setenv("ACTORFLOW_GRAPH_CODEGEN", "0")
+
+
+def bounded_synchronize(timeout: float = 20.0) -> None:
+    """synchronize() on another thread; fails the test instead of hanging."""
+    box: list = []
+
+    def run():
+        try:
+            flow.synchronize()
+        except BaseException as e:  # noqa: BLE001 - handed to the test
+            box.append(e)
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(timeout)
+    assert not t.is_alive(), "synchronize() did not return: the VM is stuck"
+    if box:
+        raise box[0]

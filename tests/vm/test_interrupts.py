@@ -15,12 +15,12 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
 
 import numpy as np
 import pytest
 
 import actorflow as flow
+from tests.helpers import bounded_synchronize
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -66,23 +66,6 @@ def interrupt_at(n: int, fn) -> bool:
         sys.settrace(old_trace)
         signal.signal(signal.SIGINT, old)
     return False
-
-
-def bounded_synchronize(timeout: float = 20.0) -> None:
-    """synchronize() on another thread; fails the test instead of hanging."""
-    box: list = []
-
-    def run():
-        try:
-            flow.synchronize()
-        except BaseException as e:  # noqa: BLE001 - handed to the test
-            box.append(e)
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(timeout)
-    assert not t.is_alive(), "synchronize() did not return: the VM is stuck"
-    if box:
-        raise box[0]
 
 
 def every_point(call, check) -> int:

@@ -3,7 +3,6 @@ graph calls."""
 from __future__ import annotations
 
 import gc
-import threading
 import time
 import weakref
 
@@ -27,23 +26,6 @@ def _fail(exc):
 
 def _blob(n=4):
     return Tensor._wrap(np.zeros(n, np.float32), flow.float32)
-
-
-def bounded_synchronize(timeout=20.0):
-    """synchronize() on another thread; fails the test instead of hanging."""
-    box = []
-
-    def run():
-        try:
-            flow.synchronize()
-        except BaseException as e:  # noqa: BLE001 - handed to the test
-            box.append(e)
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(timeout)
-    assert not t.is_alive(), "synchronize() did not return: the VM is stuck"
-    if box:
-        raise box[0]
 
 
 # ---- errors -----------------------------------------------------------------------------------
