@@ -10,6 +10,7 @@ import numpy as np
 
 from actorflow.framework import dtype as dt
 from actorflow.ops._common import F, add_at, norm_axis
+from actorflow.ops.boxing import S, Sig
 from actorflow.ops.index import saved_index_inputs
 from actorflow.ops.registry import Meta, fail, register
 
@@ -124,6 +125,19 @@ def _(ins, outs, attrs):
         np.multiply.at(out, full, vals.astype(out.dtype))
     else:
         out[full] = vals
+
+
+@scatter.sbp
+def _(inputs, attrs):
+    """Split on a dim other than ``dim`` where x, index (and src) have one size: each rank
+    scatters its rows (OneFlow's rule)."""
+    shapes = [tuple(t._shape) for t in inputs]
+    if any(len(s) != len(shapes[0]) for s in shapes):
+        return
+    dim = attrs["dim"] % max(len(shapes[0]), 1)
+    for d in range(len(shapes[0])):
+        if d != dim and all(s[d] == shapes[0][d] for s in shapes):
+            yield Sig((S(d),) * len(inputs), (S(d),))
 
 
 @scatter.grad
