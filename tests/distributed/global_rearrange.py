@@ -81,6 +81,11 @@ np.testing.assert_array_equal(y.numpy(), np.roll(A3, 5))
 y = flow.nn.functional.pad(flow.tensor(A3, placement=PL, sbp=S2), (1, 1))
 np.testing.assert_array_equal(y.numpy(), np.pad(A3, ((0, 0), (0, 0), (1, 1))))
 
+# reshape_like reads only the like tensor's shape, whatever its layout
+y = flow._C.reshape_like(flow.tensor(A3, placement=PL, sbp=S0),
+                         flow.tensor(np.zeros((6, 32)), placement=PL, sbp=S1))
+np.testing.assert_array_equal(y.numpy(), A3.reshape(6, 32))
+
 # partial sums stay partial through the linear ones (roll, tril/triu)
 for name, fn, ref in [("roll", lambda x: flow.roll(x, 1, 0), lambda a: np.roll(a, 1, 0)),
                       ("tril", flow.tril, np.tril), ("triu", flow.triu, np.triu)]:
