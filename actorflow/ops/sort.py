@@ -295,6 +295,13 @@ def _(inputs, attrs):
     return [Meta(vs, dt.int32 if attrs.get("out_int32") else dt.int64)]
 
 
+@searchsorted.sbp
+def _(inputs, attrs):
+    """Split on a leading dim (the rows searched): sequence, values (and sorter) alike."""
+    for d in range(len(inputs[0]._shape) - 1):
+        yield Sig((S(d),) * len(inputs), (S(d),))
+
+
 def binary_search(seq: np.ndarray, values: np.ndarray, right: bool) -> np.ndarray:
     """Per row r, the first position i in ``seq[r]`` with ``seq[r, i] > v`` (``right``) or
     ``>= v`` for each ``v`` in ``values[r]``: the bisection PyTorch runs, vectorised, so an

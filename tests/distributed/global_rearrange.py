@@ -1,7 +1,7 @@
 """Run under ``mpiexec -n 2``: the SBP signatures of roll, tril/triu, pad (and its
-gradient), var/std, sort/topk and scatter, as OneFlow's rules give them: each op on a tensor split
-along a dim it leaves alone keeps the split and moves nothing; values and gradients agree
-with PyTorch. Prints ``OK rank R``."""
+gradient), var/std, sort/topk, searchsorted and scatter, as OneFlow's rules give them: each
+op on a tensor split along a dim it leaves alone keeps the split and moves nothing; values
+and gradients agree with PyTorch. Prints ``OK rank R``."""
 import numpy as np
 import torch
 
@@ -80,6 +80,15 @@ y = flow.roll(flow.tensor(A3, placement=PL, sbp=S0), 5)
 np.testing.assert_array_equal(y.numpy(), np.roll(A3, 5))
 y = flow.nn.functional.pad(flow.tensor(A3, placement=PL, sbp=S2), (1, 1))
 np.testing.assert_array_equal(y.numpy(), np.pad(A3, ((0, 0), (0, 0), (1, 1))))
+
+# searchsorted splits the rows searched
+SEQ = np.sort(rng.random((4, 7)), axis=1)
+VAL = rng.random((4, 5))
+y, moved = moved_by(flow.searchsorted, flow.tensor(SEQ, placement=PL, sbp=S0),
+                    flow.tensor(VAL, placement=PL, sbp=S0), right=True)
+assert y.sbp == (S0,) and moved == set(), (y.sbp, moved)
+np.testing.assert_array_equal(y.numpy(), torch.searchsorted(torch.tensor(SEQ),
+                                                            torch.tensor(VAL), right=True))
 
 # reshape_like reads only the like tensor's shape, whatever its layout
 y = flow._C.reshape_like(flow.tensor(A3, placement=PL, sbp=S0),
