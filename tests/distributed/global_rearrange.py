@@ -1,7 +1,8 @@
 """Run under ``mpiexec -n 2``: the SBP signatures of roll, tril/triu, pad (and its
-gradient), var/std, sort/topk, searchsorted and scatter, as OneFlow's rules give them: each
-op on a tensor split along a dim it leaves alone keeps the split and moves nothing; values
-and gradients agree with PyTorch. Prints ``OK rank R``."""
+gradient), var/std, sort/topk, searchsorted, scatter and basic indexing, as OneFlow's rules
+give them: each op on a tensor split along a dim it leaves alone keeps the split and moves
+nothing (a slice of a split dim gives partial sums); values and gradients agree with
+PyTorch. Prints ``OK rank R``."""
 import numpy as np
 import torch
 
@@ -89,6 +90,36 @@ y, moved = moved_by(flow.searchsorted, flow.tensor(SEQ, placement=PL, sbp=S0),
 assert y.sbp == (S0,) and moved == set(), (y.sbp, moved)
 np.testing.assert_array_equal(y.numpy(), torch.searchsorted(torch.tensor(SEQ),
                                                             torch.tensor(VAL), right=True))
+
+# a slice of a split dim: each rank's part of it, zeros elsewhere - partial sums (OneFlow's
+# slice); a dim taken whole keeps its split; also inside nn.Graph, and written back
+A2 = rng.random((8, 16))
+for sbp, idx, want in [(S1, (slice(None), slice(None, 8)), P), (S0, (slice(1, 7, 2),), P),
+                       (S1, (Ellipsis, slice(3, 16, 5)), P), (S0, (slice(5, 5),), P),
+                       (S1, (slice(2, 3),), S1), (S1, (None, slice(0, 5, 3)), S2)]:
+    x = flow.tensor(A2, placement=PL, sbp=sbp, requires_grad=True)
+    y, moved = moved_by(x.__getitem__, idx)
+    assert y.sbp == (want,) and moved == set(), (idx, y.sbp, moved)
+    np.testing.assert_array_equal(y.numpy(), A2[idx])
+    y.sum().backward()
+    g = np.zeros_like(A2)
+    g[idx] = 1
+    np.testing.assert_array_equal(x.grad.numpy(), g)
+
+
+class Sliced(flow.nn.Graph):
+    def build(self, x):
+        return x[:, :8]
+
+
+y = Sliced()(flow.tensor(A2, placement=PL, sbp=S1))
+assert y.sbp == (P,), y.sbp
+np.testing.assert_array_equal(y.numpy(), A2[:, :8])
+x = flow.tensor(A2, placement=PL, sbp=S1)
+x[:, 2:9] = 0.0  # a write into the sliced region still reaches every shard
+want = A2.copy()
+want[:, 2:9] = 0.0
+np.testing.assert_array_equal(x.numpy(), want)
 
 # reshape_like reads only the like tensor's shape, whatever its layout
 y = flow._C.reshape_like(flow.tensor(A3, placement=PL, sbp=S0),
