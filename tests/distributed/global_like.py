@@ -1,7 +1,8 @@
 """Run under ``mpiexec -n 2``: ``Tensor.new`` and ``Tensor.type_as`` with global tensors,
 as OneFlow's: ``new`` of a global tensor is global on its placement and sbp; ``type_as`` a
 global tensor makes the result global like it (a local input as this rank's shard), and
-``type_as`` a local one gives a global input's local shard. Prints ``OK rank R``."""
+``type_as`` a local one gives a global input's local shard; ``unfold`` of a global
+tensor works. Prints ``OK rank R``."""
 import numpy as np
 
 import actorflow as flow
@@ -36,4 +37,10 @@ for sbp in (S0, B):
     y = x.type_as(flow.tensor([1], dtype=flow.float64))  # global to local: the shard
     assert not y.is_global and y.dtype == flow.float64
     np.testing.assert_array_equal(y.numpy(), x.to_local().numpy())
+# Tensor.unfold of a global tensor: the window index is global too
+M = np.arange(24.0).reshape(4, 6)
+for sbp in (S0, flow.sbp.split(1), B):
+    y = flow.tensor(M, placement=PL, sbp=sbp).unfold(1, 3, 2)
+    np.testing.assert_array_equal(y.numpy(), np.lib.stride_tricks.sliding_window_view(
+        M, 3, axis=1)[:, ::2])
 print(f"OK rank {r}", flush=True)
