@@ -214,15 +214,21 @@ def _like(x: Tensor, dtype):
     return tuple(x._shape), (dt.as_dtype(dtype) if dtype is not None else x.dtype)
 
 
-def zeros_like(x: Tensor, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def zeros_like(x: Tensor, dtype=None, device=None, requires_grad: bool = False,
+               placement=None, sbp=None) -> Tensor:
+    """Zeros shaped like ``x`` (global like a global ``x``, or with ``placement`` and
+    ``sbp``, as OneFlow's)."""
     shape, d = _like(x, dtype)
-    pl, sbp = _like_global(x)
+    pl, sbp = _placed_like(x, placement, sbp)
     return full(shape, 0, dtype=d, requires_grad=requires_grad, placement=pl, sbp=sbp)
 
 
-def ones_like(x: Tensor, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def ones_like(x: Tensor, dtype=None, device=None, requires_grad: bool = False,
+              placement=None, sbp=None) -> Tensor:
+    """Ones shaped like ``x`` (global like a global ``x``, or with ``placement`` and
+    ``sbp``, as OneFlow's)."""
     shape, d = _like(x, dtype)
-    pl, sbp = _like_global(x)
+    pl, sbp = _placed_like(x, placement, sbp)
     return full(shape, 1, dtype=d, requires_grad=requires_grad, placement=pl, sbp=sbp)
 
 

@@ -11,6 +11,7 @@ import numpy as np
 from actorflow.framework import dtype as dt
 from actorflow.ops._common import F, add_at, norm_axis
 from actorflow.ops.boxing import S, Sig
+from actorflow.framework.sbp_parallel import broadcast as B
 from actorflow.ops.index import saved_index_inputs
 from actorflow.ops.registry import Meta, fail, register
 
@@ -196,7 +197,11 @@ def _(ins, outs, attrs):
 def _(ctx, dout):
     index = saved_index_inputs(ctx, 1)[0]
     shape, dtype = ctx.input_metas[0]
-    return F.index_add(F.zeros(shape, dtype=dtype), ctx.attrs["dim"], index, dout), None
+    where = {}
+    if dout.is_global:  # zeros on dout's placement (broadcast: a local constant)
+        where = {"placement": dout.placement, "sbp": (B,) * len(dout.sbp)}
+    return F.index_add(F.zeros(shape, dtype=dtype, **where), ctx.attrs["dim"], index,
+                       dout), None
 
 
 # ---- index_add --------------------------------------------------------------------------------

@@ -15,7 +15,8 @@ import numpy as np
 
 from actorflow.framework import dtype as dt
 from actorflow.ops._common import F, norm_axis
-from actorflow.ops.boxing import B, S, Sig
+from actorflow.framework.sbp_parallel import broadcast
+from actorflow.ops.boxing import S, Sig
 from actorflow.ops.reduce import broadcast_back, kept, reduced_shape
 from actorflow.ops.reduce_extrema import selected_values_grad
 from actorflow.ops.registry import Meta, fail, register
@@ -42,7 +43,7 @@ def _scatter_back(ctx, dvalues, indices):
     where = {}
     if dvalues.is_global:  # zeros laid out as dvalues (partial sums: broadcast zeros)
         where = {"placement": dvalues.placement,
-                 "sbp": tuple(B if s.is_partial_sum else s for s in dvalues.sbp)}
+                 "sbp": tuple(broadcast if s.is_partial_sum else s for s in dvalues.sbp)}
     zeros = F.zeros(tuple(shape), dtype=dvalues.dtype, **where)
     return F.scatter_add(zeros, ctx.attrs["dim"], indices, dvalues)
 

@@ -43,4 +43,13 @@ for sbp in (S0, flow.sbp.split(1), B):
     y = flow.tensor(M, placement=PL, sbp=sbp).unfold(1, 3, 2)
     np.testing.assert_array_equal(y.numpy(), np.lib.stride_tricks.sliding_window_view(
         M, 3, axis=1)[:, ::2])
+    x = flow.tensor(M, placement=PL, sbp=sbp, requires_grad=True)
+    x.unfold(0, 2, 1).sum().backward()  # its gradient: index_add into global zeros
+    np.testing.assert_array_equal(x.grad.numpy(), np.repeat([[1.0], [2], [2], [1]], 6, 1))
+
+# zeros_like / ones_like with placement and sbp
+for fn, v in ((flow.zeros_like, 0), (flow.ones_like, 1)):
+    y = fn(flow.tensor(M), dtype=flow.int32, placement=PL, sbp=S0)
+    assert y.sbp == (S0,) and y.dtype == flow.int32, (y.sbp, y.dtype)
+    np.testing.assert_array_equal(y.numpy(), np.full((4, 6), v))
 print(f"OK rank {r}", flush=True)
