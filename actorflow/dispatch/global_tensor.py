@@ -234,8 +234,10 @@ class GlobalInterpreter:
             # agrees); if its input had to be boxed, its shards are a copy: writes into it would
             # not reach the base, so check_inplace refuses them
             root = inputs[0] if inputs[0]._base is None else inputs[0]._base
+            # (a split sliced into partial sums is a copy too: its shards hold zeros)
             copied = tuple(sig.ins[0]) != tuple(nd_attrs(inputs[0].sbp)) \
-                or getattr(inputs[0], "_copied_view", False)
+                or getattr(inputs[0], "_copied_view", False) \
+                or any(o == P and i != P for o, i in zip(sig.outs[0], sig.ins[0]))
             for t in results:
                 t._base = root
                 if copied:

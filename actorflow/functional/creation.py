@@ -567,15 +567,19 @@ def _new_tensor(self: Tensor, data, dtype=None, device=None, requires_grad: bool
 def _new(self: Tensor, *args) -> Tensor:
     """PyTorch's legacy ``Tensor.new``: ``new()`` an empty tensor, ``new(2, 3)`` or
     ``new(Size)`` uninitialised values, ``new(data)`` (list, array) the data, ``new(tensor)``
-    that tensor (same dtype only); always of this tensor's dtype."""
+    that tensor (same dtype only); always of this tensor's dtype. From a global tensor the
+    result is global on its placement and sbp (as in ``new_empty``/``new_tensor``), as
+    OneFlow's; ``new(tensor)`` takes local tensors only, as OneFlow's."""
     if len(args) == 1 and isinstance(args[0], Tensor):
+        if self.is_global or args[0].is_global:
+            raise TypeError("new(tensor): takes local tensors only (as OneFlow's)")
         if args[0].dtype is not self.dtype:
             raise TypeError(f"new(): expected a tensor of dtype {self.dtype}, got "
                             f"{args[0].dtype}")
         return args[0].detach()
     if len(args) == 1 and not isinstance(args[0], (int, Size)):
-        return tensor(args[0], dtype=self.dtype)
-    return empty(_shape(args) if args else (0,), dtype=self.dtype)
+        return _new_tensor(self, args[0])
+    return _new_empty(self, *(args if args else (0,)))
 
 
 register_tensor_methods({"new": _new, "new_empty": _new_empty, "new_zeros": _new_zeros,

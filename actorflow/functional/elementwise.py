@@ -404,7 +404,13 @@ def zero_(self: Tensor) -> Tensor:
 
 
 def type_as(x: Tensor, other: Tensor) -> Tensor:
-    """``x`` converted to ``other``'s dtype."""
+    """``x`` converted to ``other``'s dtype, and to its kind as OneFlow's: a global ``other``
+    gives ``x`` on its placement and sbp (a local ``x`` is this rank's shard, as
+    ``to_global``), a local one gives a global ``x``'s local shard."""
+    if other.is_global:
+        return cast(x, other.dtype).to_global(placement=other.placement, sbp=other.sbp)
+    if x.is_global:
+        x = x.to_local()
     return cast(x, other.dtype)
 
 

@@ -10,6 +10,8 @@ import numpy as np
 
 from actorflow.dispatch import apply
 from actorflow.framework import dtype as dt
+from actorflow.framework.sbp_parallel import broadcast
+from actorflow.functional.creation import tensor
 from actorflow.functional.index import index_select
 from actorflow.functional.shape import movedim, reshape
 from actorflow.ops import registry
@@ -69,7 +71,12 @@ def _unfold_method(self: Tensor, dimension: int, size: int, step: int) -> Tensor
     count = (n - size) // step + 1
     index = (np.arange(count)[:, None] * step + np.arange(size)[None, :]).reshape(-1)
     x = self if shape else reshape(self, (1,))
-    picked = index_select(x, d, Tensor._wrap(index.astype(np.int64), dt.int64))
+    if self.is_global:  # the window index: broadcast on the tensor's placement
+        where = tensor(index.astype(np.int64), dtype=dt.int64, placement=self.placement,
+                       sbp=(broadcast,) * len(self.sbp))
+    else:
+        where = Tensor._wrap(index.astype(np.int64), dt.int64)
+    picked = index_select(x, d, where)
     picked = reshape(picked, tuple(x._shape[:d]) + (count, size) + tuple(x._shape[d + 1:]))
     out = movedim(picked, d + 1, -1)
     return out if shape else reshape(out, (size,))  # a 0-d tensor: one window

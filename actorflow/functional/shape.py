@@ -68,6 +68,12 @@ def reshape_as(x: Tensor, other: Tensor) -> Tensor:
     return reshape(x, tuple(other._shape))
 
 
+def reshape_like(x: Tensor, like: Tensor) -> Tensor:
+    """``x`` reshaped to ``like``'s shape (OneFlow's ``flow._C.reshape_like``; only the shape
+    of ``like`` is read, so it may be laid out differently from ``x``)."""
+    return reshape(x, tuple(like._shape))
+
+
 def _positional_or_keyword(name: str, args: tuple, key: str, value) -> tuple:
     """``args``, or ``(value,)`` when the sequence came as keyword ``key`` (not both)."""
     if value is None:
@@ -306,4 +312,4 @@ register_tensor_methods({
 __all__ = ["reshape", "view", "view_as", "reshape_as", "permute", "transpose", "swapaxes",
            "swapdims", "t", "movedim", "flatten", "unflatten", "squeeze", "unsqueeze", "narrow",
            "cat", "concat", "concatenate", "stack", "split", "chunk", "unbind", "repeat", "tile",
-           "contiguous"]
+           "contiguous", "reshape_like"]

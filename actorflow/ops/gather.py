@@ -10,6 +10,8 @@ import numpy as np
 
 from actorflow.framework import dtype as dt
 from actorflow.ops._common import F, add_at, norm_axis
+from actorflow.ops.boxing import S, Sig
+from actorflow.framework.sbp_parallel import broadcast as B
 from actorflow.ops.index import saved_index_inputs
 from actorflow.ops.registry import Meta, fail, register
 
@@ -126,6 +128,19 @@ def _(ins, outs, attrs):
         out[full] = vals
 
 
+@scatter.sbp
+def _(inputs, attrs):
+    """Split on a dim other than ``dim`` where x, index (and src) have one size: each rank
+    scatters its rows (OneFlow's rule)."""
+    shapes = [tuple(t._shape) for t in inputs]
+    if any(len(s) != len(shapes[0]) for s in shapes):
+        return
+    dim = attrs["dim"] % max(len(shapes[0]), 1)
+    for d in range(len(shapes[0])):
+        if d != dim and all(s[d] == shapes[0][d] for s in shapes):
+            yield Sig((S(d),) * len(inputs), (S(d),))
+
+
 @scatter.grad
 def _(ctx, dout):
     if ctx.attrs.get("reduce") == "multiply":
@@ -182,7 +197,11 @@ def _(ins, outs, attrs):
 def _(ctx, dout):
     index = saved_index_inputs(ctx, 1)[0]
     shape, dtype = ctx.input_metas[0]
-    return F.index_add(F.zeros(shape, dtype=dtype), ctx.attrs["dim"], index, dout), None
+    where = {}
+    if dout.is_global:  # zeros on dout's placement (broadcast: a local constant)
+        where = {"placement": dout.placement, "sbp": (B,) * len(dout.sbp)}
+    return F.index_add(F.zeros(shape, dtype=dtype, **where), ctx.attrs["dim"], index,
+                       dout), None
 
 
 # ---- index_add --------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from actorflow.ops._common import F, add_at
-from actorflow.ops.boxing import P, S, Sig, shard_shape
+from actorflow.ops.boxing import P, S, Sig, shard_range, shard_shape
 from actorflow.ops.registry import Meta, fail, register
 
 _CONSUMES_DIM = ("int", "slice", "tensor")
@@ -189,12 +189,68 @@ def kept_dims(entries: tuple, shape: tuple) -> dict:
     return kept
 
 
+def sliced_dims(entries: tuple, shape: tuple) -> dict:
+    """``{input dim: (output dim, entry position)}`` of the dims a basic index slices (a
+    slice entry that does not take the dim whole)."""
+    if any(e[0] in ("tensor", "bool") for e in entries):
+        return {}
+    out, d, o = {}, 0, 0
+    used = sum(e[0] in _CONSUMES_DIM for e in entries)
+    for k, e in enumerate(entries):
+        if e[0] == "int":
+            d += 1
+        elif e[0] == "slice":
+            if slice(e[1], e[2], e[3]).indices(shape[d]) != (0, shape[d], 1):
+                out[d] = (o, k)
+            d, o = d + 1, o + 1
+        elif e[0] == "none":
+            o += 1
+        elif e[0] == "ellipsis":
+            d, o = d + len(shape) - used, o + len(shape) - used
+    return out
+
+
+def _shard_slice(entry: tuple, size: int, lo: int, hi: int) -> tuple:
+    """For a slice ``entry`` of a dim of ``size`` and the shard ``[lo, hi)`` of it: the slice
+    of the shard it takes and ``(k0, k1)``, the output positions those elements fill."""
+    a, b, step = slice(entry[1], entry[2], entry[3]).indices(size)
+    m = len(range(a, b, step))
+    k0 = min(m, max(0, -(-(lo - a) // step)))
+    k1 = min(m, max(0, -(-(hi - a) // step)))
+    if k1 <= k0:
+        return ("slice", 0, 0, 1), (k0, k0)
+    return ("slice", a + k0 * step - lo, a + (k1 - 1) * step - lo + 1, step), (k0, k1)
+
+
+def _slice_of_split(d: int, o: int, k: int, size: int):
+    """The (local, post) pair of getitem on x split along a dim ``d`` the index slices (entry
+    ``k``, landing on output dim ``o``): each rank takes the part of the slice its shard holds
+    and zeros elsewhere, so the output is the partial sum of the ranks' results (OneFlow's)."""
+    def local(attrs, index, n):
+        entries = list(attrs["index"])
+        entries[k], _ = _shard_slice(entries[k], size, *shard_range(size, n, index))
+        return dict(attrs, index=tuple(entries))
+
+    def post(outs, attrs, index, n):
+        y = outs[0]
+        m = len(range(*slice(*attrs["index"][k][1:]).indices(size)))
+        _, (k0, k1) = _shard_slice(attrs["index"][k], size, *shard_range(size, n, index))
+        pad = [0] * (2 * (len(y._shape) - 1 - o)) + [k0, m - k1]
+        return [F.pad(y, tuple(pad))]
+    return local, post
+
+
 @getitem.sbp
 def _(inputs, attrs):
     """x split on a dim the index takes whole: the result split on where that dim lands;
-    partial sums stay partial."""
-    for d, o in kept_dims(attrs["index"], tuple(inputs[0]._shape)).items():
+    split on a dim it slices: partial sums (each rank's part of the slice, zeros elsewhere,
+    as OneFlow's slice); partial sums stay partial."""
+    shape = tuple(inputs[0]._shape)
+    for d, o in kept_dims(attrs["index"], shape).items():
         yield Sig((S(d),), (S(o),))
+    for d, (o, k) in sliced_dims(attrs["index"], shape).items():
+        local, post = _slice_of_split(d, o, k, shape[d])
+        yield Sig((S(d),), (P,), post, local)
     yield Sig((P,), (P,))
 
 

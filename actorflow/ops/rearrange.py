@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from actorflow.ops._common import F, acc_dtype, norm_axis
-from actorflow.ops.boxing import P, S, Sig
+from actorflow.ops.boxing import P, S, Sig, shard_shape
 from actorflow.ops.reduce import reduce_axes
 from actorflow.ops.registry import Meta, fail, register
 
@@ -69,20 +69,6 @@ def _(inputs, attrs):
     return _same(inputs, attrs)
 
 
-@roll.sbp
-def _(inputs, attrs):
-    """As OneFlow: split along any dim that is not rolled (none when rolling the flattened
-    tensor), or partial sums (roll is linear)."""
-    dims = attrs.get("dims")
-    if dims is not None:
-        nd = len(inputs[0]._shape)
-        rolled = {d % nd for d in dims}
-        for d in range(nd):
-            if d not in rolled:
-                yield Sig((S(d),), (S(d),))
-    yield Sig((P,), (P,))
-
-
 @roll.kernel("cpu")
 def _(ins, outs, attrs):
     x = ins[0]
@@ -97,6 +83,19 @@ def _(ins, outs, attrs):
 @roll.grad
 def _(ctx, dout):
     return F.roll(dout, tuple(-s for s in ctx.attrs["shifts"]), ctx.attrs.get("dims"))
+
+
+@roll.sbp
+def _(inputs, attrs):
+    """Split on a dim the roll leaves alone (none when it rolls the flattened tensor);
+    partial sums stay partial (a permutation is linear)."""
+    shape, dims = tuple(inputs[0]._shape), attrs.get("dims")
+    if dims is not None:
+        rolled = {norm_axis("roll", d, len(shape)) for d in dims}
+        for d in range(len(shape)):
+            if d not in rolled:
+                yield Sig((S(d),), (S(d),))
+    yield Sig((P,), (P,))
 
 
 # ---- triangles -----------------------------------------------------------------------------------
@@ -117,6 +116,13 @@ def _triangle(name: str, fn):
     @op.grad
     def _(ctx, dout):
         return getattr(F, name)(dout, ctx.attrs.get("diagonal", 0))
+
+    @op.sbp
+    def _(inputs, attrs):
+        # split on a batch dim (every matrix whole on one rank); masking with zeros is linear
+        for d in range(len(inputs[0]._shape) - 2):
+            yield Sig((S(d),), (S(d),))
+        yield Sig((P,), (P,))
     return op
 
 
@@ -205,6 +211,19 @@ def _(ins, outs, attrs):
     out[...] = y
 
 
+def _unpadded_dims(shape: tuple, pad) -> list:
+    """The dims of ``shape`` that a pad tuple leaves as they are (no padding on either side)."""
+    padded = {d for d, left, right in pad_pairs("pad", shape, pad) if left or right}
+    return [d for d in range(len(shape)) if d not in padded]
+
+
+@pad.sbp
+def _(inputs, attrs):
+    """Split on a dim the pad leaves as it is (each shard padded alike)."""
+    for d in _unpadded_dims(tuple(inputs[0]._shape), attrs["pad"]):
+        yield Sig((S(d),), (S(d),))
+
+
 @pad.grad
 def _(ctx, dout):
     mode = ctx.attrs.get("mode", "constant")
@@ -234,6 +253,18 @@ def _(ins, outs, attrs):
         np.add.at(acc, index, g.astype(acc.dtype, copy=False))  # half: in float32
         g = acc
     np.copyto(out, g, casting="unsafe")
+
+
+@pad_backward.sbp
+def _(inputs, attrs):
+    """Split on a dim the pad left as it is, the shard's own shape in ``shape``; partial sums
+    stay partial (the sum back into the sources is linear)."""
+    shape = tuple(attrs["shape"])
+    for d in _unpadded_dims(shape, attrs["pad"]):
+        def local(attrs, index, n, d=d):
+            return dict(attrs, shape=shard_shape(shape, S(d), n, index))
+        yield Sig((S(d),), (S(d),), None, local)
+    yield Sig((P,), (P,))
 
 
 @pad_backward.grad

@@ -269,6 +269,21 @@ def _(ctx, dout):
     return F.mul(broadcast_back(ctx, F.mul(dout, scale)), centered)
 
 
+def _moment_sbp(name: str):
+    """var/std: split on a dim the reduction leaves (where it lands in the output)."""
+    def rule(inputs, attrs):
+        shape = tuple(inputs[0]._shape)
+        axes = reduce_axes(name, attrs.get("dim"), len(shape))
+        keep = attrs.get("keepdim", False)
+        for d in range(len(shape)):
+            if d not in axes:
+                yield Sig((S(d),), (S(d if keep else d - sum(1 for a in axes if a < d)),))
+    return rule
+
+
+var.sbp(_moment_sbp("var"))
+
+
 std = register("std", grad_uses_outputs=True, doc="Standard deviation over ``dim``.", amp="deny")
 std.infer(float_input_infer("std"))
 
@@ -287,6 +302,9 @@ def _(ctx, dout):
     scale = 1.0 / dof if dof > 0 else float("nan")
     g = F.div(F.mul(dout, scale), ctx.outputs[0])
     return F.mul(broadcast_back(ctx, g), centered)
+
+
+std.sbp(_moment_sbp("std"))
 
 
 logsumexp = register("logsumexp", grad_uses_outputs=True,

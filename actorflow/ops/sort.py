@@ -15,6 +15,8 @@ import numpy as np
 
 from actorflow.framework import dtype as dt
 from actorflow.ops._common import F, norm_axis
+from actorflow.framework.sbp_parallel import broadcast
+from actorflow.ops.boxing import S, Sig
 from actorflow.ops.reduce import along_dim_rule, broadcast_back, kept, reduced_shape
 from actorflow.ops.reduce_extrema import selected_values_grad
 from actorflow.ops.registry import Meta, fail, register
@@ -38,7 +40,11 @@ def _dim(name: str, x, attrs) -> int:
 def _scatter_back(ctx, dvalues, indices):
     """The gradient of values picked at ``indices`` along ``dim``: ``dvalues`` put back there."""
     shape, d = ctx.input_metas[0]
-    zeros = F.zeros(tuple(shape), dtype=dvalues.dtype)
+    where = {}
+    if dvalues.is_global:  # zeros laid out as dvalues (partial sums: broadcast zeros)
+        where = {"placement": dvalues.placement,
+                 "sbp": tuple(broadcast if s.is_partial_sum else s for s in dvalues.sbp)}
+    zeros = F.zeros(tuple(shape), dtype=dvalues.dtype, **where)
     return F.scatter_add(zeros, ctx.attrs["dim"], indices, dvalues)
 
 
@@ -82,6 +88,22 @@ def _(ctx, dvalues, dindices):
     return _scatter_back(ctx, dvalues, ctx.outputs[1])
 
 
+def _along_dim_sbp(name: str):
+    """sort/topk: split on a dim other than the one sorted along (values and indices alike)."""
+    def rule(inputs, attrs):
+        shape = tuple(inputs[0]._shape)
+        if not shape:
+            return
+        d0 = norm_axis(name, attrs["dim"], len(shape))
+        for d in range(len(shape)):
+            if d != d0:
+                yield Sig((S(d),), (S(d), S(d)))
+    return rule
+
+
+sort.sbp(_along_dim_sbp("sort"))
+
+
 topk = register("topk", grad_uses_outputs=(1,),
                 doc="The ``k`` largest (``largest=False``: smallest) values along ``dim`` and "
                     "their int64 indices, in sorted order.")
@@ -108,6 +130,9 @@ def _(ins, outs, attrs):
 @topk.grad
 def _(ctx, dvalues, dindices):
     return _scatter_back(ctx, dvalues, ctx.outputs[1])
+
+
+topk.sbp(_along_dim_sbp("topk"))
 
 
 # ---- one element per row: kthvalue, median, mode ------------------------------------------------
@@ -270,6 +295,13 @@ def _(inputs, attrs):
             fail("searchsorted", f"sorter must be an integer tensor of the sequence's shape, "
                  f"got {sorter.dtype}", ss, sorter._shape)
     return [Meta(vs, dt.int32 if attrs.get("out_int32") else dt.int64)]
+
+
+@searchsorted.sbp
+def _(inputs, attrs):
+    """Split on a leading dim (the rows searched): sequence, values (and sorter) alike."""
+    for d in range(len(inputs[0]._shape) - 1):
+        yield Sig((S(d),) * len(inputs), (S(d),))
 
 
 def binary_search(seq: np.ndarray, values: np.ndarray, right: bool) -> np.ndarray:

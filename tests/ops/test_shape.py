@@ -64,6 +64,7 @@ def t(a):
     (lambda x: flow.stack([x, x], -1), lambda a: np.stack([a, a], -1)),
     (lambda x: x.view_as(flow.zeros(6, 4)), lambda a: a.reshape(6, 4)),
     (lambda x: x.reshape_as(flow.zeros(4, 6)), lambda a: a.reshape(4, 6)),
+    (lambda x: flow._C.reshape_like(x, flow.zeros(3, 8)), lambda a: a.reshape(3, 8)),
 ])
 def test_forward_matches_numpy(fn, ref):
     out = fn(t(A))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 import actorflow.functional as flow_f
+from actorflow.framework.sbp_parallel import broadcast, split
 from actorflow.functional.creation import empty, zeros
 from actorflow.nn import functional as F
 from actorflow.nn import init
@@ -134,7 +135,7 @@ class RNNBase(Module):
         dirs = 2 if self.bidirectional else 1
         want = (self.num_layers * dirs,) + ((batch,) if batch is not None else ()) + (size,)
         if hx is None:
-            return zeros(want, dtype=like.dtype, device=like.device)
+            return _zero_state(want, like, 1, 1 if batch is not None else None)
         if tuple(hx.shape) != want:
             raise ValueError(f"{type(self).__name__}: expected {what} of shape {want}, got "
                              f"{tuple(hx.shape)}")
@@ -377,7 +378,18 @@ class RNNCellBase(Module):
         return x, hx, batched
 
     def _zeros(self, x: Tensor) -> Tensor:
-        return zeros((x.shape[0], self.hidden_size), dtype=x.dtype, device=x.device)
+        return _zero_state((x.shape[0], self.hidden_size), x, 0, 0)
+
+
+def _zero_state(shape: tuple, like: Tensor, like_batch: int, batch: int | None) -> Tensor:
+    """Zeros of ``shape`` for an initial state of the input ``like``: a global ``like``
+    gives global zeros on its placement, split along ``batch`` where ``like`` is split
+    along its batch dim ``like_batch`` (each rank keeps its own samples), else broadcast."""
+    if not like.is_global:
+        return zeros(shape, dtype=like.dtype, device=like.device)
+    sbp = tuple(split(batch) if batch is not None and s == split(like_batch) else broadcast
+                for s in like.sbp)
+    return zeros(shape, dtype=like.dtype, placement=like.placement, sbp=sbp)
 
 
 class RNNCell(RNNCellBase):
