@@ -19,7 +19,7 @@ from actorflow.ops.creation import as_shape
 from actorflow.ops.int_scalars import check_int_scalar, int_scalar
 from actorflow.random import Generator
 from actorflow import scope
-from actorflow.tensor import Size, Tensor, register_tensor_methods
+from actorflow.tensor import Size, Tensor
 
 _constant = registry.get("constant")
 
@@ -500,91 +500,6 @@ def hann_window(window_length: int, periodic: bool = True, *, dtype=None, device
     return _global(cast(mul(s, s), d), placement, sbp, requires_grad)
 
 
-# ---- Tensor.new_*: new tensors of this tensor's dtype (unless ``dtype``) -------------------------
-
-def _new_dtype(self: Tensor, dtype):
-    return self.dtype if dtype is None else dt.as_dtype(dtype)
-
-
-def _new_global(self: Tensor, shape: tuple, placement, sbp) -> tuple:
-    """(placement, sbp) of a ``new_*`` tensor of ``shape``: the ones given, else a global
-    ``self``'s (OneFlow's; partial_sum made broadcast, a split dim the new shape lacks
-    broadcast), else (None, None)."""
-    if placement is not None or sbp is not None:
-        return placement, sbp
-    pl, like = _like_global(self)
-    if pl is None:
-        return None, None
-    return pl, tuple(broadcast if s.is_split and s.dim >= len(shape) else s for s in like)
-
-
-def _new_empty(self: Tensor, *size, dtype=None, device=None, requires_grad: bool = False,
-               placement=None, sbp=None) -> Tensor:
-    shape = _shape(size)
-    pl, sbp = _new_global(self, shape, placement, sbp)
-    if pl is not None:  # a global tensor's values are made in full on every rank: zeros
-        return zeros(shape, dtype=_new_dtype(self, dtype), requires_grad=requires_grad,
-                     placement=pl, sbp=sbp)
-    return empty(shape, dtype=_new_dtype(self, dtype), device=device,
-                 requires_grad=requires_grad)
-
-
-def _new_zeros(self: Tensor, *size, dtype=None, device=None, requires_grad: bool = False,
-               placement=None, sbp=None) -> Tensor:
-    shape = _shape(size)
-    pl, sbp = _new_global(self, shape, placement, sbp)
-    return zeros(shape, dtype=_new_dtype(self, dtype), device=device,
-                 requires_grad=requires_grad, placement=pl, sbp=sbp)
-
-
-def _new_ones(self: Tensor, *size, dtype=None, device=None, requires_grad: bool = False,
-              placement=None, sbp=None) -> Tensor:
-    shape = _shape(size)
-    pl, sbp = _new_global(self, shape, placement, sbp)
-    return ones(shape, dtype=_new_dtype(self, dtype), device=device,
-                requires_grad=requires_grad, placement=pl, sbp=sbp)
-
-
-def _new_full(self: Tensor, size, fill_value, dtype=None, device=None,
-              requires_grad: bool = False, placement=None, sbp=None) -> Tensor:
-    shape = _shape((size,))
-    pl, sbp = _new_global(self, shape, placement, sbp)
-    return full(shape, fill_value, dtype=_new_dtype(self, dtype), device=device,
-                requires_grad=requires_grad, placement=pl, sbp=sbp)
-
-
-def _new_tensor(self: Tensor, data, dtype=None, device=None, requires_grad: bool = False,
-                placement=None, sbp=None) -> Tensor:
-    """A tensor of ``data`` of this tensor's dtype (unless ``dtype``); from a global tensor,
-    global on its placement and sbp (unless ``placement``/``sbp``), as OneFlow's."""
-    t = tensor(data, dtype=_new_dtype(self, dtype), device=device)
-    pl, sbp = _new_global(self, tuple(t._shape), placement, sbp)
-    if pl is not None:
-        t = gt.from_full(t, pl, sbp)
-    return _finish(t, requires_grad)
-
-
-def _new(self: Tensor, *args) -> Tensor:
-    """PyTorch's legacy ``Tensor.new``: ``new()`` an empty tensor, ``new(2, 3)`` or
-    ``new(Size)`` uninitialised values, ``new(data)`` (list, array) the data, ``new(tensor)``
-    that tensor (same dtype only); always of this tensor's dtype. From a global tensor the
-    result is global on its placement and sbp (as in ``new_empty``/``new_tensor``), as
-    OneFlow's; ``new(tensor)`` takes local tensors only, as OneFlow's."""
-    if len(args) == 1 and isinstance(args[0], Tensor):
-        if self.is_global or args[0].is_global:
-            raise TypeError("new(tensor): takes local tensors only (as OneFlow's)")
-        if args[0].dtype is not self.dtype:
-            raise TypeError(f"new(): expected a tensor of dtype {self.dtype}, got "
-                            f"{args[0].dtype}")
-        return args[0].detach()
-    if len(args) == 1 and not isinstance(args[0], (int, Size)):
-        return _new_tensor(self, args[0])
-    return _new_empty(self, *(args if args else (0,)))
-
-
-register_tensor_methods({"new": _new, "new_empty": _new_empty, "new_zeros": _new_zeros,
-                         "new_ones": _new_ones, "new_full": _new_full, "new_tensor": _new_tensor})
-
 __all__ = ["tensor", "as_tensor", "from_numpy", "full", "zeros", "ones", "empty", "zeros_like",
            "ones_like", "full_like", "empty_like", "arange", "linspace", "eye", "rand", "randn",
            "normal", "randint", "randperm", "bernoulli", "rand_like", "randn_like",
@@ -592,7 +507,7 @@ __all__ = ["tensor", "as_tensor", "from_numpy", "full", "zeros", "ones", "empty"
 
 # ``device="meta"`` (and ``*_like`` of a meta tensor): the function's ops run under the meta
 # interpreter and the result is a meta tensor (calls inside this module, and the Tensor
-# methods above, look these names up at call time, so they get the wrapped functions too)
+# methods of ``tensor_new``, look these names up at call time: they get the wrapped ones)
 for _name in ("tensor", "as_tensor", "full", "zeros", "ones", "empty", "zeros_like",
               "ones_like", "full_like", "empty_like", "arange", "linspace", "eye", "rand", "randn",
               "normal", "randint", "randperm", "rand_like", "randn_like", "randint_like",
