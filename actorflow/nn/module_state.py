@@ -12,6 +12,7 @@ from collections import OrderedDict, namedtuple
 
 from actorflow.autograd import no_grad
 from actorflow.dispatch.global_tensor import from_full
+from actorflow.functional.creation import tensor as _tensor
 from actorflow.tensor import Tensor
 
 _IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
@@ -68,7 +69,6 @@ class ModuleStateDict:
             value = state_dict[key]
             if not isinstance(value, Tensor):
                 try:
-                    from actorflow.functional.creation import tensor as _tensor
                     value = _tensor(value)
                 except (TypeError, ValueError):
                     error_msgs.append(f'While copying the parameter named "{key}", expected a '

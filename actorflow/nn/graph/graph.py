@@ -27,6 +27,8 @@ from actorflow.nn.graph.args_tree import GraphArgumentError
 from actorflow.nn.graph.compiled import CompiledGraph
 from actorflow.nn.graph.config import GraphConfig
 from actorflow.nn.graph.emission import PassContext
+from actorflow.nn.graph.optimizer_emission import (GradScalerState, make_optimizer_pass,
+                                                   uses_grad_scaler)
 from actorflow.nn.graph.proxy import (GraphModule, Proxy, ProxyModule, ProxyTensor, iter_proxies,
                                       make_proxy)
 from actorflow.nn.module import Module
@@ -147,8 +149,6 @@ class Graph:
         ``GradScalerState``, or an object with OneFlow GradScaler's fields (``_init_scale``,
         ``_growth_factor``, ``_backoff_factor``, ``_growth_interval``). Call it in
         ``__init__`` after ``config.enable_amp(True)`` (float16), before the first call."""
-        from actorflow.nn.graph.optimizer_emission import GradScalerState, uses_grad_scaler
-
         if self._cache:
             raise RuntimeError(f"nn.Graph {self._name}: set_grad_scaler must be called before "
                                f"the first call of the graph")
@@ -285,7 +285,6 @@ class Graph:
 
     # -- compiling -------------------------------------------------------------------------------
     def _compile(self, sig, structure, tensors, args, kwargs):
-        from actorflow.nn.graph.optimizer_emission import make_optimizer_pass
         from actorflow.nn.graph.show import debug_compile, debug_passes
         from actorflow.passes import build_pipeline, run_passes
 

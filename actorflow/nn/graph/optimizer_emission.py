@@ -27,6 +27,7 @@ from actorflow.framework import dtype as dt
 from actorflow.dispatch.lazy import LazyBlob, LazyInterpreter
 from actorflow.job.job import Job
 from actorflow.nn.graph.emission import emit_after
+from actorflow.nn.graph.zero_updates import zero_updates
 from actorflow.passes.grad_acc import rewire_readers
 from actorflow.tensor import Tensor
 
@@ -125,8 +126,6 @@ def _zero(b: LazyInterpreter, opt, config):
     stage = getattr(config, "zero_stage", 0)
     if not stage or not getattr(b, "_global", False):
         return contextlib.nullcontext()
-    from actorflow.nn.graph.zero_updates import zero_updates
-
     return zero_updates(b, opt, stage, config.zero_shard_min_size)
 
 

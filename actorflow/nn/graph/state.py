@@ -4,6 +4,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from actorflow.nn.module import Module
+from actorflow.nn.graph.optimizer_emission import grad_scaler, uses_grad_scaler
 
 _OPT = "_optimizer"
 _SCH = "_lr_scheduler"
@@ -27,8 +28,6 @@ def graph_state_dict(graph, destination=None) -> dict:
 
 def _grad_scaler(graph):
     """The graph's GradScaler state when it trains with float16 AMP (else None)."""
-    from actorflow.nn.graph.optimizer_emission import grad_scaler, uses_grad_scaler
-
     if graph._optimizers and uses_grad_scaler(graph.config):
         return grad_scaler(graph, create=True)
     return grad_scaler(graph)
@@ -57,8 +56,6 @@ def graph_load_state_dict(graph, state_dict: dict, strict: bool = True) -> None:
         if entry.lr_scheduler is not None and f"{_SCH}{k}" in state_dict:
             entry.lr_scheduler.load_state_dict(state_dict[f"{_SCH}{k}"])
     if _SCALER in state_dict:
-        from actorflow.nn.graph.optimizer_emission import grad_scaler
-
         grad_scaler(graph, create=True).load_state_dict(state_dict[_SCALER])
     # optimizer state tensors were replaced: compiled jobs bound the old ones
     if graph._cache:
