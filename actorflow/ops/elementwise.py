@@ -370,6 +370,7 @@ sub.c_expr, scalar_sub.c_expr = "({0} - {1})", c_scalar("({0} - {scalar})")
 mul.c_expr, scalar_mul.c_expr = "({0} * {1})", c_scalar("({0} * {scalar})")
 div.c_expr, scalar_div.c_expr = "({0} / {1})", c_scalar("({0} / {scalar})")
 for _op in (add, sub, scalar_mul, scalar_div):  # linear: partial sums stay partial
+    _op.sbp_fn = None  # replaces binary()'s elementwise rule (a second @sbp would raise)
     _op.sbp(linear_rule)
 
 
@@ -383,6 +384,7 @@ def _mul_rule(inputs, attrs):
     yield Sig((B, P), (P,))
 
 
+mul.sbp_fn = None  # replaces binary()'s elementwise rule
 mul.sbp(_mul_rule)
 
 
@@ -425,6 +427,7 @@ def _ufunc(u):
 
 neg = unary("neg", _ufunc(np.negative), float_only=False, grad=lambda ctx, g: F.neg(g),
             complex_ok=True)
+neg.sbp_fn = None  # replaces unary()'s elementwise rule
 neg.sbp(linear_rule)
 neg.c_expr = "(-{0})"
 exp = unary("exp", _ufunc(np.exp), grad_uses_outputs=True, complex_ok=True,

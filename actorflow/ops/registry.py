@@ -263,12 +263,24 @@ class Op:
         return deco
 
     def grad(self, fn: Callable) -> Callable:
+        """Set the gradient rule (decorator; a second rule for one op raises)."""
+        self._refuse_second("grad_fn", "@grad", fn)
         self.grad_fn = fn
         return fn
 
     def sbp(self, fn: Callable) -> Callable:
+        """Set the SBP signature rule (decorator; a second rule for one op raises)."""
+        self._refuse_second("sbp_fn", "@sbp", fn)
         self.sbp_fn = fn
         return fn
+
+    def _refuse_second(self, slot: str, what: str, fn: Callable) -> None:
+        # Two definitions of one rule are a merge mistake: the later one would silently win.
+        old = getattr(self, slot, None)
+        if old is not None and old is not fn:
+            raise RuntimeError(
+                f"op {self.name!r} already has a {what} rule ({old.__module__}.{old.__qualname__});"
+                f" a second one ({fn.__module__}.{fn.__qualname__}) would replace it")
 
     def view(self, fn: Callable) -> Callable:
         self.view_fn = fn

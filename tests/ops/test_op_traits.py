@@ -248,3 +248,27 @@ def test_program_steps_run_in_place_as_the_record_says():
 
     assert shares_buffer("relu", 1, [1])            # relu(neg(x)): in place
     assert not shares_buffer("where", 2, [0, 2, 1])  # where(c, neg(y), y): not alias-safe
+
+
+def test_a_second_sbp_or_grad_rule_for_one_op_raises():
+    """Two definitions of one rule (e.g. two ``@op.sbp`` left by a merge) must not let the later
+    one silently win; replacing a default rule is an explicit ``sbp_fn = None`` first."""
+    op = registry.Op("test_rule_twice")
+
+    def rule_a(inputs, attrs):
+        yield from ()
+
+    def rule_b(inputs, attrs):
+        yield from ()
+
+    op.sbp(rule_a)
+    op.sbp(rule_a)  # the same function again is harmless
+    with pytest.raises(RuntimeError, match=r"test_rule_twice.*already has a @sbp rule.*rule_a"):
+        op.sbp(rule_b)
+    assert op.sbp_fn is rule_a
+    op.sbp_fn = None
+    op.sbp(rule_b)
+    assert op.sbp_fn is rule_b
+    op.grad(rule_a)
+    with pytest.raises(RuntimeError, match="already has a @grad rule"):
+        op.grad(rule_b)
