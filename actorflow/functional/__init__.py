@@ -8,6 +8,7 @@ from actorflow.functional.creation import *  # noqa: F401,F403
 from actorflow.functional import tensor_new  # noqa: F401,E402  (Tensor.new, new_*)
 from actorflow.functional.elementwise import *  # noqa: F401,F403
 from actorflow.functional.activation import *  # noqa: F401,F403
+from actorflow.functional.activation_grad import *  # noqa: F401,F403
 from actorflow.functional.reduce import *  # noqa: F401,F403
 from actorflow.functional.shape import *  # noqa: F401,F403
 from actorflow.functional.reduce_extrema import *  # noqa: F401,F403

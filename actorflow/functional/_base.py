@@ -37,15 +37,21 @@ def as_tensor_like(x, like: Tensor | None = None, op_name: str = "as_tensor_like
     """A tensor for ``x``: tensors pass through, arrays are copied (the op may run after the
     caller changed the array), Python data is wrapped.
 
-    A number takes ``like``'s dtype unless that would lower its category (bool < integer <
-    float). An integral number becoming an integer tensor must be representable there, as in
-    PyTorch (unsigned dtypes also take ints down to -max, which wrap); otherwise an
-    OverflowError names ``op_name``, the value and the dtype.
+    A NumPy array meeting a global ``like`` becomes a broadcast global tensor of ``like``'s
+    placement and dtype. A number takes ``like``'s dtype unless that would lower its category
+    (bool < integer < float). An integral number becoming an integer tensor must be
+    representable there, as in PyTorch (unsigned dtypes also take ints down to -max, which
+    wrap); otherwise an OverflowError names ``op_name``, the value and the dtype.
     """
     if isinstance(x, Tensor):
         return x
     if isinstance(x, np.ndarray):
-        # a copy taken now: the op may run later, after the caller changed the array
+        # a copy taken now: the op may run later, after the caller changed the array. Meeting
+        # a global tensor, the array is its logical value, broadcast on that placement in the
+        # global tensor's dtype (as OneFlow's tensor operators make it)
+        if like is not None and like.is_global:
+            return replicated_like(Tensor._wrap(np.array(x, dtype=like.dtype.np), like.dtype),
+                                   like)
         return Tensor._wrap(np.array(x, copy=True), dt.from_numpy_dtype(x.dtype))
     if is_scalar(x):
         d = dt.scalar_dtype(x)

@@ -122,7 +122,9 @@ def _classify(op: str, item) -> tuple:
 
 
 def _out_of_range(op: str, value: int, size: int, d: int, shape: tuple) -> IndexError:
-    return IndexError(f"{op}: index {value} is out of range for dimension with size {size} "
+    # Python indexing says "out of bounds", as OneFlow (whose tests match the words)
+    words = "bounds" if op in ("getitem", "setitem") else "range"
+    return IndexError(f"{op}: index {value} is out of {words} for dimension with size {size} "
                       f"(dimension {d} of a tensor of shape {tuple(shape)})")
 
 

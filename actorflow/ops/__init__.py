@@ -10,6 +10,7 @@ from actorflow.ops import linalg_decomp  # noqa: F401,E402  (solve, cholesky, qr
 from actorflow.ops import linalg_spectral  # noqa: F401,E402  (eigh, svd)
 from actorflow.ops import scan, index_fill, histogram  # noqa: F401,E402  (cummax, histc...)
 from actorflow.ops import complex_ops  # noqa: F401,E402  (abs and angle of complex tensors)
+from actorflow.ops import activation_grad  # noqa: F401,E402  (leaky_relu_grad, ...)
 from actorflow.ops import complex_views  # noqa: F401,E402  (view_as_real, view_as_complex)
 from actorflow.ops import fused  # noqa: F401,E402  (fused ops of the fusion passes)
 from actorflow.ops import graph_ops  # noqa: F401,E402  (depend)

@@ -461,7 +461,7 @@ mish = unary("mish", _composite(lambda a, attrs: a * np.tanh(np.logaddexp(0.0, a
 leaky_relu = unary(
     "leaky_relu",
     _composite(lambda a, attrs: np.where(a > 0, a, a * attrs["negative_slope"])),
-    grad=lambda ctx, g: F.where(F.gt(_x(ctx), 0), g, F.mul(g, ctx.attrs["negative_slope"])),
+    grad=lambda ctx, g: F.leaky_relu_grad(g, _x(ctx), ctx.attrs["negative_slope"]),
     activation=True)
 
 
@@ -502,9 +502,7 @@ def _hardtanh_kernel(x, out, attrs):
 
 
 def _hardtanh_grad(ctx, g):  # passes strictly inside (min_val, max_val)
-    x = _x(ctx)
-    inside = F.logical_and(F.gt(x, ctx.attrs["min_val"]), F.lt(x, ctx.attrs["max_val"]))
-    return F.where(inside, g, 0.0)
+    return F.hardtanh_grad(g, _x(ctx), ctx.attrs["min_val"], ctx.attrs["max_val"])
 
 
 hardtanh = unary("hardtanh", _hardtanh_kernel, float_only=False, grad=_hardtanh_grad,
@@ -515,12 +513,11 @@ threshold = unary(
     lambda x, out, attrs: np.copyto(out, np.where(x > attrs["threshold"], x, attrs["value"]),
                                     casting="unsafe"),
     float_only=False,
-    grad=lambda ctx, g: F.where(F.gt(_x(ctx), ctx.attrs["threshold"]), g, 0.0))
+    grad=lambda ctx, g: F.threshold_grad(g, _x(ctx), ctx.attrs["threshold"]))
 
 hardsigmoid = unary(
     "hardsigmoid", _composite(lambda a, attrs: np.clip(a / 6.0 + 0.5, 0.0, 1.0)),
-    grad=lambda ctx, g: F.where(F.logical_and(F.gt(_x(ctx), -3), F.lt(_x(ctx), 3)),
-                                F.div(g, 6), 0.0), activation=True)
+    grad=lambda ctx, g: F.hardsigmoid_grad(g, _x(ctx)), activation=True)
 
 
 def _hardswish_grad(ctx, g):  # 0 up to -3, x/3 + 1/2 on (-3, 3), 1 from 3 on (as PyTorch)
@@ -543,7 +540,7 @@ logsigmoid = unary(
 
 
 def _shrink_grad(ctx, g):  # both shrinks pass the gradient where |x| > lambd
-    return F.where(F.gt(F.abs(_x(ctx)), ctx.attrs["lambd"]), g, 0.0)
+    return F.shrink_grad(g, _x(ctx), ctx.attrs["lambd"])
 
 
 hardshrink = unary(

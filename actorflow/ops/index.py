@@ -57,7 +57,7 @@ def walk_index(op_name: str, entries: tuple, shape: tuple):
         if kind == "int":
             n = shape[d]
             if not -n <= e[1] < n:
-                raise IndexError(f"{op_name}: index {e[1]} is out of range for dimension with "
+                raise IndexError(f"{op_name}: index {e[1]} is out of bounds for dimension with "
                                  f"size {n} (dimension {d} of a tensor of shape {tuple(shape)})")
             basic.append(e[1])
             d += 1

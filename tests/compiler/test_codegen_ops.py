@@ -19,7 +19,13 @@ C_OPS = sorted(n for n, o in registry.all_ops().items() if o.c_expr is not None)
 EXACT = {"add", "sub", "mul", "div", "neg", "relu", "threshold_backward", "cast", "eq", "ne",
          "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "where", "maximum",
          "minimum", "abs", "square", "floor", "ceil", "trunc", "isnan", "isinf", "isfinite",
-         "logical_not", "dropout_grad", "sqrt", "reciprocal"}
+         "logical_not", "dropout_grad", "sqrt", "reciprocal", "leaky_relu_grad", "hardtanh_grad",
+         "threshold_grad", "shrink_grad", "hardsigmoid_grad"}
+# backward ops (dy, x) of the piecewise activations (ops/activation_grad.py) and their attrs
+ACT_GRADS = {"leaky_relu_grad": {"negative_slope": 0.1},
+             "hardtanh_grad": {"min_val": -1.0, "max_val": 2.0},
+             "threshold_grad": {"threshold": 0.5}, "shrink_grad": {"lambd": 0.5},
+             "hardsigmoid_grad": {}}
 FLOATS = (dt.float32, dt.float64, dt.float16, dt.bfloat16)
 
 
@@ -32,7 +38,7 @@ def _arity(name: str) -> int:
         return 1
     if name == "where":
         return 3
-    if name in ("threshold_backward", "dropout_grad"):
+    if name in ("threshold_backward", "dropout_grad") or name in ACT_GRADS:
         return 2
     return 2 if "scalar_" + name in registry.all_ops() else 1
 
@@ -42,6 +48,8 @@ def _attrs(name: str, rng) -> list:
         return [{"scalar": 0.5, "reverse": False}, {"scalar": -2, "reverse": True}]
     if name == "dropout_grad":
         return [{"scale": 1 / 0.9}]
+    if name in ACT_GRADS:
+        return [ACT_GRADS[name]]
     if name == "cast":
         return [{"dtype": d} for d in (dt.float32, dt.float64, dt.float16, dt.bfloat16,
                                        dt.bool_)]
@@ -133,7 +141,8 @@ def _cases(name):
                 shapes = in_shapes[:arity] if in_shapes else [out_shape] * arity
                 if len(shapes) < arity:
                     shapes = shapes + [out_shape] * (arity - len(shapes))
-                if name in ("dropout_grad", "threshold_backward"):  # same-shape operands
+                if name in ("dropout_grad", "threshold_backward") or name in ACT_GRADS:
+                    # same-shape operands
                     shapes = [out_shape] * 2
                 make = _strided if strided else _values
                 ins = [np.asarray(make(rng, s, t)) for s, t in zip(shapes, in_dtypes)]

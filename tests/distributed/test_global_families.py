@@ -24,3 +24,9 @@ def test_like_creation_takes_placement_and_sbp_and_max_unpool_stays_global():
 @pytest.mark.timeout(180)
 def test_ops_along_a_dim_keep_other_splits_as_oneflow():
     _run("global_alongdim.py")
+
+
+@needs_mpi
+@pytest.mark.timeout(180)
+def test_numpy_array_operand_is_broadcast_on_the_global_tensors_placement():
+    _run("global_ndarray.py")
