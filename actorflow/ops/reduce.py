@@ -11,7 +11,7 @@ import numpy as np
 from actorflow.framework import dtype as dt
 from actorflow.ops._common import F, HALF_DTYPES, acc_dtype, blas_sum, in_float32, norm_axis
 from actorflow.ops.boxing import P, S, Sig, shard_range
-from actorflow.ops.registry import Meta, fail, register
+from actorflow.ops.registry import CRow, Meta, fail, register
 
 
 def reduce_axes(name: str, dim, ndim: int) -> tuple:
@@ -188,6 +188,31 @@ def _(ctx, dout):
     shape = ctx.input_metas[0][0]
     n = count(shape, reduce_axes("mean", ctx.attrs.get("dim"), len(shape)))
     return broadcast_back(ctx, F.mul(dout, 1.0 / max(n, 1)))
+
+
+# how sum and mean over the last axis compute one row in generated C (ops/registry.py: c_row):
+# the row summed in the computing type (float32 for float16 / bfloat16, as in_float32 does),
+# in a vectorised order (the sum may be reordered); other dims, or a dtype cast, get no C form
+def _last_axis(attrs, n_inputs) -> bool:
+    dim = attrs.get("dim")
+    if isinstance(dim, (list, tuple)):
+        dim = dim[0] if len(dim) == 1 else None
+    return n_inputs == 1 and dim == -1 and attrs.get("dtype") is None
+
+
+def _sum_row_form(scale: str):
+    def form(attrs, n_inputs):
+        if not _last_axis(attrs, n_inputs):
+            return None
+        return CRow(f"""$T s = 0;
+#pragma omp simd reduction(+:s)
+for (int64_t i = 0; i < n; i++) s += X0(i);
+Y0(0, s{scale});""", ("row", "stat"))
+    return form
+
+
+sum_.c_row = _sum_row_form("")
+mean.c_row = _sum_row_form(" / ($T)n")
 
 
 prod = register("prod", doc="Product over one ``dim`` (None: all elements).", amp="deny")

@@ -276,3 +276,33 @@ def test_softmax_family_rows_match_numpy(dtype, shape, op, attrs):
 def test_softmax_on_another_dim_has_no_row_form():
     d = dt.float32
     assert rows.row_task("softmax", {"dim": 0}, [((4, 8), d)], [((4, 8), d)]) is None
+
+
+@pytest.mark.parametrize("op", ["sum", "mean"])
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("shape", [(1, 8), (3, 5, 7), (64, 96), (2, 300, 130), (4, 0)])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_sum_mean_last_axis_rows_match_numpy(op, dtype, shape, keepdim):
+    rng = np.random.default_rng(len(shape) + shape[-1])
+    npd = DTYPES[dtype].np
+    x = (rng.standard_normal(shape) * 3 + 1).astype(npd)
+    if x.size > 4:
+        x.flat[1], x.flat[3] = np.nan, np.inf
+    attrs = {"dim": [-1], "keepdim": keepdim}
+    out = shape[:-1] + ((1,) if keepdim else ())
+    got, ref, _ = _run_both(op, attrs, [x], [out], dtype)
+    _close(got[0], ref[0], shape[-1], f"{op} {shape}")
+    # a strided view (every other row) reads through the row strides
+    if len(shape) == 2 and shape[0] > 1:
+        v = x[::2]
+        vout = v.shape[:-1] + ((1,) if keepdim else ())
+        got, ref, _ = _run_both(op, attrs, [v], [vout], dtype)
+        _close(got[0], ref[0], shape[-1], f"{op} view {shape}")
+
+
+def test_sum_rows_only_for_the_last_axis():
+    d = dt.float32
+    assert rows.row_task("sum", {"dim": [0], "keepdim": False}, [((3, 4), d)], [((4,), d)]) is None
+    assert rows.row_task("sum", {"dim": [-1], "keepdim": False, "dtype": dt.float64},
+                         [((3, 4), d)], [((3,), dt.float64)]) is None
+    assert rows.row_task("mean", {"dim": -1}, [((3, 4), d)], [((3,), d)]) is not None
