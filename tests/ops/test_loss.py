@@ -229,6 +229,37 @@ def test_kl_div_zero_target_contributes_zero():
 
 
 @needs_torch
+@pytest.mark.filterwarnings("ignore:reduction. 'mean' divides")
+@pytest.mark.parametrize("reduction", REDUCTIONS + ("batchmean",))
+@pytest.mark.parametrize("log_target", [False, True])
+def test_kl_div_double_backward_matches_torch(reduction, log_target):
+    """Second derivatives of kl_div (OneFlow's test_higher_derivative_loss): with the target
+    requiring grad they match PyTorch; with only the input, its gradient does not depend on
+    the input, and both refuse to differentiate it again without allow_unused."""
+    x, t = rng.uniform(0.1, 1, (3, 4)), rng.uniform(0.1, 1, (3, 4))
+    kw = {"reduction": reduction, "log_target": log_target}
+    fx, ft = flow.tensor(x, requires_grad=True), flow.tensor(t, requires_grad=True)
+    tx, tt = to_torch(x, requires_grad=True), to_torch(t, requires_grad=True)
+    out, ref = flow.kl_div(fx, ft, **kw), torch.nn.functional.kl_div(tx, tt, **kw)
+    g = rng.random(tuple(ref.shape))
+    fg, tg = flow.tensor(g, requires_grad=True), to_torch(g, requires_grad=True)
+    fd = flow.autograd.grad(out, [fx, ft], fg, create_graph=True)
+    td = torch.autograd.grad(ref, [tx, tt], tg, create_graph=True)
+    v = [rng.random(x.shape), rng.random(t.shape)]
+    fdd = flow.autograd.grad(list(fd), [fx, ft, fg], [flow.tensor(a) for a in v])
+    tdd = torch.autograd.grad(list(td), [tx, tt, tg], [to_torch(a) for a in v])
+    for f, r in zip(fdd, tdd):
+        np.testing.assert_allclose(f.numpy(), r.numpy(), rtol=1e-10, atol=1e-12)
+    (fdx,) = flow.autograd.grad(flow.kl_div(fx, flow.tensor(t), **kw), fx, fg, create_graph=True)
+    (tdx,) = torch.autograd.grad(torch.nn.functional.kl_div(tx, to_torch(t), **kw), tx, tg,
+                                 create_graph=True)
+    with pytest.raises(RuntimeError, match="not.*used"):
+        torch.autograd.grad(tdx, [tx, tg], to_torch(v[0]))
+    with pytest.raises(RuntimeError, match="not used"):
+        flow.autograd.grad(fdx, [fx, fg], flow.tensor(v[0]))
+
+
+@needs_torch
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 @pytest.mark.parametrize("weight_shape", [None, (4,), (3, 4)])
 def test_binary_cross_entropy(reduction, weight_shape):
