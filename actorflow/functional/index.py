@@ -14,7 +14,7 @@ import numpy as np
 from actorflow.dispatch import apply
 from actorflow.framework import dtype as dt
 from actorflow.functional._base import as_tensor_like, is_scalar, replicated_like
-from actorflow.functional.elementwise import cast, expand
+from actorflow.functional.elementwise import cast, clone, copy_, expand, masked_fill_, where
 from actorflow.functional.shape import reshape
 from actorflow.ops import registry
 from actorflow.ops._common import broadcast_shapes
@@ -255,8 +255,47 @@ def _value_tensor(value, like: Tensor) -> Tensor:
     return replicated_like(Tensor._wrap(arr.astype(like.dtype.np), like.dtype), like)
 
 
+def _mask_fill_form(self: Tensor, index, value):
+    """The mask, shaped to broadcast against ``self``, when ``self[mask] = value`` is a masked
+    fill: the index is one bool mask over the leading dims and ``value`` is a number or a tensor
+    that broadcasts to the remaining dims (not one row per true element). That form needs no
+    ``nonzero``, so it also runs inside nn.Graph."""
+    items = _items(index)
+    if len(items) != 1 or not isinstance(items[0], (Tensor, np.ndarray)):
+        return None
+    m = items[0]
+    if m.dtype is not dt.bool_ and m.dtype != np.bool_:
+        return None
+    m = _tensor_item("setitem", m)
+    k = len(m._shape)
+    if not k or tuple(m._shape) != tuple(self._shape[:k]):
+        return None  # parse_index raises the IndexError naming the shapes
+    if isinstance(value, Tensor):
+        rest, vshape = tuple(self._shape[k:]), tuple(value._shape)
+        while len(vshape) > len(rest) and vshape[0] == 1:
+            vshape = vshape[1:]
+        if len(vshape) > len(rest) or any(v not in (1, r) for v, r in
+                                           zip(vshape[::-1], rest[::-1])):
+            return None
+    elif not is_scalar(value):
+        return None
+    if self.is_global and not m.is_global:
+        m = replicated_like(m, self)
+    return reshape(m, tuple(m._shape) + (1,) * (len(self._shape) - k))
+
+
 def _setitem(self: Tensor, index, value) -> None:
     """``self[index] = value`` in place (value: a number or a tensor broadcast to the region)."""
+    mask = _mask_fill_form(self, index, value)
+    if mask is not None:
+        if isinstance(value, Tensor):
+            v = value if value.dtype is self.dtype else cast(value, self.dtype)
+            if len(v._shape) > len(self._shape):  # leading 1s only (checked above)
+                v = reshape(v, v._shape[len(v._shape) - len(self._shape):])
+            copy_(self, where(mask, v, clone(self)))
+        else:
+            masked_fill_(self, mask, np.asarray(value).astype(self.dtype.np).item())
+        return
     entries, tensors = parse_index(self, index, "setitem")
     value = _value_tensor(value, self)
     target = index_shape("setitem", entries, self._shape, [t._shape for t in tensors])
