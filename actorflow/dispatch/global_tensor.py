@@ -293,8 +293,8 @@ def _record(op_name: str, inputs: list, outputs: list, attrs: dict) -> None:
 def _sbp_arg(what: str, sbp, placement_: placement) -> tuple:
     sbp = as_sbp_tuple(sbp, what)
     if len(sbp) != len(placement_.hierarchy):
-        raise ValueError(f"{what}: {len(sbp)} sbp for a placement of hierarchy "
-                         f"{placement_.hierarchy}; give one per placement dim")
+        raise ValueError(f"{what}: {len(sbp)} sbp {sbp} for a placement of hierarchy "
+                         f"{placement_.hierarchy}; give one per placement dim (as OneFlow)")
     return sbp
 
 
@@ -492,11 +492,13 @@ def _alias(t: Tensor) -> Tensor:
     return Tensor._wrap(t._h.raw, t.dtype, t._vc, t._h.storage)
 
 
-def from_full(t: Tensor, placement_: placement, sbp) -> Tensor:
+def from_full(t: Tensor, placement_: placement, sbp, what: str = "global tensor creation"
+              ) -> Tensor:
     """A global tensor of the logical values ``t`` that every rank holds in full (creation
-    ops): each rank keeps its shard, nothing moves. Not recorded by autograd."""
-    _check_placement("global tensor creation", placement_)
-    sbp = _sbp_arg("global tensor creation", sbp, placement_)
+    ops): each rank keeps its shard, nothing moves. Not recorded by autograd. ``what`` names
+    the creation op in errors (one sbp per placement dim, as OneFlow's creation ops ask)."""
+    _check_placement(what, placement_)
+    sbp = _sbp_arg(what, sbp, placement_)
     tracer = getattr(t._h, "tracer", None)
     if tracer is not None:
         return _lazy_from_full(tracer, t, placement_, sbp)

@@ -6,6 +6,7 @@ eagerly, inside a Graph trace, and inside gradient rules.
 from actorflow.functional._base import as_tensor_like, call  # noqa: F401
 from actorflow.functional.creation import *  # noqa: F401,F403
 from actorflow.functional import tensor_new  # noqa: F401,E402  (Tensor.new, new_*)
+from actorflow.functional.tensor_new import new_zeros  # noqa: F401  (flow.new_zeros)
 from actorflow.functional.elementwise import *  # noqa: F401,F403
 from actorflow.functional.activation import *  # noqa: F401,F403
 from actorflow.functional.activation_grad import *  # noqa: F401,F403

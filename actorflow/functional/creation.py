@@ -125,7 +125,7 @@ def _global(t: Tensor, placement, sbp, requires_grad: bool, op: str = "tensor") 
         raise ValueError("a global tensor needs both placement and sbp")
     if not t.is_lazy:
         meta.check_created(f"flow.{op}", tuple(t._shape), t.dtype, placement, sbp)
-    return _finish(gt.from_full(t, placement, sbp), requires_grad)
+    return _finish(gt.from_full(t, placement, sbp, f"flow.{op}"), requires_grad)
 
 
 def _like_global(x: Tensor) -> tuple:
@@ -191,15 +191,15 @@ def _full(name: str, size, fill_value, dtype, requires_grad: bool, placement=Non
 def zeros(*size, dtype=None, device=None, requires_grad: bool = False, placement=None,
           sbp=None) -> Tensor:
     d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
-    return full(_shape(size, "zeros"), 0, dtype=d, device=device, requires_grad=requires_grad,
-                placement=placement, sbp=sbp)
+    as_device(device)
+    return _full("zeros", _shape(size, "zeros"), 0, d, requires_grad, placement, sbp)
 
 
 def ones(*size, dtype=None, device=None, requires_grad: bool = False, placement=None,
           sbp=None) -> Tensor:
     d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
-    return full(_shape(size, "ones"), 1, dtype=d, device=device, requires_grad=requires_grad,
-                placement=placement, sbp=sbp)
+    as_device(device)
+    return _full("ones", _shape(size, "ones"), 1, d, requires_grad, placement, sbp)
 
 
 def empty(*size, dtype=None, device=None, requires_grad: bool = False, placement=None,
@@ -314,7 +314,7 @@ class RandomDtypeError(TypeError, NotImplementedError):
 
 
 def _random(op_name, size, dtype, requires_grad, generator=None, placement=None, sbp=None,
-            **attrs):
+            api: str | None = None, **attrs):
     d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
     if not d.is_floating_point:
         raise RandomDtypeError(f"{op_name}: random values need a floating dtype, got {d}")
@@ -325,7 +325,7 @@ def _random(op_name, size, dtype, requires_grad, generator=None, placement=None,
         # every rank makes the full logical tensor with one seed, then keeps its shard
         attrs["seed"] = gt.agreed_seed()
     return _global(apply(registry.get(op_name), [], attrs)[0], placement, sbp, requires_grad,
-                   op_name)
+                   api or op_name)
 
 
 def _size_arg(name: str, shape: tuple, size) -> tuple:
@@ -343,7 +343,7 @@ def rand(*shape, size=None, dtype=None, device=None, generator=None,
     ``placement`` and ``sbp``: the same logical values whatever the world size and sbp)."""
     as_device(device)
     return _random("uniform", _size_arg("rand", shape, size), dtype, requires_grad, generator,
-                   placement, sbp, low=0.0, high=1.0)
+                   placement, sbp, "rand", low=0.0, high=1.0)
 
 
 def randn(*shape, size=None, dtype=None, device=None, generator=None,
@@ -352,7 +352,7 @@ def randn(*shape, size=None, dtype=None, device=None, generator=None,
     ``placement`` and ``sbp``: the same logical values whatever the world size and sbp)."""
     as_device(device)
     return _random("normal", _size_arg("randn", shape, size), dtype, requires_grad, generator,
-                   placement, sbp, mean=0.0, std=1.0)
+                   placement, sbp, "randn", mean=0.0, std=1.0)
 
 
 def normal(mean=0.0, std=1.0, size=None, *, dtype=None, device=None, generator=None,
@@ -493,11 +493,10 @@ def hann_window(window_length: int, periodic: bool = True, *, dtype=None, device
     if n < 0:
         raise ValueError(f"hann_window: window_length must be non-negative, got {n}")
     if n == 1:
-        return full((1,), 1.0, dtype=d, requires_grad=requires_grad, placement=placement,
-                    sbp=sbp)
+        return _global(full((1,), 1.0, dtype=d), placement, sbp, requires_grad, "hann_window")
     denom = n if periodic else n - 1
     s = sin(mul(arange(n, dtype=dt.float64), np.pi / max(denom, 1)))
-    return _global(cast(mul(s, s), d), placement, sbp, requires_grad)
+    return _global(cast(mul(s, s), d), placement, sbp, requires_grad, "hann_window")
 
 
 __all__ = ["tensor", "as_tensor", "from_numpy", "full", "zeros", "ones", "empty", "zeros_like",

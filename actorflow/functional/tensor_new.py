@@ -38,10 +38,21 @@ def _new_empty(self: Tensor, *size, dtype=None, device=None, requires_grad: bool
 
 def _new_zeros(self: Tensor, *size, dtype=None, device=None, requires_grad: bool = False,
                placement=None, sbp=None) -> Tensor:
-    shape = c._shape(size)
+    # no size (or None): self's shape, as OneFlow's Tensor.new_zeros
+    shape = tuple(self._shape) if size in ((), (None,)) else c._shape(size)
     pl, sbp = _new_global(self, shape, placement, sbp)
     return c.zeros(shape, dtype=_new_dtype(self, dtype), device=device,
                  requires_grad=requires_grad, placement=pl, sbp=sbp)
+
+
+def new_zeros(x: Tensor, size=None, dtype=None, device=None, placement=None, sbp=None,
+              requires_grad: bool = False) -> Tensor:
+    """``flow.new_zeros(x, size)`` (OneFlow's): zeros of ``size`` (default ``x``'s shape) and
+    ``x``'s dtype, device or placement and sbp unless given; ``x.new_zeros(size)``."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"new_zeros: expected a Tensor as first argument, got {type(x).__name__}")
+    return _new_zeros(x, *(() if size is None else (size,)), dtype=dtype, device=device,
+                      requires_grad=requires_grad, placement=placement, sbp=sbp)
 
 
 def _new_ones(self: Tensor, *size, dtype=None, device=None, requires_grad: bool = False,

@@ -29,9 +29,9 @@ raises(RankMismatchError, lambda: flow.tensor(np.zeros((2 + r, 3)), placement=P,
 raises(RankMismatchError,
        lambda: flow.tensor(np.zeros(4, np.float32 if r else np.float64), placement=P, sbp=S0),
        "flow.tensor", "float64", "float32")
-raises(RankMismatchError, lambda: flow.ones(2, 1 + r, placement=P, sbp=S0), "flow.full",
+raises(RankMismatchError, lambda: flow.ones(2, 1 + r, placement=P, sbp=S0), "flow.ones",
        "rank 0: ((2, 1)", "rank 1: ((2, 2)")
-raises(RankMismatchError, lambda: flow.randn(3 + r, placement=P, sbp=B), "flow.normal")
+raises(RankMismatchError, lambda: flow.randn(3 + r, placement=P, sbp=B), "flow.randn")
 raises(RankMismatchError, lambda: flow.arange(4 + 2 * r, placement=P, sbp=S0), "flow.arange")
 # ranks that agree: created as before (and a signature agreed on costs no exchange again)
 for _ in range(2):

@@ -35,6 +35,36 @@ def test_placement_and_sbp_values():
         flow.placement("cpu", [0, 0])
 
 
+def test_one_sbp_for_2d_placement_raises_naming_the_op():
+    # OneFlow's creation ops assert len(sbp) == placement.ranks.ndim (nn/modules/constant,
+    # arange, empty, linspace; eye and the graph's source ops check it in C++) and its boxing
+    # (to_global) checks the nd_sbp against the hierarchy: one sbp on a 2-D placement errors
+    q, s0 = flow.placement("cpu", [[0]]), flow.sbp.split(0)
+    makers = {
+        "flow.ones": lambda: flow.ones(4, placement=q, sbp=s0),
+        "flow.zeros": lambda: flow.zeros(4, placement=q, sbp=[s0]),
+        "flow.full": lambda: flow.full((4,), 2.0, placement=q, sbp=s0),
+        "flow.empty": lambda: flow.empty(4, placement=q, sbp=s0),
+        "flow.arange": lambda: flow.arange(4, placement=q, sbp=s0),
+        "flow.linspace": lambda: flow.linspace(0, 1, 4, placement=q, sbp=s0),
+        "flow.eye": lambda: flow.eye(4, placement=q, sbp=s0),
+        "flow.rand": lambda: flow.rand(4, placement=q, sbp=s0),
+        "flow.randn": lambda: flow.randn(4, placement=q, sbp=s0),
+        "flow.randint": lambda: flow.randint(0, 5, (4,), placement=q, sbp=s0),
+        "flow.randperm": lambda: flow.randperm(4, placement=q, sbp=s0),
+        "flow.hann_window": lambda: flow.hann_window(8, placement=q, sbp=s0),
+        "flow.tensor": lambda: flow.tensor([1.0, 2.0], placement=q, sbp=flow.sbp.broadcast),
+        "to_global": lambda: flow.ones(4).to_global(placement=q, sbp=s0),
+    }
+    for name, make in makers.items():
+        with pytest.raises(ValueError, match=rf"^{name}: 1 sbp .* hierarchy \(1, 1\)"):
+            make()
+    g = flow.ones(4, placement=q, sbp=(s0, flow.sbp.broadcast))
+    with pytest.raises(ValueError, match=r"^to_global: 1 sbp"):
+        g.to_global(sbp=flow.sbp.broadcast)
+    assert flow.hann_window(1, placement=q, sbp=(s0, s0)).sbp == (s0, s0)
+
+
 def test_one_process_global_tensor_round_trip():
     p = flow.placement("cpu", [0])
     x = flow.tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
@@ -269,3 +299,19 @@ def test_global_meta_tensors_on_two_ranks_box_and_backward_without_data():
     assert code == 0, out
     for r in range(2):
         assert f"OK rank {r}" in out, out
+
+
+def test_flow_new_zeros_takes_the_tensors_shape_and_layout():
+    # OneFlow's flow.new_zeros(x): size, dtype, placement and sbp default to x's
+    q = flow.placement("cpu", [[0]])
+    sbp = (flow.sbp.split(1), flow.sbp.broadcast)
+    x = flow.ones(2, 3, dtype=flow.float64, placement=q, sbp=sbp)
+    z = flow.new_zeros(x)
+    assert z.shape == (2, 3) and z.dtype == flow.float64 and z.sbp == sbp and z.placement == q
+    np.testing.assert_array_equal(z.numpy(), np.zeros((2, 3)))
+    assert x.new_zeros().shape == (2, 3)
+    w = flow.new_zeros(flow.ones(4, dtype=flow.int32), (2, 2))
+    assert w.is_local and w.shape == (2, 2) and w.dtype == flow.int32
+    np.testing.assert_array_equal(w.numpy(), np.zeros((2, 2), np.int32))
+    with pytest.raises(TypeError, match="new_zeros: expected a Tensor"):
+        flow.new_zeros([1, 2])
