@@ -25,8 +25,9 @@ class SGD(Optimizer):
     without momentum ``p -= lr * g``; with momentum the buffer starts at zero,
     ``buf = momentum * buf + (1 - dampening) * g``, ``d = g + momentum * buf`` (nesterov) or
     ``buf``, and ``p -= lr * d`` (``p += lr * d`` when ``maximize``). As in OneFlow, ``maximize``
-    takes effect only with momentum > 0, and the first step damps the gradient too (PyTorch
-    starts the buffer at the first gradient; the two agree when ``dampening == 0``).
+    and ``nesterov`` take effect only with momentum > 0 (a warning says so; PyTorch refuses
+    ``nesterov`` without momentum), and the first step damps the gradient too (PyTorch starts
+    the buffer at the first gradient; the two agree when ``dampening == 0``).
     """
 
     def __init__(self, params, lr: float = 0.001, momentum: float = 0.0, dampening: float = 0.0,
@@ -34,11 +35,10 @@ class SGD(Optimizer):
                  contiguous_params: bool = False, fused: bool = False):
         check_nonnegative(**{"learning rate": lr, "momentum": momentum,
                              "weight_decay": weight_decay})
-        if nesterov and momentum <= 0:  # (PyTorch also wants dampening 0; OneFlow takes it)
-            raise ValueError(f"SGD: nesterov momentum needs momentum > 0, got momentum="
-                             f"{momentum}")
         if maximize and momentum == 0.0:
             warnings.warn("SGD: maximize takes effect only with momentum > 0", stacklevel=2)
+        if nesterov and momentum == 0.0:  # OneFlow takes it (PyTorch raises): a plain step
+            warnings.warn("SGD: nesterov takes effect only with momentum > 0", stacklevel=2)
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
                                       weight_decay=weight_decay, nesterov=nesterov,
                                       maximize=maximize, contiguous_params=contiguous_params,

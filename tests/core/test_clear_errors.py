@@ -91,9 +91,15 @@ def test_masked_fill_refuses_float_masks(dtype):
 
 
 @pytest.mark.parametrize("kw", [{}, {"momentum": 0.0}, {"momentum": 0.0, "dampening": 0.5}])
-def test_nesterov_needs_momentum(kw):
-    with pytest.raises(ValueError, match="nesterov momentum needs momentum > 0"):
-        flow.optim.SGD([nn.Parameter(flow.zeros(3))], lr=0.1, nesterov=True, **kw)
+def test_nesterov_without_momentum_is_a_plain_step(kw):
+    # OneFlow takes nesterov=True without momentum (its test_optim_sgd draws it) and steps
+    # plainly; PyTorch refuses it. actorflow follows OneFlow, with a warning.
+    p = nn.Parameter(flow.ones(3))
+    with pytest.warns(UserWarning, match="nesterov takes effect only with momentum > 0"):
+        opt = flow.optim.SGD([p], lr=0.1, nesterov=True, **kw)
+    p.grad = flow.tensor([1.0, 2.0, 3.0])
+    opt.step()
+    np.testing.assert_allclose(p.detach().numpy(), [0.9, 0.8, 0.7], rtol=1e-6)
     if torch is not None:
         with pytest.raises(ValueError):
             torch.optim.SGD([torch.nn.Parameter(torch.zeros(3))], lr=0.1, nesterov=True, **kw)

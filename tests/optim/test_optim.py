@@ -221,14 +221,16 @@ def _sgd_numpy(p, grads, lr, momentum, dampening, nesterov, maximize, wd):
     dict(momentum=0.9, dampening=0.5, nesterov=False, maximize=False, wd=0.0),
     dict(momentum=0.9, dampening=0.3, nesterov=True, maximize=True, wd=0.2),
     dict(momentum=0.0, dampening=0.0, nesterov=False, maximize=True, wd=0.1),
+    dict(momentum=0.0, dampening=0.9, nesterov=True, maximize=False, wd=0.1),
 ])
 def test_sgd_oneflow_semantics(kwargs):
     init, grads = _data(seed=4, shapes=[(6,)])
     wd = kwargs.pop("wd")
     params = [flow.tensor(init[0].copy(), requires_grad=True)]
     opt_kwargs = dict(lr=0.1, weight_decay=wd, **kwargs)
-    if kwargs["maximize"] and not kwargs["momentum"]:  # OneFlow ignores it, with a warning
-        with pytest.warns(UserWarning, match="maximize"):
+    if (kwargs["maximize"] or kwargs["nesterov"]) and not kwargs["momentum"]:
+        # OneFlow ignores them, with a warning
+        with pytest.warns(UserWarning, match="maximize|nesterov"):
             opt = flow.optim.SGD(params, **opt_kwargs)
     else:
         opt = flow.optim.SGD(params, **opt_kwargs)
