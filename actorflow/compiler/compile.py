@@ -67,9 +67,10 @@ class CompileOptions:
     # generated C kernels: elementwise, row and update tasks (ACTORFLOW_GRAPH_CODEGEN=0: off)
     # (on by default; ACTORFLOW_GRAPH_CODEGEN=0 runs every task on its NumPy kernel)
     codegen: bool = field(default_factory=lambda: env_flag("ACTORFLOW_GRAPH_CODEGEN", True))
-    # control edges making backward leaves act early (ACTORFLOW_GRAPH_STRAIGHTEN=0: off)
+    # control edges making backward leaves act early (opt-in, ACTORFLOW_GRAPH_STRAIGHTEN=1,
+    # until the whole suite, distributed and pipeline graphs included, has run with it on)
     straighten: bool = field(
-        default_factory=lambda: env_flag("ACTORFLOW_GRAPH_STRAIGHTEN", True))
+        default_factory=lambda: env_flag("ACTORFLOW_GRAPH_STRAIGHTEN", False))
     rank: int = 0
     world_size: int = 1           # ranks of a distributed graph (each compiles its own Plan)
 
