@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 from actorflow.compiler import codegen, collective, transfer
 from actorflow.compiler.memory import plan_memory
+from actorflow.compiler.straighten import straighten
 from actorflow.compiler.plan import Plan, RegstDesc, TaskProto
 from actorflow.compiler.task_id import encode_task_id
 from actorflow.compiler.lanes import LANE_STREAMS, assign_lanes
@@ -66,6 +67,10 @@ class CompileOptions:
     # generated C kernels: elementwise, row and update tasks (ACTORFLOW_GRAPH_CODEGEN=0: off)
     # (on by default; ACTORFLOW_GRAPH_CODEGEN=0 runs every task on its NumPy kernel)
     codegen: bool = field(default_factory=lambda: env_flag("ACTORFLOW_GRAPH_CODEGEN", True))
+    # control edges making backward leaves act early (opt-in, ACTORFLOW_GRAPH_STRAIGHTEN=1,
+    # until the whole suite, distributed and pipeline graphs included, has run with it on)
+    straighten: bool = field(
+        default_factory=lambda: env_flag("ACTORFLOW_GRAPH_STRAIGHTEN", False))
     rank: int = 0
     world_size: int = 1           # ranks of a distributed graph (each compiles its own Plan)
 
@@ -114,6 +119,9 @@ def compile_job(job: Job, options: CompileOptions | None = None) -> Plan:
     opt = options or CompileOptions()
     if opt.codegen and codegen.compiler_found():
         job = codegen.recompute(job.copy())
+    if opt.straighten:
+        job = job.copy()
+        straighten(job)
     b = _Builder(job, opt)
     n = b.n_micro
     order = job.topological_order()
