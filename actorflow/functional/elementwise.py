@@ -119,11 +119,6 @@ def sub_(self: Tensor, y, alpha=1) -> Tensor:
 subtract = sub
 
 
-def threshold_backward(g: Tensor, y: Tensor) -> Tensor:
-    """``g`` where ``y > 0``, else 0."""
-    return apply(registry.get("threshold_backward"), [g, y], _NO_ATTRS)[0]
-
-
 _sum_to = registry.get("sum_to_shape")
 _expand = registry.get("expand")
 _cast = registry.get("cast")
@@ -199,7 +194,7 @@ register_tensor_methods({
 })
 
 __all__ = ["add", "sub", "mul", "div", "neg", "exp", "relu", "sum_to", "expand", "broadcast_to",
-           "expand_as", "cast", "clone", "detach", "threshold_backward", "multiply", "subtract",
+           "expand_as", "cast", "clone", "detach", "multiply", "subtract",
            "true_divide", "divide", "negative", "binary_fn", "unary_fn", "reverse_fn"]
 
 

@@ -62,9 +62,10 @@ hardtanh_grad = _backward_op(
     lambda g, x, a: F.hardtanh_grad(g, x, a["min_val"], a["max_val"]))
 
 threshold_grad = _backward_op(
-    "threshold_grad", "dy where x > threshold, else 0 (threshold's gradient).",
-    lambda dy, x, a: np.where(x > a["threshold"], dy, 0),
-    "({r1} > {threshold} ? {0} : ({T})0)",
+    "threshold_grad", "0 where x <= threshold, else dy (threshold's and relu's gradient; a NaN "
+    "x passes dy, as PyTorch's threshold_backward).",
+    lambda dy, x, a: np.where(x <= a["threshold"], 0, dy),
+    "({r1} <= {threshold} ? ({T})0 : {0})",
     lambda g, x, a: F.threshold_grad(g, x, a["threshold"]))
 
 shrink_grad = _backward_op(

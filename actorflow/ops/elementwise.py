@@ -439,38 +439,13 @@ def _relu_kernel(x, out, attrs):
 
 
 relu = unary("relu", _relu_kernel, float_only=False, grad_uses_outputs=True,
-             grad=lambda ctx, g: F.threshold_backward(g, ctx.outputs[0]), activation=True)
-
-threshold_backward = register("threshold_backward", elementwise=True, alias_safe=True,
-                              doc="dout where y > 0, else 0 (the gradient of relu).")
-
-
-threshold_backward.sbp(elementwise_rule)
-
-
-@threshold_backward.infer
-def _(inputs, attrs):
-    return [Meta(inputs[0]._shape, inputs[0].dtype)]
-
-
-@threshold_backward.kernel("cpu")
-def _(ins, outs, attrs):
-    g, y = ins
-    np.multiply(g, y > 0, out=outs[0], dtype=outs[0].dtype, casting="unsafe")
-
-
-@threshold_backward.grad
-def _(ctx, dout):
-    # the mask's input gets a zero gradient, not None (as PyTorch): relu's second derivative
-    # w.r.t. its input is zeros, reached through the mask
-    return F.threshold_backward(dout, ctx.inputs[1]), F.zeros_like(ctx.inputs[1])
-
+             grad=lambda ctx, g: F.threshold_grad(g, ctx.outputs[0], 0.0), activation=True)
 
 # one element in generated C (ops/registry.py: c_expr). relu: NaN stays NaN and -0 gives +0, as
 # np.maximum(x, 0) does in float32/float64 (NumPy's float16 loop keeps -0: the one bit that
-# differs). threshold_backward: dout times 0 or 1, so NaN * 0 and the signs of zeros are IEEE's.
+# differs). Its gradient is threshold_grad(dy, y, 0) (ops/activation_grad.py): a select, so a
+# NaN dy where y <= 0 gives 0, as PyTorch's threshold_backward.
 relu.c_expr = "(({0} > 0 || {0} != {0}) ? {0} : ({T})0)"
-threshold_backward.c_expr = "({0} * ({T})({r1} > 0))"
 
 
 # ---- helpers of the binary ops in binary_math.py, compare.py and special.py -------------------

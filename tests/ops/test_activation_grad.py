@@ -79,6 +79,24 @@ def test_backward_ops_match_torch_with_nan_and_inf_values(fn, args, tfn, targs):
         np.testing.assert_allclose(got, want, rtol=rtol, atol=0)
 
 
+def test_relu_and_threshold_gradients_pass_dy_at_nan_as_torch():
+    # threshold_backward is the one backward op whose NaN-x answer PyTorch's loops agree on
+    x = np.zeros(64)
+    x[[0, 5, 63]] = [np.nan, -1.0, 2.0]
+    g = RNG.standard_normal(64)
+    g[[1, 5]] = np.nan  # a masked NaN dy gives 0 (a select, not a product)
+    for dtype in (np.float64, np.float32):
+        xt = to_torch(x.astype(dtype)).requires_grad_()
+        torch.relu(xt).backward(to_torch(g.astype(dtype)))
+        xf = flow.tensor(x.astype(dtype), requires_grad=True)
+        flow.relu(xf).backward(flow.tensor(g.astype(dtype)))
+        np.testing.assert_array_equal(xf.grad.numpy(), xt.grad.numpy())
+        got = flow.threshold_grad(flow.tensor(g.astype(dtype)), flow.tensor(x.astype(dtype)), 0.0)
+        want = torch.ops.aten.threshold_backward(to_torch(g.astype(dtype)),
+                                                 to_torch(x.astype(dtype)), 0.0)
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
 @pytest.mark.parametrize("fn,args", [(b[0], b[1]) for b in BACKWARD],
                          ids=lambda p: getattr(p, "__name__", ""))
 def test_backward_ops_gradcheck(fn, args):
