@@ -13,6 +13,7 @@ import numpy as np
 
 from actorflow.dispatch import apply
 from actorflow.framework import dtype as dt
+from actorflow.framework.sbp_parallel import SbpParallel
 from actorflow.functional._base import as_tensor_like, is_scalar, replicated_like
 from actorflow.functional.elementwise import cast, clone, copy_, expand, masked_fill_, where
 from actorflow.functional.shape import reshape
@@ -245,8 +246,18 @@ def _getitem(self: Tensor, index) -> Tensor:
     return apply(_getitem_adv_op, [self, *tensors], {"index": entries})[0]
 
 
+def _on_placement_of(value: Tensor, like: Tensor) -> Tensor:
+    """A global setitem value on another placement than the target ``like``, replicated onto
+    ``like``'s placement first (as OneFlow's setitem does); otherwise ``value`` unchanged."""
+    if like.is_global and value.is_global and value.placement != like.placement:
+        return value.to_global(placement=like.placement,
+                               sbp=[SbpParallel.from_attr(("B",))] * len(like.placement.hierarchy))
+    return value
+
+
 def _value_tensor(value, like: Tensor) -> Tensor:
     if isinstance(value, Tensor):
+        value = _on_placement_of(value, like)
         return value if value.dtype is like.dtype else cast(value, like.dtype)
     if is_scalar(value):  # Python data meeting a global tensor: replicated on its placement
         return replicated_like(Tensor._wrap(np.asarray(value).astype(like.dtype.np),
@@ -289,7 +300,8 @@ def _setitem(self: Tensor, index, value) -> None:
     mask = _mask_fill_form(self, index, value)
     if mask is not None:
         if isinstance(value, Tensor):
-            v = value if value.dtype is self.dtype else cast(value, self.dtype)
+            v = _on_placement_of(value, self)
+            v = v if v.dtype is self.dtype else cast(v, self.dtype)
             if len(v._shape) > len(self._shape):  # leading 1s only (checked above)
                 v = reshape(v, v._shape[len(v._shape) - len(self._shape):])
             copy_(self, where(mask, v, clone(self)))

@@ -315,3 +315,12 @@ def test_flow_new_zeros_takes_the_tensors_shape_and_layout():
     np.testing.assert_array_equal(w.numpy(), np.zeros((2, 2), np.int32))
     with pytest.raises(TypeError, match="new_zeros: expected a Tensor"):
         flow.new_zeros([1, 2])
+
+
+@needs_mpi
+@pytest.mark.timeout(120)
+def test_setitem_replicates_a_value_from_another_placement_onto_the_target():
+    code, secs, out = run_ranks(2, "global_setitem_placement.py")
+    assert code == 0, out
+    for r in range(2):
+        assert f"OK rank {r}" in out, out
