@@ -63,6 +63,8 @@ class Tensor:
             self.requires_grad = bool(requires_grad)
             return
         meta = is_meta(device)
+        if not meta:
+            as_device(device)  # a device with no kernels here (cuda) raises, naming it
         data_types = (np.ndarray, list, tuple, Tensor, numbers.Number)
         if len(args) == 1 and isinstance(args[0], data_types) \
                 and not isinstance(args[0], Size) \

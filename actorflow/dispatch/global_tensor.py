@@ -23,6 +23,7 @@ ops) travels over the control communicator on the caller's thread.
 """
 from __future__ import annotations
 
+import itertools
 import os
 import warnings
 
@@ -65,18 +66,22 @@ def _boxer(pl: placement):
     return META if _no_data(pl) else None
 
 
+_GLOBAL_IDS = itertools.count(1)
+
+
 class GlobalBlob:
     """Handle of a global tensor: placement, sbp, this rank's shard (``local``, or None
     outside the placement), and the logical shape and dtype. ``get()`` gathers the logical
     values (every rank must call it, as every rank of the placement takes part)."""
 
-    __slots__ = ("placement", "sbp", "local", "shape", "dtype")
+    __slots__ = ("placement", "sbp", "local", "shape", "dtype", "global_id")
     is_global = True
     is_lazy = False
 
     def __init__(self, placement_, sbp: tuple, local, shape: tuple, dtype):
         self.placement, self.sbp, self.local = placement_, sbp, local
         self.shape, self.dtype = tuple(shape), dtype
+        self.global_id = next(_GLOBAL_IDS)  # Tensor.global_id(): creation order, every rank
 
     def get(self) -> np.ndarray:
         pl = self.placement

@@ -106,13 +106,29 @@ def _to_consistent(self, *args, **kwargs):
 
 
 def _placement(self):
-    """The placement of a global tensor (None for a local one)."""
-    return self._h.placement if self.is_global else None
+    """The placement of a global tensor; a local one has none (RuntimeError, as OneFlow)."""
+    if not self.is_global:
+        raise RuntimeError(f"placement: a local tensor (shape {tuple(self._shape)}, on "
+                           f"{self.device}) has no placement; only global tensors have one")
+    return self._h.placement
 
 
 def _sbp(self):
-    """The SBP tuple of a global tensor (None for a local one)."""
-    return self._h.sbp if self.is_global else None
+    """The SBP tuple of a global tensor; a local one has none (RuntimeError, as OneFlow)."""
+    if not self.is_global:
+        raise RuntimeError(f"sbp: a local tensor (shape {tuple(self._shape)}, on "
+                           f"{self.device}) has no sbp; only global tensors have one")
+    return self._h.sbp
+
+
+def _global_id(self) -> int:
+    """OneFlow's ``Tensor.global_id()``: the id of a global tensor, the same on every rank for
+    the same tensor (given in creation order: every rank creates its global tensors in the same
+    order); a local tensor has none (RuntimeError)."""
+    if not self.is_global:
+        raise RuntimeError(f"global_id: a local tensor (shape {tuple(self._shape)}) has no "
+                           f"global id; only global tensors have one")
+    return self._h.global_id
 
 
 def _is_local(self) -> bool:
@@ -123,6 +139,7 @@ register_tensor_methods({"to_global": to_global, "to_local": to_local,
                          "local_to_global": local_to_global,
                          "global_to_global": global_to_global, "to_consistent": _to_consistent,
                          "placement": property(_placement), "sbp": property(_sbp),
+                         "global_id": _global_id,
                          "is_local": property(_is_local)})
 
 __all__ = ["to_global", "to_local"]

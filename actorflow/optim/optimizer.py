@@ -13,7 +13,9 @@ dispatch and one VM instruction per group instead of one per parameter.
 
 Gradient clipping follows OneFlow: a param group may carry ``clip_grad_max_norm`` and
 ``clip_grad_norm_type``; eager code applies them with ``optimizer.clip_grad()`` before ``step()``
-(``step()`` itself does not clip, so the two never clip twice).
+(``step()`` itself does not clip, so the two never clip twice). A group's ``lr_scale`` is
+OneFlow's graph-only key: ``nn.Graph`` multiplies the group's lr by it, eager ``step()`` does
+not (and warns).
 """
 from __future__ import annotations
 
@@ -216,9 +218,16 @@ class Optimizer:
 
     # -- the update ------------------------------------------------------------------------------
     def _lr_tensor(self, group: dict) -> Tensor:
-        """The group's learning rate (times its optional ``lr_scale``) as a 0-d float64 tensor."""
-        lr = float(group["lr"]) * float(group.get("lr_scale", 1.0))
-        return Tensor._wrap(np.array(lr, dtype=np.float64), dt.float64)
+        """The group's learning rate as a 0-d float64 tensor. A group's ``lr_scale`` is read by
+        ``nn.Graph`` only (it goes into OneFlow's optimizer conf); eager ``step()`` ignores it,
+        as OneFlow's does, and warns once per optimizer that it does."""
+        if float(group.get("lr_scale", 1.0)) != 1.0 and not self.__dict__.get("_lr_scale_said"):
+            self.__dict__["_lr_scale_said"] = True
+            warnings.warn(f"{type(self).__name__}.step(): a param group's lr_scale "
+                          f"({group['lr_scale']}) is applied by nn.Graph only; an eager step "
+                          f"uses lr alone, as in OneFlow (scale lr itself to get it here)",
+                          UserWarning, stacklevel=3)
+        return Tensor._wrap(np.array(float(group["lr"]), dtype=np.float64), dt.float64)
 
     def _attrs(self, group: dict) -> dict:
         """The update op's attrs for ``group`` (its hyperparameters other than lr)."""

@@ -213,3 +213,12 @@ def test_tensors_are_not_pickled():
 
     with pytest.raises(TypeError, match="actorflow.save"):
         pickle.dumps(flow.zeros(2))
+
+
+def test_tensor_constructor_refuses_a_device_without_kernels():
+    # as flow.tensor / flow.zeros do: no silent CPU tensor for device="cuda"
+    for args in ((2, 3), ([1.0, 2.0],)):
+        with pytest.raises(RuntimeError, match="device 'cuda' is not available"):
+            flow.Tensor(*args, device="cuda")
+    assert flow.Tensor(2, 3, device="cpu").device == flow.device("cpu")
+    assert flow.Tensor(2, device="meta").is_meta

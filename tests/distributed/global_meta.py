@@ -183,5 +183,14 @@ try:
 except TypeError:
     pass
 
+# global_id(): the same id for the same tensor on every rank, kept through in-place writes
+ga = flow.ones(4, placement=P, sbp=S0)
+gb = ga.to_global(sbp=B)
+ids = [ga.global_id(), gb.global_id()]
+ga.add_(1)
+assert ga.global_id() == ids[0] and gb.global_id() != ids[0], ids
+seen = flow.tensor([ids]).to_global(placement=P, sbp=S0).numpy()  # every rank's ids, stacked
+assert (seen == np.array(ids)).all(), seen
+
 flow.synchronize()
 print(f"OK rank {r}", flush=True)

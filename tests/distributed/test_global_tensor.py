@@ -324,3 +324,17 @@ def test_setitem_replicates_a_value_from_another_placement_onto_the_target():
     assert code == 0, out
     for r in range(2):
         assert f"OK rank {r}" in out, out
+
+
+def test_a_local_tensor_has_no_placement_sbp_or_global_id_as_in_oneflow():
+    x = flow.Tensor(2, 3)
+    for what, get in (("placement", lambda: x.placement), ("sbp", lambda: x.sbp),
+                      ("global_id", lambda: x.global_id())):
+        with pytest.raises(RuntimeError, match=f"{what}: a local tensor"):
+            get()
+    g = x.to_global(flow.placement("cpu", [0]), flow.sbp.broadcast)
+    h = flow.zeros(2, placement=flow.placement("cpu", [0]), sbp=flow.sbp.broadcast)
+    assert isinstance(g.global_id(), int) and g.global_id() != h.global_id()
+    i = g.global_id()
+    g.mul_(2)
+    assert g.global_id() == i and g.to_global(sbp=flow.sbp.broadcast).global_id() == i

@@ -448,15 +448,17 @@ def test_param_group_options_and_clipping_match_eager():
     m_eager = _mlp()
     m_graph = copy.deepcopy(m_eager)
 
-    def groups(m):
+    def groups(m, graph):
+        # lr_scale is OneFlow's graph-only key: the eager group gets the scaled lr itself
+        second = {"lr_scale": 0.5} if graph else {"lr": 0.005}
         return [{"params": list(m[0].parameters()), "lr": 0.05, "weight_decay": 0.1,
                  "betas": (0.8, 0.9), "clip_grad_max_norm": 0.5, "clip_grad_norm_type": 2.0},
-                {"params": list(m[2].parameters()), "lr_scale": 0.5,
+                {"params": list(m[2].parameters()), **second,
                  "clip_grad_max_norm": 0.1, "clip_grad_norm_type": float("inf")}]
 
-    opt = flow.optim.AdamW(groups(m_eager), lr=0.01)
+    opt = flow.optim.AdamW(groups(m_eager, False), lr=0.01)
     sch = flow.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
-    g = _TrainGraph(m_graph, lambda _: flow.optim.AdamW(groups(m_graph), lr=0.01),
+    g = _TrainGraph(m_graph, lambda _: flow.optim.AdamW(groups(m_graph, True), lr=0.01),
                     lambda o: flow.optim.lr_scheduler.StepLR(o, step_size=2, gamma=0.5))
     for x, y in _batches(5):
         loss = ((m_eager(x) - y) ** 2).mean()
@@ -469,7 +471,8 @@ def test_param_group_options_and_clipping_match_eager():
     for a, b in zip(m_eager.parameters(), m_graph.parameters()):
         assert_graph_matches(b.numpy(), a.numpy(), "parameter")
     graph_opt = g._optimizers[0].optimizer
-    assert [pg["lr"] for pg in graph_opt.param_groups] == [pg["lr"] for pg in opt.param_groups]
+    assert [pg["lr"] * pg.get("lr_scale", 1.0) for pg in graph_opt.param_groups] \
+        == [pg["lr"] for pg in opt.param_groups]
     ops = [o.op_type for o in g.full_job.ops if o.tags.get("phase") == "optimizer"]
     assert ops, "the optimizer's update ops are in the Job"
 

@@ -406,14 +406,20 @@ def test_contiguous_params_share_one_buffer():
     assert list(opt.state) == [buf]
 
 
-def test_lr_scale_and_fused_flag():
+def test_lr_scale_is_graph_only_and_fused_flag():
+    # as OneFlow: an eager step ignores a group's lr_scale (nn.Graph applies it), and says so
     x = flow.tensor(np.ones(2, np.float32), requires_grad=True)
     with pytest.warns(UserWarning, match="fused"):
         opt = flow.optim.SGD([{"params": [x], "lr_scale": 0.5}], lr=0.2, fused=True)
     assert opt.param_groups[0]["fused"] is False
     x.grad = flow.tensor(np.ones(2, np.float32))
-    opt.step()
-    np.testing.assert_allclose(x.detach().numpy(), [0.9, 0.9])
+    with pytest.warns(UserWarning, match="lr_scale .*applied by nn.Graph only"):
+        opt.step()
+    np.testing.assert_allclose(x.detach().numpy(), [0.8, 0.8])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        opt.step()  # said once per optimizer
+    np.testing.assert_allclose(x.detach().numpy(), [0.6, 0.6])
 
 
 def test_optimizer_clip_grad_uses_group_keys():

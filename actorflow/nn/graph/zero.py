@@ -37,7 +37,9 @@ def shard_parameters(graph) -> dict:
                         or not update_is_elementwise(opt, j, p, entry.lr_tensors[j])):
                     continue
                 shard_states(opt, p, list(opt.state.get(p, {}).values()))
-                p._h = split_state(p)._h
+                shard = split_state(p)._h
+                shard.global_id = p._h.global_id  # the same tensor, re-laid out
+                p._h = shard
                 p._vc[0] += 1
                 done[id(p)] = _SHARDED[id(p)] = p
     return done
