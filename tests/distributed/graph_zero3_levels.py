@@ -3,12 +3,12 @@ distributed nn.Graph. A data-parallel model (Embedding, LayerNorm, two Linear la
 parameters broadcast, the batch split(0), float64) trained with ``enable_zero(stage=3,
 shard_restore_level=L)`` for L = 0, 1, 2 gives plain data parallelism's losses and
 ``state_dict()`` (rtol 1e-10, atol 1e-12: level 0 sums in another order), with SGD momentum
-and Adam, and with 2 micro-batches of gradient accumulation. The Jobs differ as the levels
-say: level 0 gathers nothing (the first Linear keeps its weight split(0) and splits its output's
-features), level 1 gathers each shard with no boxing in the gather's backward (the gradient
-is boxed to split(0) by the update, once per call), level 2 gathers it and reduce-scatters the
-gradient in backward (per micro-batch). Every update reads a split(0) gradient. Prints
-``OK rank R``."""
+and Adam, with gradient clipping (levels 0, 1) and with 2 micro-batches of gradient
+accumulation. The Jobs differ as the levels say: level 0 gathers nothing (the first Linear
+keeps its weight split(0) and splits its output's features), level 1 gathers each shard with
+no boxing in the gather's backward (the gradient is boxed to split(0) by the update, once
+per call), level 2 gathers it and reduce-scatters the gradient in backward (per
+micro-batch). Every update reads a split(0) gradient. Prints ``OK rank R``."""
 import numpy as np
 
 import actorflow as flow
@@ -128,6 +128,13 @@ for opt_name, make in OPTS.items():
         if opt_name == "adam":
             check_protocol(level, got[2], 1)
     assert ref[0][-1] < ref[0][0], ref[0]
+
+# gradient clipping reads the gradients as they reach the update (partial sums at levels 0/1)
+clipped = lambda ps: flow.optim.Adam([{"params": list(ps), "clip_grad_max_norm": 0.05,  # noqa: E731
+                                       "clip_grad_norm_type": 2.0}], lr=0.05)
+ref = run(clipped, None)
+for level in (0, 1):
+    check_same(f"clipped level {level}", run(clipped, level), ref)
 
 # gradient accumulation: level 1 accumulates the partial sums and boxes once per call,
 # level 2 reduce-scatters per micro-batch, level 0 boxes as the ops chose
