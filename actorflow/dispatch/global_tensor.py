@@ -350,18 +350,23 @@ def box(t: Tensor, sbp, grad_sbp=None, copy: bool = False) -> Tensor:
     return out
 
 
-def record_boxing(t: Tensor, out: Tensor, src: tuple, dst: tuple, back: tuple | None = None
-                  ) -> None:
+def record_boxing(t: Tensor, out: Tensor, src: tuple, dst: tuple, back: tuple | None = None,
+                  grad_mode: str = "restore") -> None:
     """Record global (eager or lazy) ``t`` boxed from n-d ``src`` to ``dst`` (attr tuples) as
     ``out`` for autograd: the 1-D boxing op's node, else ``boxing_nd`` (n-d, partial_max).
-    ``back``: the sbp the gradient is boxed to (default ``src``). (S->P runs as S->B then
+    ``back``: the sbp the gradient is boxed to (default ``src``); ``grad_mode="identity"``:
+    the gradient is passed on in whatever sbp it has, not boxed. (S->P runs as S->B then
     B->P; its node is recorded as the all-gather: a boxing's gradient depends only on the sbp
     the gradient goes back to.)"""
+    if grad_mode not in ("restore", "identity"):
+        raise ValueError(f"record_boxing: grad_mode must be 'restore' or 'identity', got "
+                         f"{grad_mode!r}")
     back = src if back is None else back
+    extra = {"grad_mode": grad_mode} if grad_mode == "identity" else {}
     if len(src) == 1 and (src[0][0], dst[0][0]) in _BOXING_OP:
-        _record(_BOXING_OP[(src[0][0], dst[0][0])], [t], [out], {"in_sbp": back[0]})
+        _record(_BOXING_OP[(src[0][0], dst[0][0])], [t], [out], {"in_sbp": back[0], **extra})
     else:
-        _record("boxing_nd", [t], [out], {"in_sbp": back})
+        _record("boxing_nd", [t], [out], {"in_sbp": back, **extra})
 
 
 _BOXING_OP = {("S", "S"): "boxing_s_to_s", ("S", "B"): "boxing_s_to_b",

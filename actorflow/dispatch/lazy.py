@@ -71,9 +71,11 @@ class LazyInterpreter:
         self._lazy_of_eager: dict = {}   # id(eager tensor) -> (eager tensor, lazy tensor)
         self._var_blob: dict = {}        # id(eager tensor) -> blob of its variable op
         self._eager_of_lazy: dict = {}   # id(variable's lazy tensor) -> (lazy, eager tensor)
-        # ZeRO stage 3: id -> parameter whose split(0) variable is all-gathered where it is
-        # read (lazy_global.gather_for_use); its variable's lazy tensor (the autograd leaf)
+        # ZeRO stage 3: id -> parameter whose split(0) variable build() reads as
+        # lazy_global.restore_for_use gives it at shard_restore_level (0: the shard itself,
+        # 1 and 2: all-gathered); its variable's lazy tensor (the autograd leaf)
         self.sharded_params: dict = {}
+        self.shard_restore_level = 1  # (nn.Graph sets it from its config)
         self._leaf_of_eager: dict = {}
         self._free = 0
         self._global = False  # whether a global tensor has been traced
@@ -235,10 +237,10 @@ class LazyInterpreter:
         self._eager_of_lazy[id(lazy)] = (lazy, t)
         if self.sharded_params.get(id(t)) is t:
             # late: lazy_global builds on this module
-            from actorflow.dispatch.lazy_global import gather_for_use
+            from actorflow.dispatch.lazy_global import restore_for_use
 
             self._leaf_of_eager[id(t)] = lazy
-            lazy = gather_for_use(self, lazy, name)
+            lazy = restore_for_use(self, lazy, name, self.shard_restore_level)
         self._lazy_of_eager[id(t)] = (t, lazy)
         return lazy
 

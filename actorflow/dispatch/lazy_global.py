@@ -231,13 +231,22 @@ def interpreter_for(tracer) -> "LazyGlobalInterpreter":
     return interp
 
 
-def gather_for_use(tracer, leaf: Tensor, name: str) -> Tensor:
-    """ZeRO stage 3: the split(0) variable ``leaf`` of parameter ``name`` all-gathered
-    (S(0) -> B) for the ops that read it, recorded for autograd (the gradient goes back
-    P -> S(0), a reduce-scatter); reason ``<name> zero-3 gather``."""
+def restore_for_use(tracer, leaf: Tensor, name: str, level: int) -> Tensor:
+    """ZeRO stage 3: what the ops of build() read for the split(0) variable ``leaf`` of
+    parameter ``name`` under OneFlow's ``shard_restore_level``: 0, ``leaf`` itself (each op's
+    signature choice boxes it as it needs, and its backward gives the gradient's sbp); 1,
+    ``leaf`` all-gathered S(0) -> B (reason ``<name> zero-3 gather``) with an identity
+    backward (the gradient reaches ``leaf`` in the sbp the consumers' backward made, e.g.
+    partial sum); 2, the same gather recorded as a boxing (the gradient goes back P -> S(0)
+    there, a reduce-scatter)."""
+    if level == 0:
+        return leaf
+    if level not in (1, 2):
+        raise ValueError(f"nn.Graph: ZeRO shard_restore_level of {name} must be 0, 1 or 2, "
+                         f"got {level!r}")
     s0, b = (("S", 0),), (("B",),)
     out = interpreter_for(tracer).box_to(leaf, b, f"{name} zero-3 gather")
-    gt.record_boxing(leaf, out, s0, b)
+    gt.record_boxing(leaf, out, s0, b, grad_mode="identity" if level == 1 else "restore")
     return out
 
 

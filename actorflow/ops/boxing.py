@@ -135,6 +135,15 @@ def _sum(parts: list, out: np.ndarray) -> None:
     out[...] = acc
 
 
+def _grad_of_boxing(ctx, dout, back):
+    """The gradient of a boxing recorded for autograd: ``dout`` boxed to ``back`` (the sbp
+    it had), or ``dout`` as it is with attr ``grad_mode="identity"`` (OneFlow's
+    ``hierarchical_parallel_cast`` grad mode; ZeRO stage 3's soft restore)."""
+    if ctx.attrs.get("grad_mode", "restore") == "identity":
+        return dout
+    return F.to_global(dout, sbp=back)
+
+
 def _boxing(name: str, doc: str, src: str, dst: str, kernel, collective: bool = True) -> None:
     op = register(name, doc=doc, collective=collective)
 
@@ -156,7 +165,7 @@ def _boxing(name: str, doc: str, src: str, dst: str, kernel, collective: bool = 
     @op.grad
     def _(ctx, dout):
         # boxing is the identity on logical values: box the gradient back to the input's SBP
-        return (F.to_global(dout, sbp=SbpParallel.from_attr(ctx.attrs["in_sbp"])),)
+        return (_grad_of_boxing(ctx, dout, SbpParallel.from_attr(ctx.attrs["in_sbp"])),)
 
     @op.sbp
     def _(inputs, attrs):
@@ -345,13 +354,15 @@ boxing_nd = register(
     "boxing_nd", doc="A change of n-d SBP on one placement, one hierarchy axis at a time with "
                      "the 1-D boxing ops, or no change (to_global(copy=True) or grad_sbp=...): "
                      "recorded by Tensor.to_global for autograd, never dispatched. Attrs: "
-                     "in_sbp, the n-d SBP its gradient is boxed to.")
+                     "in_sbp, the n-d SBP its gradient is boxed to; grad_mode "
+                     "\"identity\" passes the gradient on unboxed.")
 boxing_nd.infer(_not_dispatched("boxing_nd", "Tensor.to_global(sbp=...)"))
 
 
 @boxing_nd.grad
 def _(ctx, dout):
-    return (F.to_global(dout, sbp=tuple(SbpParallel.from_attr(s) for s in ctx.attrs["in_sbp"])),)
+    back = tuple(SbpParallel.from_attr(s) for s in ctx.attrs["in_sbp"])
+    return (_grad_of_boxing(ctx, dout, back),)
 
 
 # ---- SBP-rule helpers for the op families -----------------------------------------------------

@@ -1,5 +1,6 @@
 """Run under ``mpiexec -n N``: ZeRO stage 3 in the distributed nn.Graph. A data-parallel MLP
-(parameters broadcast, the batch split(0), float64) trained with ``enable_zero(stage=3)`` gives
+(parameters broadcast, the batch split(0), float64) trained with ``enable_zero(stage=3)`` (the
+default ``shard_restore_level`` 1; each level: ``graph_zero3_levels.py``) gives
 the losses, parameters and ``state_dict()`` of plain graph data parallelism (and of stage 2),
 with SGD momentum and Adam; between steps each eligible parameter is split(0) (each rank holds
 its rows: the Plan's parameter registers shrink by N, next to stages 0, 1 and 2), the Job
@@ -115,8 +116,8 @@ for opt_name, make in OPTS.items():
     assert types.count("boxing_p_to_b") == 1, report
     assert "model.2.bias grad: P -> B all-reduce" in report, report
 
-# gradient accumulation (2 micro-batches): each micro-batch gathers the shards and
-# reduce-scatters its gradient, the shards' gradients accumulate, one update on the shard
+# gradient accumulation (2 micro-batches): each micro-batch gathers the shards, their
+# partial-sum gradients accumulate and are reduce-scattered once, one update on the shard
 (ref_l, ref_sd, _, _, ref_m), (z_l, z_sd, g, _, m) = (run(OPTS["adam"], 0, 2),
                                                        run(OPTS["adam"], 3, 2))
 np.testing.assert_allclose(z_l, ref_l, rtol=1e-12, err_msg=f"rank {r}: acc losses")
@@ -126,6 +127,8 @@ for k in ref_sd:
 assert nd_attrs(m[0].weight.sbp) == (("S", 0),), m[0].weight.sbp
 stages = {o.tags.get("stage") for o in g.full_job.ops if o.op_type == "boxing_s_to_b"}
 assert stages == {"micro"}, stages
+stages = {o.tags.get("stage") for o in g.full_job.ops if o.op_type == "boxing_p_to_s"}
+assert stages == {"post"}, stages
 # eager use of the model after stage-3 steps sees the full values (the shards are gathered)
 x = flow.tensor(X, placement=PL, sbp=S0)
 np.testing.assert_allclose(m(x).numpy(), ref_m(x).numpy(), rtol=1e-12, atol=1e-14)

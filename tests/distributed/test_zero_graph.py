@@ -1,7 +1,8 @@
 """ZeRO in the distributed nn.Graph (``config.enable_zero``): the rank scripts
 ``graph_zero.py`` (stages 1, 2) and ``graph_zero3.py`` (stage 3) on 2 ranks (both executors)
-and 4 ranks; in one process the config's errors and that a graph without several ranks
-updates as without ZeRO."""
+and 4 ranks, ``graph_zero3_levels.py`` (stage 3's ``shard_restore_level`` 0, 1, 2) on 2; in
+one process the config's errors and that a graph without several ranks updates as without
+ZeRO."""
 from __future__ import annotations
 
 import numpy as np
@@ -21,6 +22,16 @@ def test_zero_graph_equals_data_parallel(n, executor, short):
     code, _, out = run_ranks(n, "graph_zero.py", *args, timeout=290)
     assert code == 0, out
     for r in range(n):
+        assert f"OK rank {r}" in out, out
+
+
+@needs_mpi
+@pytest.mark.timeout(120)
+def test_zero_stage3_restore_levels():
+    # (4 ranks pass too, in about twice the time: run by hand)
+    code, _, out = run_ranks(2, "graph_zero3_levels.py", timeout=110)
+    assert code == 0, out
+    for r in range(2):
         assert f"OK rank {r}" in out, out
 
 
@@ -51,6 +62,15 @@ def test_enable_zero_config_errors():
     assert "zero_stage=1" in repr(cfg)
     cfg.enable_zero(False)
     assert cfg.zero_stage == 0
+    assert cfg.zero_shard_restore_level == 1  # OneFlow's default
+    for level in (0, 1, 2):
+        cfg.enable_zero(True, stage=3, shard_restore_level=level)
+        assert cfg.zero_shard_restore_level == level
+        assert f"zero_shard_restore_level={level}" in repr(cfg)
+    for bad in (3, -1, True, 1.0, "1"):
+        with pytest.raises(ValueError, match="shard_restore_level must be 0 .* got"):
+            cfg.enable_zero(True, stage=3, shard_restore_level=bad)
+    assert cfg.zero_shard_restore_level == 2 and cfg.zero_stage == 3  # unchanged
 
 
 @pytest.mark.timeout(60)

@@ -29,6 +29,7 @@ class GraphConfig:
         self.disabled_passes: set = set()
         self.zero_stage = 0  # 0: off; 1, 2, 3: ZeRO (nn/graph/zero_updates.py, nn/graph/zero.py)
         self.zero_shard_min_size = 1024
+        self.zero_shard_restore_level = 1  # stage 3: how build() reads a split(0) parameter
 
     def enable_amp(self, mode: bool = True, *, dtype=dt.float16) -> None:
         """Run matmul-like ops in ``dtype`` (float16 or bfloat16) with casts inserted by the AMP
@@ -54,11 +55,29 @@ class GraphConfig:
         all-gathers the parameter; stage 2 also reduce-scatters the gradient instead of
         all-reducing it; stage 3 also keeps the parameter itself split(0) between steps (it
         is re-laid out in place before the first trace: ``param.sbp`` shows split(0), while
-        ``param.numpy()`` and ``state_dict()`` give the full values), all-gathers it where the
-        step reads it and updates the shard with no gather after. Parameters whose shard would
-        have fewer than ``shard_min_size`` elements, and updates that read the whole parameter
-        (LAMB), stay broadcast and update as without ZeRO. ``shard_restore_level`` is accepted
-        for OneFlow's signature only. See ``actorflow/nn/graph/zero_updates.py``."""
+        ``param.numpy()`` and ``state_dict()`` give the full values) and updates the shard
+        with no gather after. Parameters whose shard would have fewer than ``shard_min_size``
+        elements, and updates that read the whole parameter (LAMB), stay broadcast and update
+        as without ZeRO. See ``actorflow/nn/graph/zero_updates.py``.
+
+        ``shard_restore_level`` (OneFlow's) says how a stage-3 parameter's split(0) shard
+        reaches the ops of ``build()`` that read it:
+
+        * 0, no restore: they read the shard itself; each op's SBP signature choice decides
+          (a Linear may keep its weight split and split its output's features instead, or
+          gather the weight), and so does its backward: the shard's gradient arrives in
+          whatever sbp that gave and is boxed to split(0) where the update reads it;
+        * 1, soft restore (the default): the shard is all-gathered to broadcast where build()
+          first reads it, with an identity backward (OneFlow's ``hierarchical_parallel_cast``
+          with ``grad_mode="identity"``): the gradient is not boxed at the gather, it reaches
+          the shard as the consumers' backward made it (a partial sum for a Linear of a split
+          batch) and is boxed to split(0) where the update reads it (with gradient
+          accumulation: once per call, after the micro-batches' partial sums accumulated);
+        * 2, hard restore: the same gather, whose backward boxes the gradient back to split(0)
+          there (a reduce-scatter per micro-batch).
+
+        At stages 1 and 2 the parameter is broadcast (whole) between steps, so every consumer
+        already reads it whole and the level changes nothing there."""
         if not mode:
             self.zero_stage = 0
             return
@@ -67,8 +86,12 @@ class GraphConfig:
         if not isinstance(shard_min_size, int) or shard_min_size < 1:
             raise ValueError(f"enable_zero: shard_min_size must be an int >= 1, "
                              f"got {shard_min_size!r}")
+        if type(shard_restore_level) is not int or shard_restore_level not in (0, 1, 2):
+            raise ValueError(f"enable_zero: shard_restore_level must be 0 (no restore), 1 "
+                             f"(soft restore) or 2 (hard restore), got {shard_restore_level!r}")
         self.zero_stage = stage
         self.zero_shard_min_size = shard_min_size
+        self.zero_shard_restore_level = shard_restore_level
 
     def allow_fuse_model_update_ops(self, mode: bool = True) -> None:
         """Fuse the optimizer's per-parameter update ops into multi-tensor updates (on by
@@ -170,6 +193,8 @@ class GraphConfig:
         items = {"training": self.training, "amp": self.amp and self.amp_dtype.name,
                  "gradient_accumulation_steps": self.accumulation_steps,
                  "zero_stage": self.zero_stage,
+                 **({"zero_shard_restore_level": self.zero_shard_restore_level}
+                    if self.zero_stage == 3 else {}),
                  "fuse_model_update_ops": self.fuse_model_update_ops,
                  "fuse_add_to_output": self.fuse_add_to_output,
                  "outputs_buffer_size": self.outputs_buffer_size,

@@ -314,6 +314,7 @@ class Graph:
             from actorflow.nn.graph.zero import shard_parameters
 
             b.sharded_params = shard_parameters(self)
+            b.shard_restore_level = self.config.zero_shard_restore_level
         with b:
             lazy = [self._trace_input(b, i, p, t) for i, (p, t) in enumerate(zip(paths, tensors))]
             in_blobs = input_effects.input_blobs(lazy)

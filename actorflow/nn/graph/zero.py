@@ -5,16 +5,10 @@ emission's updates): stage 3's sharding of a graph's parameters before its first
 rank's bytes of parameters and optimizer state in the latest Plan."""
 from __future__ import annotations
 
-import weakref
-
 from actorflow.job.job import split_blob
-from actorflow.nn.graph.zero_updates import (shard_states, split_state,
+from actorflow.nn.graph.zero_updates import (SHARDED, shard_states, split_state,
                                              update_is_elementwise, zero_eligible)
 from actorflow.tensor import Tensor
-
-
-# id -> parameter re-laid out split(0) by stage 3 (any graph's; weak: a model may go away)
-_SHARDED: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 
 def shard_parameters(graph) -> dict:
@@ -29,7 +23,7 @@ def shard_parameters(graph) -> dict:
         opt = entry.optimizer
         for j, group in enumerate(opt.param_groups):
             for p in group["params"]:
-                if _SHARDED.get(id(p)) is p:
+                if SHARDED.get(id(p)) is p:
                     done[id(p)] = p
                     continue
                 if (names.get(id(p), (None, None, None))[2] is not p or not p.requires_grad
@@ -41,14 +35,18 @@ def shard_parameters(graph) -> dict:
                 shard.global_id = p._h.global_id  # the same tensor, re-laid out
                 p._h = shard
                 p._vc[0] += 1
-                done[id(p)] = _SHARDED[id(p)] = p
+                done[id(p)] = SHARDED[id(p)] = p
     return done
 
 
 def label_gradients(tracer, grads: dict) -> None:
-    """Stage 3: name the boxing that makes each sharded parameter's gradient (the gather's
-    backward, a P -> S(0) reduce-scatter) after the parameter in its ``boxing`` tag
-    (``<param> zero-3 grad``), for ``graph.debug(1)``'s report."""
+    """Stage 3 at ``shard_restore_level`` 2: name the boxing that makes each sharded
+    parameter's gradient (the gather's backward, a P -> S(0) reduce-scatter) after the
+    parameter in its ``boxing`` tag (``<param> zero-3 grad``), for ``graph.debug(1)``'s
+    report. (At levels 0 and 1 the gradient is boxed where the update reads it, under that
+    name: ``zero_updates``.)"""
+    if tracer.shard_restore_level != 2:
+        return
     for eager in tracer.sharded_params.values():
         blob = tracer._var_blob.get(id(eager))
         grad = grads.get(split_blob(blob)[0]) if blob is not None else None

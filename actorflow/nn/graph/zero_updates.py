@@ -21,21 +21,38 @@ Stage 3 also shards the parameters between steps. Before the first trace,
 ``actorflow.nn.graph.zero.shard_parameters`` re-lays out every eligible parameter of the
 graph's optimizers (and its state) as split(0), in
 place: the same tensor object - so modules, optimizers and ``state_dict()`` keep it - whose
-handle now holds only this rank's rows. The Job's variable is that split(0) shard; where the
-trace first reads it (``LazyInterpreter.variable``) it is all-gathered S(0) -> B
-(``dispatch.lazy_global.gather_for_use``, reason ``<param> zero-3 gather``) and that gathered
-value serves the forward pass and the backward pass (it is kept, not gathered twice; the memory
-plan frees it after its last reader). The gather is recorded for autograd, so the gradient of
-the shard is the broadcast value's partial-sum gradient reduce-scattered (P -> S(0)); the
-update then runs on the shard in place (an elementwise update's split signature, as for any
-split parameter) with no gather after it. Between calls ``param.numpy()``, ``state_dict()``
-values and eager use see the full logical values (a global tensor's values are gathered when
-read) while each rank holds 1/n of the bytes; ``param.sbp`` shows split(0). Ineligible
-parameters behave as stage 2.
+handle now holds only this rank's rows (``SHARDED`` remembers them). The Job's variable is that
+split(0) shard; where the trace first reads it (``LazyInterpreter.variable``) it reaches the
+ops of build() as ``config.enable_zero(shard_restore_level=...)`` says
+(``dispatch.lazy_global.restore_for_use``; OneFlow's levels):
+
+- 2, hard restore: all-gathered S(0) -> B (reason ``<param> zero-3 gather``), the gather
+  recorded for autograd as a boxing, so the gradient of the shard is the broadcast value's
+  partial-sum gradient reduce-scattered (P -> S(0)) in backward, per micro-batch;
+- 1, soft restore (the default): the same gather with an identity backward (OneFlow's
+  ``hierarchical_parallel_cast`` with ``grad_mode="identity"``): the gradient reaches the
+  shard as the consumers' backward made it (partial sums for a Linear of a split batch; with
+  gradient accumulation they accumulate over the micro-batches) and ``zero_updates`` boxes it
+  to S(0) where the update reads it (reason ``<param> zero-3 grad``, once per call);
+- 0, no restore: nothing is gathered; the ops read the split(0) shard and their signature
+  choice (``choose_signature``, as for any split tensor) decides - a Linear may keep the
+  weight split and split its output's features, an Embedding or LayerNorm gathers it for
+  itself - and their backward gives the gradient whatever sbp it computes in; ``zero_updates``
+  boxes it to S(0) for the update as at level 1 (none when it is S(0) already).
+
+Levels 1 and 2 keep the gathered value for the backward pass (one gather per step, not two;
+the memory plan frees it after its last reader). The update then runs on the shard in place
+(an elementwise update's split signature, as for any split parameter) with no gather after
+it. Between calls ``param.numpy()``, ``state_dict()`` values and eager use see the full
+logical values (a global tensor's values are gathered when read) while each rank holds 1/n
+of the bytes; ``param.sbp`` shows split(0). Ineligible parameters behave as stage 2. (At
+stages 1 and 2 the parameter is broadcast between steps, so the restore level has nothing
+to restore.)
 """
 from __future__ import annotations
 
 import contextlib
+import weakref
 
 from actorflow.dispatch.global_tensor import GlobalBlob, wrap
 from actorflow.framework.sbp_parallel import nd_attrs, shard_range, split
@@ -43,6 +60,15 @@ from actorflow.process.world import world
 from actorflow.tensor import DeviceMetaBlob, Tensor, meta_tensor
 
 _B, _S0 = (("B",),), (("S", 0),)
+
+# id -> parameter re-laid out split(0) by stage 3 (``zero.shard_parameters``, any graph's;
+# weak: a model may go away)
+SHARDED: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
+def is_stage3_shard(p: Tensor) -> bool:
+    """Whether parameter ``p`` is one that ZeRO stage 3 re-laid out as split(0)."""
+    return SHARDED.get(id(p)) is p
 
 
 def zero_eligible(p: Tensor, min_size: int = 1) -> bool:
@@ -102,6 +128,8 @@ def zero_updates(b, opt, stage: int, min_size: int = 1):
 
     def apply_update(op, inputs: list, attrs: dict) -> None:
         param = inputs[0]
+        if stage == 3 and is_stage3_shard(param):
+            return plain(op, [param, _shard_grad(op, param, inputs[1]), *inputs[2:]], attrs)
         if not op.elementwise or not zero_eligible(param, min_size):
             # (an update reading the whole parameter, as LAMB's trust ratio, stays broadcast)
             return plain(op, inputs, attrs)
@@ -117,6 +145,14 @@ def zero_updates(b, opt, stage: int, min_size: int = 1):
         apply(op, [p_s, g, inputs[2], *states], attrs)
         gathered = interp.box_to(p_s, _B, f"{name} zero gather")
         apply(assign, [param, gathered], {})
+
+    def _shard_grad(op, param: Tensor, grad: Tensor) -> Tensor:
+        # a stage-3 shard's gradient as split(0): at shard_restore_level 2 it already is (the
+        # gather's backward), at 0 and 1 it is boxed here, once per step
+        g = interp.as_global(op, grad, param._h.placement)
+        if nd_attrs(g._h.sbp) == _S0:
+            return g
+        return interp.box_to(g, _S0, f"{interp._var_name(param)} zero-3 grad")
 
     opt._apply_update = apply_update
     try:
