@@ -4,7 +4,9 @@
 Each draws with the random ops (``uniform``, ``normal``, ``randint``, ``bernoulli``: the
 default generator, or ``generator``), maps uniform draws through the distribution's inverse
 CDF with elementwise ops, and copies the result into the tensor without recording autograd.
-Draws are float32, float64 for a float64 tensor; the copy casts to the tensor's dtype.
+Draws are float32, float64 for a float64 tensor; the copy casts to the tensor's dtype. A
+global tensor's draws are global on its placement (``layout``): every rank draws the same
+logical values with one agreed seed and keeps its shard, as ``flow.rand(placement=...)``.
 """
 from __future__ import annotations
 
@@ -20,8 +22,18 @@ def _draw_dtype(t: Tensor) -> dt.dtype:
     return dt.float64 if t.dtype == dt.float64 else dt.float32
 
 
+def layout(t: Tensor) -> dict:
+    """The creation-op arguments that give a value laid out like ``t``: ``placement`` and
+    ``sbp`` of a global ``t`` (partial sums as broadcast: the logical values), none for a
+    local one."""
+    if not t.is_global:
+        return {}
+    placement, sbp = creation._like_global(t)
+    return {"placement": placement, "sbp": sbp}
+
+
 def _uniform01(t: Tensor, generator) -> Tensor:
-    return creation.rand(tuple(t.shape), dtype=_draw_dtype(t), generator=generator)
+    return creation.rand(tuple(t.shape), dtype=_draw_dtype(t), generator=generator, **layout(t))
 
 
 def _positive(name: str, **values) -> None:
@@ -44,7 +56,8 @@ def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *, generator=None
     if std < 0:
         raise ValueError(f"normal_: std must be non-negative, got {std}")
     with no_grad():
-        z = creation.randn(tuple(self.shape), dtype=_draw_dtype(self), generator=generator)
+        z = creation.randn(tuple(self.shape), dtype=_draw_dtype(self), generator=generator,
+                           **layout(self))
         return self.copy_(z * float(std) + float(mean))
 
 
@@ -68,7 +81,8 @@ def log_normal_(self: Tensor, mean: float = 1.0, std: float = 2.0, *, generator=
     """Fill with ``exp(N(mean, std**2))`` values."""
     _positive("log_normal_", std=std)
     with no_grad():
-        z = creation.randn(tuple(self.shape), dtype=_draw_dtype(self), generator=generator)
+        z = creation.randn(tuple(self.shape), dtype=_draw_dtype(self), generator=generator,
+                           **layout(self))
         return self.copy_((z * float(std) + float(mean)).exp())
 
 
@@ -108,7 +122,7 @@ def random_(self: Tensor, from_: int = 0, to: int | None = None, *, generator=No
         raise ValueError(f"random_: expected from < to, got from={from_}, to={to}")
     with no_grad():
         r = creation.randint(int(from_), to, tuple(self.shape), generator=generator,
-                             dtype=dt.int64)
+                             dtype=dt.int64, **layout(self))
         return self.copy_(r)
 
 
@@ -116,11 +130,13 @@ def bernoulli_(self: Tensor, p=0.5, *, generator=None) -> Tensor:
     """Fill with 0/1 draws, 1 with probability ``p`` (a number, or a tensor broadcast to the
     tensor's shape)."""
     with no_grad():
+        if not isinstance(p, Tensor) and not 0 <= p <= 1:
+            raise ValueError(f"bernoulli_: p must be in [0, 1], got {p}")
+        if self.is_global:  # one agreed draw of the logical values (``layout``)
+            return self.copy_(_uniform01(self, generator) < p)
         if isinstance(p, Tensor):
             probs = p.to(_draw_dtype(self)).expand(*self.shape).contiguous()
             return self.copy_(creation.bernoulli(probs, generator=generator))
-        if not 0 <= p <= 1:
-            raise ValueError(f"bernoulli_: p must be in [0, 1], got {p}")
         like = creation.zeros(tuple(self.shape), dtype=_draw_dtype(self))
         return self.copy_(creation.bernoulli(like, p=float(p), generator=generator))
 

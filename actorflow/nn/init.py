@@ -4,7 +4,9 @@ Each function fills a tensor in place (``tensor.copy_``) under ``no_grad`` with 
 the creation ops (``flow.rand``, ``flow.randn``) from the global generator, so
 ``flow.manual_seed`` makes initialisation reproducible. They return the tensor. The uniform and
 normal fills (``uniform_``, ``normal_`` and the xavier/kaiming forms) are the Tensor methods
-(``actorflow.functional.random_fill``).
+(``actorflow.functional.random_fill``). A global tensor is filled with global values on its
+placement (``random_fill.layout``): the same logical values on every rank, each keeping its
+shard.
 """
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ import numpy as np
 import actorflow.functional as F
 from actorflow.autograd import no_grad
 from actorflow.framework import dtype as dt
+from actorflow.framework.sbp_parallel import SbpParallel
+from actorflow.functional.random_fill import layout
 from actorflow.tensor import Tensor
 
 _LINEAR_LIKE = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
@@ -94,7 +98,8 @@ def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float 
 
     lo, hi = cdf((a - mean) / std), cdf((b - mean) / std)
     with no_grad():
-        u = F.rand(tuple(tensor.shape), dtype=dt.float64, generator=generator)
+        u = F.rand(tuple(tensor.shape), dtype=dt.float64, generator=generator,
+                   **layout(tensor))
         u = u * (2 * hi - 2 * lo) + (2 * lo - 1)  # uniform in [2 lo - 1, 2 hi - 1)
         u = F.clamp(u, min=-1 + 1e-15, max=1 - 1e-15)
         x = _erfinv(u) * (std * math.sqrt(2.0)) + mean
@@ -104,7 +109,8 @@ def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float 
 def constant_(tensor: Tensor, val: float) -> Tensor:
     """Fill with ``val``."""
     with no_grad():
-        return tensor.copy_(F.full(tuple(tensor.shape), val, dtype=tensor.dtype))
+        return tensor.copy_(F.full(tuple(tensor.shape), val, dtype=tensor.dtype,
+                                   **layout(tensor)))
 
 
 def ones_(tensor: Tensor) -> Tensor:
@@ -122,7 +128,8 @@ def eye_(tensor: Tensor) -> Tensor:
     if tensor.ndim != 2:
         raise ValueError(f"eye_: only 2-D tensors are supported, got shape {tuple(tensor.shape)}")
     with no_grad():
-        return tensor.copy_(F.eye(tensor.shape[0], tensor.shape[1], dtype=tensor.dtype))
+        return tensor.copy_(F.eye(tensor.shape[0], tensor.shape[1], dtype=tensor.dtype,
+                                  **layout(tensor)))
 
 
 def xavier_uniform_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
@@ -160,6 +167,15 @@ def kaiming_normal_(tensor: Tensor, a: float = 0, mode: str = "fan_in",
     return normal_(tensor, 0.0, _kaiming_std(tensor, a, mode, nonlinearity), generator)
 
 
+def _broadcast_on(t: Tensor) -> dict:
+    """Creation-op arguments for a broadcast value on a global ``t``'s placement (none for a
+    local ``t``)."""
+    if not t.is_global:
+        return {}
+    return {"placement": t.placement,
+            "sbp": (SbpParallel.from_attr(("B",)),) * len(t.placement.hierarchy)}
+
+
 def orthogonal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
     """Fill with a (semi-)orthogonal matrix, as PyTorch: the Q of the QR decomposition of a
     standard normal ``(rows, numel // rows)`` matrix, column signs fixed by R's diagonal, times
@@ -172,13 +188,14 @@ def orthogonal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
     if tensor.numel() == 0:
         return tensor
     with no_grad():
-        z = F.randn((rows, cols), dtype=dt.float64, generator=generator).numpy()
+        z = F.randn((rows, cols), dtype=dt.float64, generator=generator,
+                    **_broadcast_on(tensor)).numpy()  # the logical values, on every rank
         # no QR op: initialisation runs eagerly, so the decomposition is NumPy's, on the host
         q, r = np.linalg.qr(z.T if rows < cols else z)
         q = q * np.sign(np.diag(r))
         q = q.T if rows < cols else q
         values = F.tensor(np.ascontiguousarray(q).reshape(tuple(tensor.shape)) * gain,
-                          dtype=dt.float64)
+                          dtype=dt.float64, **layout(tensor))
         return tensor.copy_(values)
 
 

@@ -338,3 +338,12 @@ def test_a_local_tensor_has_no_placement_sbp_or_global_id_as_in_oneflow():
     i = g.global_id()
     g.mul_(2)
     assert g.global_id() == i and g.to_global(sbp=flow.sbp.broadcast).global_id() == i
+
+
+@needs_mpi
+@pytest.mark.timeout(120)
+def test_nn_init_and_random_fills_of_global_parameters_agree_on_every_rank():
+    code, secs, out = run_ranks(2, "global_init.py")
+    assert code == 0, out
+    for r in range(2):
+        assert f"OK rank {r}" in out, out
