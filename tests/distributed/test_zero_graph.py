@@ -36,6 +36,17 @@ def test_zero_stage3_restore_levels():
 
 
 @needs_mpi
+@pytest.mark.timeout(200)
+def test_zero_with_a_grad_scaler_skips_steps_as_without_zero():
+    # stages 1 and 2 write the gathered shard back into the broadcast parameter: on a step
+    # the scaler skips, that write-back must run (it is the identity), not be refused
+    code, _, out = run_ranks(2, "graph_zero_scaler.py", timeout=190)
+    assert code == 0, out
+    for r in range(2):
+        assert f"OK rank {r}" in out, out
+
+
+@needs_mpi
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("n, executor", [(2, "actors"), (2, "vm"), (4, "actors")])
 def test_zero_stage3_equals_data_parallel(n, executor):

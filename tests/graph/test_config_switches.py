@@ -90,3 +90,28 @@ def test_set_grad_scaler_errors():
     _, g = _train(lambda g: g.config.enable_amp(True, dtype=flow.float16), 1)
     with pytest.raises(RuntimeError, match="before the first call"):
         g.set_grad_scaler(GradScalerState())
+
+
+def test_flow_amp_grad_scalers_in_a_graph():
+    def with_scaler(scaler):
+        def setup(g):
+            g.config.enable_amp(True, dtype=flow.float16)
+            g.set_grad_scaler(scaler)
+        return setup
+    # OneFlow's GradScaler: its fields become the graph's dynamic scale
+    _, g = _train(with_scaler(flow.amp.GradScaler(init_scale=8.0, growth_interval=2)), 3)
+    state = g.state_dict()["_grad_scaler"]
+    assert state["dynamic"] and state["scale"] == 16.0 and state["growth_tracker"] == 1
+    # StaticGradScaler: the same steps as a dynamic scale that never changes, scale kept
+    static, g = _train(with_scaler(flow.amp.StaticGradScaler(128.0)), 4)
+    dynamic, _ = _train(with_scaler(GradScalerState(128.0, growth_interval=10 ** 9)), 4)
+    assert static == dynamic
+    assert g.state_dict()["_grad_scaler"]["scale"] == 128.0
+    assert not g.state_dict()["_grad_scaler"]["dynamic"]
+    # ... and it skips nothing: an overflowing static scale reaches the parameters
+    _, g = _train(with_scaler(flow.amp.StaticGradScaler(2.0 ** 40)), 1)
+    assert not np.isfinite(g.model.weight.numpy()).all()
+    with pytest.raises(ValueError, match="scale_factor must > 0"):
+        flow.amp.StaticGradScaler(0.0)
+    with pytest.raises(ValueError, match="backoff_factor"):
+        flow.amp.GradScaler(growth_factor=2.0, backoff_factor=0.25)

@@ -146,9 +146,10 @@ class Graph:
 
     def set_grad_scaler(self, grad_scaler) -> None:
         """The dynamic loss scale of this float16 AMP graph (``nn/graph/optimizer_emission.py``): a
-        ``GradScalerState``, or an object with OneFlow GradScaler's fields (``_init_scale``,
-        ``_growth_factor``, ``_backoff_factor``, ``_growth_interval``). Call it in
-        ``__init__`` after ``config.enable_amp(True)`` (float16), before the first call."""
+        ``GradScalerState``, a ``flow.amp.GradScaler`` or ``flow.amp.StaticGradScaler`` (or an
+        object with OneFlow GradScaler's fields: ``_init_scale``, ``_growth_factor``,
+        ``_backoff_factor``, ``_growth_interval``; or StaticGradScaler's ``_scale_factor``).
+        Call it in ``__init__`` after ``config.enable_amp(True)`` (float16), before the first call."""
         if self._cache:
             raise RuntimeError(f"nn.Graph {self._name}: set_grad_scaler must be called before "
                                f"the first call of the graph")
@@ -157,10 +158,13 @@ class Graph:
                                f"with float16 AMP; call config.enable_amp(True) first")
         if not isinstance(grad_scaler, GradScalerState):
             fields = ("_init_scale", "_growth_factor", "_backoff_factor", "_growth_interval")
-            if not all(hasattr(grad_scaler, f) for f in fields):
+            if hasattr(grad_scaler, "_scale_factor"):  # OneFlow's StaticGradScaler
+                grad_scaler = GradScalerState(grad_scaler._scale_factor, dynamic=False)
+            elif all(hasattr(grad_scaler, f) for f in fields):
+                grad_scaler = GradScalerState(*(getattr(grad_scaler, f) for f in fields))
+            else:
                 raise TypeError(f"set_grad_scaler: expected a GradScaler, got "
                                 f"{type(grad_scaler).__name__}")
-            grad_scaler = GradScalerState(*(getattr(grad_scaler, f) for f in fields))
         self.__dict__["_grad_scaler"] = grad_scaler
 
     def add_optimizer(self, optim, *, lr_sch=None, is_sparse: bool = False) -> None:

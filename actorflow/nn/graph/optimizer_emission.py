@@ -35,13 +35,21 @@ _CLIP_KEYS = ("clip_grad_max_norm", "clip_grad_norm_type")
 
 
 class GradScalerState:
-    """The dynamic loss scale of a float16 AMP graph (PyTorch GradScaler defaults)."""
+    """The loss scale of a float16 AMP graph (PyTorch GradScaler defaults). Dynamic: a step
+    whose unscaled gradients are not all finite updates nothing and backs the scale off, and
+    ``growth_interval`` finite steps in a row grow it. ``dynamic=False`` (OneFlow's
+    ``StaticGradScaler``): the scale stays ``init_scale``, gradients are unscaled, no step
+    is skipped."""
 
     def __init__(self, init_scale: float = 2.0 ** 16, growth_factor: float = 2.0,
-                 backoff_factor: float = 0.5, growth_interval: int = 2000):
+                 backoff_factor: float = 0.5, growth_interval: int = 2000,
+                 dynamic: bool = True):
+        if not init_scale > 0:
+            raise ValueError(f"GradScaler: the scale must be > 0, got {init_scale}")
         if not (growth_factor > 1.0 and 0.0 < backoff_factor < 1.0 and growth_interval >= 1):
             raise ValueError("GradScaler: need growth_factor > 1, 0 < backoff_factor < 1 and "
                              "growth_interval >= 1")
+        self.dynamic = bool(dynamic)
         self.growth_factor = float(growth_factor)
         self.backoff_factor = float(backoff_factor)
         self.growth_interval = int(growth_interval)
@@ -54,7 +62,7 @@ class GradScalerState:
     def state_dict(self) -> dict:
         return {"scale": self.get_scale(), "growth_tracker": int(self.growth_tracker._array()),
                 "growth_factor": self.growth_factor, "backoff_factor": self.backoff_factor,
-                "growth_interval": self.growth_interval}
+                "growth_interval": self.growth_interval, "dynamic": self.dynamic}
 
     def load_state_dict(self, state: dict) -> None:
         """Restore ``state_dict()``'s values (in place: compiled graphs keep their bindings)."""
@@ -63,6 +71,7 @@ class GradScalerState:
         self.growth_factor = float(state.get("growth_factor", self.growth_factor))
         self.backoff_factor = float(state.get("backoff_factor", self.backoff_factor))
         self.growth_interval = int(state.get("growth_interval", self.growth_interval))
+        self.dynamic = bool(state.get("dynamic", self.dynamic))
 
     def names(self) -> dict:
         return {id(self.scale): "_grad_scaler.scale",
@@ -179,12 +188,13 @@ def _emit_updates(b: LazyInterpreter, entry, grads: dict, state_names: dict, sca
         unscaled_groups = []
         for j, group, pairs in groups:
             pairs = [(p, g * inv) for p, g in pairs]
-            for _, g in pairs:
+            for _, g in pairs if scaler.dynamic else ():
                 ok = isfinite(g).all()
                 finite = ok if finite is None else finite.logical_and(ok)
             unscaled_groups.append((j, group, pairs))
         groups = unscaled_groups
-        found = finite.logical_not()
+        if scaler.dynamic:
+            found = finite.logical_not()
     for j, group, pairs in groups:
         if all(k in group for k in _CLIP_KEYS):
             holders = []
@@ -218,8 +228,8 @@ def _gate(b: LazyInterpreter, new_ops: list, flag: str) -> None:
         op = registry.get(o.op_type)
         writes_state = any(split_blob(o.inputs[i])[0] in variables
                            for i in op.mutated_inputs(len(o.inputs), o.attrs))
-        if not writes_state:
-            continue
+        if not writes_state or o.tags.get("zero_write_back"):
+            continue  # (ZeRO's write-back of a gathered shard: unchanged when its update skips)
         if not op.optimizer_update:
             raise RuntimeError(f"nn.Graph GradScaler: optimizer op {o.name} ({o.op_type}) writes "
                                f"state but can't be skipped on a non-finite step; only the "

@@ -145,6 +145,9 @@ def zero_updates(b, opt, stage: int, min_size: int = 1):
         apply(op, [p_s, g, inputs[2], *states], attrs)
         gathered = interp.box_to(p_s, _B, f"{name} zero gather")
         apply(assign, [param, gathered], {})
+        # a GradScaler's skipped step leaves the shard as read, so this write-back is then the
+        # identity: the scaler's gate (optimizer_emission._gate) may let it run
+        b.job.ops[-1].tags["zero_write_back"] = True
 
     def _shard_grad(op, param: Tensor, grad: Tensor) -> Tensor:
         # a stage-3 shard's gradient as split(0): at shard_restore_level 2 it already is (the
