@@ -149,7 +149,8 @@ class Graph:
         ``GradScalerState``, a ``flow.amp.GradScaler`` or ``flow.amp.StaticGradScaler`` (or an
         object with OneFlow GradScaler's fields: ``_init_scale``, ``_growth_factor``,
         ``_backoff_factor``, ``_growth_interval``; or StaticGradScaler's ``_scale_factor``).
-        Call it in ``__init__`` after ``config.enable_amp(True)`` (float16), before the first call."""
+        Call it in ``__init__`` after ``config.enable_amp(True)`` (float16), before the first
+        call."""
         if self._cache:
             raise RuntimeError(f"nn.Graph {self._name}: set_grad_scaler must be called before "
                                f"the first call of the graph")
