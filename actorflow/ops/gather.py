@@ -86,7 +86,10 @@ def _(ins, outs, attrs):
 @gather.grad
 def _(ctx, dout):
     (shape, d), index = ctx.input_metas[0], saved_index_inputs(ctx, 1)[0]
-    return F.scatter_add(F.zeros(shape, dtype=d), ctx.attrs["dim"], index, dout), None
+    where = {}
+    if dout.is_global:  # zeros on dout's placement (broadcast: a local constant)
+        where = {"placement": dout.placement, "sbp": (B,) * len(dout.sbp)}
+    return F.scatter_add(F.zeros(shape, dtype=d, **where), ctx.attrs["dim"], index, dout), None
 
 
 scatter = register("scatter", doc="x with src (or the attr value) written at index along dim; "

@@ -347,3 +347,12 @@ def test_nn_init_and_random_fills_of_global_parameters_agree_on_every_rank():
     assert code == 0, out
     for r in range(2):
         assert f"OK rank {r}" in out, out
+
+
+@needs_mpi
+@pytest.mark.timeout(120)
+def test_gather_gradient_and_coin_flip_on_global_tensors():
+    code, secs, out = run_ranks(2, "global_gather_coinflip.py")
+    assert code == 0, out
+    for r in range(2):
+        assert f"OK rank {r}" in out, out
