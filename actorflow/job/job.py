@@ -3,8 +3,8 @@
 A blob is named ``"<op name>/<output index>"``. Besides registered ops, a Job holds the system
 ops of ``system_ops.py`` (input, variable, literal, output and gradient accumulation's micro
 ops). Their attrs: ``input`` ``index``, ``path``; ``variable`` ``name``, ``kind`` (parameter,
-buffer, free (an eager tensor used in build), optimizer_state, lr, grad_scaler); ``literal``
-``value`` (an array); ``output`` ``index``, ``path``; the micro ops ``n``.
+buffer, free (an eager tensor used in build), optimizer_state, lr, grad_scaler, train_step);
+``literal`` ``value`` (an array); ``output`` ``index``, ``path``; the micro ops ``n``.
 
 Ops are kept in a valid execution order; ``ctrl_inputs`` names ops that must run before an op
 even though it reads none of their blobs (an op that updates a variable waits for the other

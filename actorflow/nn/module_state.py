@@ -3,7 +3,8 @@
 ``state_dict`` holds the parameters and persistent buffers by dotted name, the tensors
 themselves as in OneFlow; ``load_state_dict`` copies values into them in place, module by
 module (``_load_from_state_dict``, which layers may extend), a logical value into a global
-tensor's layout and a global value's logical values into a local tensor.
+tensor's layout, a global value of another placement moved onto the target's, and a global
+value's logical values into a local tensor.
 """
 from __future__ import annotations
 
@@ -84,6 +85,10 @@ class ModuleStateDict:
                 value = _global_like(value, target)
             elif target.is_local and value.is_global:  # its logical values (a collective)
                 value = Tensor._wrap(value.numpy(), value.dtype)
+            elif target.is_global and value.placement != target.placement:
+                # another placement's value (a file read on one rank, made global there, as
+                # OneFlow's tests load): moved onto the target's ranks and layout
+                value = value.to_global(placement=target.placement, sbp=target.sbp)
             with no_grad():
                 target.copy_(value)
 

@@ -115,10 +115,14 @@ assert losses[-1].sum() < losses[0].sum()
 job = g.full_job
 mine, other = (P0, P1) if r in P0.flat_ranks else (P1, P0)
 root = r == mine.flat_ranks[0]
-names = {o.attrs["name"] for o in job.ops if o.op_type == "variable" and o.attrs["kind"] != "free"
-         and not o.attrs["name"].startswith("_")}
+names = {o.attrs["name"] for o in job.ops if o.op_type == "variable"
+         and o.attrs["kind"] not in ("free", "train_step") and not o.attrs["name"].startswith("_")}
 stage = "m.stage0" if mine == P0 else "m.stage1"
 assert names and all(v.startswith(stage) for v in names), (r, sorted(names))
+# (and the training step, broadcast on every rank of the graph: each rank counts)
+assert [o.attrs["name"] for o in job.ops if o.attrs.get("kind") == "train_step"] == \
+    ["System-Train-TrainStep"], r
+assert g.state_dict()["System-Train-TrainStep"].to_local().numpy().tolist() == [g.call_count]
 text = job.to_json()   # the Job and the Plan are data: the transfers' tags go through JSON
 assert type(job).from_json(text).to_json() == text
 assert "pipe_recv" in job.to_dot() and '"transfer"' in text

@@ -505,7 +505,7 @@ def test_graph_state_dict_round_trip(tmp_path):
         g1(x, y)
     flow.save(g1.state_dict(), str(tmp_path / "g.pt"))
     sd = flow.load(str(tmp_path / "g.pt"))
-    assert list(sd) == ["model", "_optimizer0", "_lr_scheduler0"]
+    assert list(sd) == ["model", "_optimizer0", "_lr_scheduler0", "System-Train-TrainStep"]
     flow.manual_seed(1)
     g2 = _TrainGraph(_mlp(), None, lambda o: flow.optim.lr_scheduler.StepLR(o, 1, 0.9))
     g2(*batches[0])  # compiled before loading: the load makes it trace again

@@ -17,6 +17,9 @@ or by ``growth_factor`` after ``growth_interval`` finite steps in a row. ``scale
 ``growth_tracker`` are variables (``_grad_scaler.scale``, ``_grad_scaler.growth_tracker``) bound
 to tensors the Graph keeps, so they persist across calls and recompiles and are in
 ``graph.state_dict()["_grad_scaler"]``.
+
+After the updates the pass adds one to the graph's training step (``train_step``), unless the
+scaler skipped the step.
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ from actorflow.autograd.grad_mode import no_grad
 from actorflow.framework import dtype as dt
 from actorflow.dispatch.lazy import LazyBlob, LazyInterpreter
 from actorflow.job.job import Job
+from actorflow.nn.graph import train_step
 from actorflow.nn.graph.emission import emit_after
 from actorflow.nn.graph.zero_updates import zero_updates
 from actorflow.passes.grad_acc import rewire_readers
@@ -97,31 +101,38 @@ def make_optimizer_pass(ctx):
     if not ctx.optimizers:
         return None
     scaler = None
+    owner = getattr(ctx, "graph", None) or ctx
     if uses_grad_scaler(ctx.config):
-        owner = getattr(ctx, "graph", None) or ctx
         scaler = grad_scaler(owner, create=True)
+    step = train_step.train_step(owner)
 
     def optimizer_pass(job: Job) -> Job:
         grads = job.train.get("grads", {})
         if not ctx.optimizers or not grads:
             return job
-        namer = ctx.namer
+        namer = train_step.namer(step, ctx.namer)
         if scaler is not None:
-            namer = _scaler_namer(scaler, ctx.namer)
+            namer = _scaler_namer(scaler, namer)
             _scale_seeds(job, scaler, ctx.bindings, namer)
         b = LazyInterpreter.over(job, ctx.bindings, namer=namer, graph_name=job.name)
         b.phase = "optimizer"
         with b, no_grad():
-            found_any = None
+            found_any, start = None, len(b.job.ops)
             for entry in ctx.optimizers:
                 with _zero(b, entry.optimizer, ctx.config):
                     found = _emit_updates(b, entry, grads, ctx.state_names, scaler)
                 if found is not None:
                     found_any = found if found_any is None else found_any.logical_or(found)
+            updates = b.job.ops[start:]
+            if updates:  # (a skipped step, found_any true, does not count: OneFlow's rule)
+                train_step.emit_increment(b, step, updates, found_any)
             if found_any is not None:
                 _emit_scaler_update(b, scaler, found_any)
         for name, t in b.bindings.items():
             ctx.bindings.setdefault(name, t)
+        # the namer's closure holds the graph's (weak) namer strongly, and the trace's lazy
+        # tensors keep ``b`` alive in a cycle: drop it so a deleted graph is freed at once
+        b.namer = None
         return b.job
 
     return optimizer_pass
