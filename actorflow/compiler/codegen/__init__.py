@@ -122,8 +122,8 @@ def generate(plan) -> None:
     for t in plan.tasks:
         sym = row_symbols.get(t.task_id)
         if sym is not None:
-            kernels[t.task_id] = rows.RowKernel(getattr(lib, sym), row_found[t.task_id],
-                                                registry.get(t.op_type).kernel_cpu, sym)
+            kernels[t.task_id] = rows.RowKernel.from_library(
+                lib, sym, row_found[t.task_id], registry.get(t.op_type).kernel_cpu)
             t.generated = sym
             report["tasks"][t.op_name] = {"symbol": sym, "ops": [t.op_type], "numpy_prefix": [],
                                           "rows": True}
