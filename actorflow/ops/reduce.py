@@ -193,7 +193,9 @@ def _(ctx, dout):
 # how sum and mean over the last axis compute one row in generated C (ops/registry.py: c_row):
 # the row summed in the computing type (float32 for float16 / bfloat16, as in_float32 does),
 # in a vectorised order (the sum may be reordered); other dims, or a dtype cast, get no C form
-def _last_axis(attrs, n_inputs) -> bool:
+def last_axis(attrs: dict, n_inputs: int) -> bool:
+    """Whether a reduction call of one input reduces the last axis alone (dim -1 or (-1,)),
+    without a dtype cast: the calls a row form over the last axis computes."""
     dim = attrs.get("dim")
     if isinstance(dim, (list, tuple)):
         dim = dim[0] if len(dim) == 1 else None
@@ -202,7 +204,7 @@ def _last_axis(attrs, n_inputs) -> bool:
 
 def _sum_row_form(scale: str):
     def form(attrs, n_inputs):
-        if not _last_axis(attrs, n_inputs):
+        if not last_axis(attrs, n_inputs):
             return None
         return CRow(f"""$T s = 0;
 #pragma omp simd reduction(+:s)
@@ -356,6 +358,30 @@ def _(ctx, dout):
     x = ctx.inputs[0]
     weights = F.exp(F.sub(x, kept(ctx, ctx.outputs[0])))
     return F.mul(broadcast_back(ctx, dout), weights)
+
+
+# the row max as np.max takes it (NaN wins); the row forms of logsumexp and of the extrema
+# (reduce_extrema.py) start from it
+ROW_MAX = """$T m = X0(0);
+for (int64_t i = 1; i < n; i++) { const $T v = X0(i); m = (v > m || v != v) ? v : m; }
+"""
+
+
+def _logsumexp_row(attrs, n_inputs):
+    """logsumexp over the last axis in C as the kernel above: shifted by the row max unless it
+    is inf or NaN, the exponentials summed in the computing type (the sum may be reordered);
+    float16 / bfloat16 compute in float32 without rounding each exp to the storage dtype, so
+    they agree with the kernel within an ulp of it."""
+    if not last_axis(attrs, n_inputs):
+        return None
+    return CRow(ROW_MAX + """const $T c = isfinite(m) ? m : ($T)0;
+$T s = 0;
+#pragma omp simd reduction(+:s)
+for (int64_t i = 0; i < n; i++) s += af_exp(X0(i) - c);
+Y0(0, log(s) + c);""", ("row", "stat"))
+
+
+logsumexp.c_row = _logsumexp_row
 
 
 # ---- all / any -----------------------------------------------------------------------------------

@@ -16,9 +16,10 @@ from actorflow.framework import dtype as dt
 from actorflow.ops._common import F, norm_axis
 from actorflow.ops.boxing import M, S, Sig
 from actorflow.ops.reduce import (
-    along_dim_rule, broadcast_back, kept, np_axes, reduce_axes, reduced_shape,
+    ROW_MAX, along_dim_rule, broadcast_back, kept, last_axis, np_axes, reduce_axes,
+    reduced_shape,
 )
-from actorflow.ops.registry import Meta, fail, register
+from actorflow.ops.registry import CRow, Meta, fail, register
 
 
 def _nonempty(name: str, shape: tuple, axes: tuple) -> None:
@@ -141,6 +142,42 @@ def _extremum(name: str, fn):
 
 amax = _extremum("amax", np.max)
 amin = _extremum("amin", np.min)
+
+
+# ---- how the extrema over the last axis compute one row in generated C (registry.py: c_row) --
+# As NumPy: np.max / np.min propagate NaN; argmax / argmin take the first extremum, the first
+# NaN if any (a NaN replaces a number, nothing replaces a NaN). Comparisons only: the same
+# values as the kernels (of two equal zeros, +0 and -0, either may come out, as in NumPy).
+_ROW_MIN = ROW_MAX.replace("v > m", "v < m")
+
+
+def _extremum_row(body: str):
+    def form(attrs, n_inputs):
+        return CRow(body + "Y0(0, m);", ("row", "stat")) if last_axis(attrs, n_inputs) else None
+    return form
+
+
+def _arg_row(cmp: str):
+    body = f"""$T m = X0(0);
+int64_t k = 0;
+for (int64_t i = 1; i < n; i++) {{
+    const $T v = X0(i);
+    if (v {cmp} m || (v != v && m == m)) {{ m = v; k = i; }}
+}}
+Y0(0, m);
+Y1(0, k);"""
+
+    def form(attrs, n_inputs):
+        if n_inputs != 1 or attrs.get("dim") != -1:
+            return None
+        return CRow(body, ("row", "stat", "index"))
+    return form
+
+
+amax.c_row = _extremum_row(ROW_MAX)
+amin.c_row = _extremum_row(_ROW_MIN)
+max_dim.c_row = _arg_row(">")
+min_dim.c_row = _arg_row("<")
 
 reduce_tie_weights = register("reduce_tie_weights",
                               doc="(x == y) / (number of ties) over ``dim``: how amax/amin "
