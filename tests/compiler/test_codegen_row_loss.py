@@ -28,6 +28,8 @@ from tests.compiler.test_codegen_rows import _close
 
 pytestmark = pytest.mark.timeout(300)
 
+ROW_OPS = ("cross_entropy", "cross_entropy_backward")  # the row forms checked here
+
 FLOATS = {"float32": dt.float32, "float64": dt.float64, "float16": dt.float16,
           "bfloat16": dt.bfloat16}
 INTS = {"int64": dt.int64, "int32": dt.int32}

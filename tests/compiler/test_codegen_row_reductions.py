@@ -20,6 +20,8 @@ from tests.compiler.test_codegen_rows import _close
 
 pytestmark = pytest.mark.timeout(300)
 
+ROW_OPS = ("amax", "amin", "max_dim", "min_dim", "logsumexp")  # the row forms checked here
+
 DTYPES = {"float32": dt.float32, "float64": dt.float64, "float16": dt.float16,
           "bfloat16": dt.bfloat16}
 SHAPES = [(1, 1), (7,), (4, 9), (3, 5, 130), (64, 96)]

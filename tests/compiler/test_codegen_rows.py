@@ -25,6 +25,10 @@ from actorflow.ops import registry
 
 pytestmark = pytest.mark.timeout(300)
 
+# the ops whose row form (c_row) this module checks against the NumPy kernel
+ROW_OPS = ("layer_norm", "layer_norm_grad", "gelu", "gelu_grad", "softmax", "softmax_grad",
+           "log_softmax", "log_softmax_grad", "sum", "mean")
+
 DTYPES = {"float32": dt.float32, "float64": dt.float64, "float16": dt.float16}
 
 
