@@ -360,11 +360,21 @@ def _(ctx, dout):
     return F.mul(broadcast_back(ctx, dout), weights)
 
 
-# the row max as np.max takes it (NaN wins); the row forms of logsumexp and of the extrema
-# (reduce_extrema.py) start from it
-ROW_MAX = """$T m = X0(0);
-for (int64_t i = 1; i < n; i++) { const $T v = X0(i); m = (v > m || v != v) ? v : m; }
+def row_extremum(cmp: str, op: str) -> str:
+    """C statements of a row form: ``m``, the row's max (``">", "max"``) or min (``"<",
+    "min"``) as np.max / np.min take it, NaN if the row holds one. Vectorised: a NaN flag beside
+    an OpenMP max (min) reduction, whose order is free (of two equal zeros, +0 and -0, either
+    may come out, as in NumPy's own loops)."""
+    return f"""$T m = X0(0);
+int isn = 0;
+#pragma omp simd reduction({op}:m) reduction(|:isn)
+for (int64_t i = 0; i < n; i++) {{ const $T v = X0(i); m = v {cmp} m ? v : m; isn |= v != v; }}
+if (isn) m = NAN;
 """
+
+
+# the row max; the row forms of softmax, logsumexp, the extrema and cross_entropy start from it
+ROW_MAX = row_extremum(">", "max")
 
 
 def _logsumexp_row(attrs, n_inputs):

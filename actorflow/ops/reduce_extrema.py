@@ -17,7 +17,7 @@ from actorflow.ops._common import F, norm_axis
 from actorflow.ops.boxing import M, S, Sig
 from actorflow.ops.reduce import (
     ROW_MAX, along_dim_rule, broadcast_back, kept, last_axis, np_axes, reduce_axes,
-    reduced_shape,
+    reduced_shape, row_extremum,
 )
 from actorflow.ops.registry import CRow, Meta, fail, register
 
@@ -148,7 +148,7 @@ amin = _extremum("amin", np.min)
 # As NumPy: np.max / np.min propagate NaN; argmax / argmin take the first extremum, the first
 # NaN if any (a NaN replaces a number, nothing replaces a NaN). Comparisons only: the same
 # values as the kernels (of two equal zeros, +0 and -0, either may come out, as in NumPy).
-_ROW_MIN = ROW_MAX.replace("v > m", "v < m")
+_ROW_MIN = row_extremum("<", "min")
 
 
 def _extremum_row(body: str):
