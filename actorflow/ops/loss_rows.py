@@ -79,8 +79,8 @@ def _cross_entropy_row(attrs, n_inputs):
     weight = "X2({})" if n_inputs == 3 else None
     body = _target(1, weight, ign) + ROW_MAX + """$T s = 0;
 #pragma omp simd reduction(+:s)
-for (int64_t i = 0; i < n; i++) s += af_exp(X0(i) - m);
-for (int64_t i = 0; i < n; i++) Y1(i, af_exp(X0(i) - m) / s);
+for (int64_t i = 0; i < n; i++) { const $T e = af_exp(X0(i) - m); S0(i) = e; s += e; }
+for (int64_t i = 0; i < n; i++) Y1(i, S0(i) / s);
 const $T lse = log(s);
 $T loss = (lse - (X0(t) - m)) * wy;
 """
@@ -94,7 +94,7 @@ loss = ($T)(1.0 - {eps!r}) * loss + ($T)({eps!r} / (double)n) * smooth;
 """
     body += "Y0(0, loss);"
     kinds = ("row", "index") + ("param",) * (n_inputs - 2) + (_LOSS_KIND[red], "row")
-    return CRow(body, kinds, max_ndim=2, pre=_pre(1, weight, ign, red == "mean"))
+    return CRow(body, kinds, max_ndim=2, pre=_pre(1, weight, ign, red == "mean"), scratch=1)
 
 
 def _cross_entropy_backward_row(attrs, n_inputs):

@@ -219,8 +219,9 @@ def _(ctx, ggx):
 
 # how softmax, log_softmax and their gradients compute one row in generated C (ops/registry.py:
 # c_row), for dim=-1 only: the kernels above element by element (the max as np.max: NaN wins,
-# ROW_MAX of ops/reduce.py); the row sums may be reordered (vectorised); exp is computed twice
-# rather than stored and read back, so float16 / bfloat16 outputs still divide float32 values
+# ROW_MAX of ops/reduce.py); the row sums may be reordered (vectorised); softmax keeps its
+# exponentials in a scratch row of the computing type, so float16 / bfloat16 outputs still
+# divide float32 values
 
 def _softmax_row(attrs, n_inputs):
     if attrs.get("dim") != -1 or n_inputs != 1:
@@ -229,9 +230,9 @@ def _softmax_row(attrs, n_inputs):
     fix = "if (s == 0) s = 1;\n" if attrs.get("safe", False) else ""
     return CRow(ROW_MAX + safe + """$T s = 0;
 #pragma omp simd reduction(+:s)
-for (int64_t i = 0; i < n; i++) s += af_exp(X0(i) - m);
-""" + fix + "for (int64_t i = 0; i < n; i++) Y0(i, af_exp(X0(i) - m) / s);",
-                ("row", "row"), in_place=((0, 0),))
+for (int64_t i = 0; i < n; i++) { const $T e = af_exp(X0(i) - m); S0(i) = e; s += e; }
+""" + fix + "for (int64_t i = 0; i < n; i++) Y0(i, S0(i) / s);",
+                ("row", "row"), in_place=((0, 0),), scratch=1)
 
 
 def _log_softmax_row(attrs, n_inputs):

@@ -92,7 +92,9 @@ the compiler - reads them from the record; nothing keeps its own list of op name
     row run over EVERY row of the call before the body, on one thread, writing nothing: they
     may ``REFUSE()`` (the call runs the NumPy kernel, which raises the op's error, e.g. for a
     target out of range) and ``PRE_ADD(v)`` to ``pre_total``, a double the body reads (the
-    denominator of a mean). The NumPy kernel stays the reference; a test checks the two agree.
+    denominator of a mean). ``CRow.scratch`` rows of the computing type are the body's to use
+    as ``S0(i)``, ``S1(i)``... (values kept between its loops over a row: exponentials computed
+    once). The NumPy kernel stays the reference; a test checks the two agree.
   * ``c_update`` (optimizer update ops): ``c_update(attrs) -> UpdateForm | None``, how the
     update computes one element in C (``ops/update_form.py``), beside its NumPy kernel.
 """
@@ -125,6 +127,7 @@ class CRow(NamedTuple):
     rows_of: int = 0   # the input whose trailing row_dims dims make one row
     max_ndim: int = 0  # 0: any; else that input has at most this many dims
     pre: str = ""      # per-row C run over all rows first: REFUSE(), PRE_ADD(v) -> pre_total
+    scratch: int = 0   # rows of the computing type the body may use as S0(i), S1(i)...
 
 
 ROW_KINDS = ("row", "stat", "param", "sum", "index", "scalar", "total", "mean")

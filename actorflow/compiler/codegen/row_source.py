@@ -15,7 +15,8 @@ which returns -1, or the first row that said ``REFUSE()``, and sets ``*total`` t
 what the rows gave ``PRE_ADD``. Macros: ``X<k>(i)`` loads element ``i`` of input ``k``'s row
 as the computing type (``int64_t`` for an ``"index"`` array); ``Y<j>(i, v)`` stores ``v`` (a
 ``"sum"`` output adds it to its chunk's partial sums, a ``"total"`` or ``"mean"`` output adds
-it to its chunk's double accumulator).
+it to its chunk's double accumulator); ``S<k>(i)`` is element ``i`` of the chunk's scratch row
+``k`` (``CRow.scratch``), in the computing type.
 """
 from __future__ import annotations
 
@@ -82,6 +83,10 @@ def _pointers_and_macros(task, ct: str, outputs: bool) -> tuple:
         else:
             lines.append(f"{store_t} *y{j} = ({store_t} *)p[{a}] + r * rs[{a}];")
             macros.append((f"Y{j}(i, v)", f"(y{j}[(i)] = {store.format('(v)')})"))
+    if outputs:  # the chunk's scratch rows, after the outputs' pointers
+        for k in range(task.scratch):
+            lines.append(f"{ct} *s{k} = ({ct} *)p[{len(task.kinds) + k}];")
+            macros.append((f"S{k}(i)", f"s{k}[(i)]"))
     return lines, macros
 
 

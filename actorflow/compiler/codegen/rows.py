@@ -59,6 +59,7 @@ class RowTask:
     in_place: tuple = ()  # (output, input) pairs it may compute in place (CRow.in_place)
     rows_of: int = 0      # the input whose trailing dims are the rows
     pre: str = ""         # the pass over all rows first (CRow.pre), filled
+    scratch: int = 0      # scratch rows of the computing type (CRow.scratch)
 
 
 def _size(shape) -> int:
@@ -105,7 +106,7 @@ def row_task(op_type: str, attrs: dict, in_metas: list, out_metas: list) -> RowT
                   if a < n_in and j < len(out_metas) and form.kinds[a] == "row"
                   and form.kinds[n_in + j] == "row" and metas[a][1] == out_metas[j][1])
     return RowTask(op_type, tuple(form.kinds), [d for _, d in metas], n_in, k, body, pairs,
-                   form.rows_of, pre)
+                   form.rows_of, pre, max(0, int(form.scratch)))
 
 
 def _fill(body: str, attrs: dict, dtype) -> str | None:
@@ -172,9 +173,10 @@ class RowKernel:
             chunks = split(rows, max(1, (PARALLEL_MIN // 2) // n))
         partial = np.zeros((len(sums), len(chunks), n), self.acc) if sums else None
         acc = np.zeros((len(totals), len(chunks)), np.float64) if totals else None
+        scratch = np.empty((len(chunks), t.scratch, n), self.acc) if t.scratch else None
         ptrs = []
         for c in range(len(chunks)):
-            ps = list(base)
+            ps = list(base) + [scratch[c, k].ctypes.data for k in range(t.scratch)]
             for s, j in enumerate(sums):
                 ps[t.n_in + j] = partial[s, c].ctypes.data
             for s, j in enumerate(totals):
