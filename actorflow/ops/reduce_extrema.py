@@ -146,8 +146,9 @@ amin = _extremum("amin", np.min)
 
 # ---- how the extrema over the last axis compute one row in generated C (registry.py: c_row) --
 # As NumPy: np.max / np.min propagate NaN; argmax / argmin take the first extremum, the first
-# NaN if any (a NaN replaces a number, nothing replaces a NaN). Comparisons only: the same
-# values as the kernels (of two equal zeros, +0 and -0, either may come out, as in NumPy).
+# NaN if any. Comparisons only: the kernels' values and indices (of two equal zeros, +0 and -0,
+# either may come out of amax / amin, as in NumPy's own loops; max / min with indices store
+# the element they point at).
 _ROW_MIN = row_extremum("<", "min")
 
 
@@ -157,14 +158,13 @@ def _extremum_row(body: str):
     return form
 
 
-def _arg_row(cmp: str):
-    body = f"""$T m = X0(0);
-int64_t k = 0;
-for (int64_t i = 1; i < n; i++) {{
-    const $T v = X0(i);
-    if (v {cmp} m || (v != v && m == m)) {{ m = v; k = i; }}
-}}
-Y0(0, m);
+def _arg_row(extremum: str):
+    # the extremum (vectorised), then the first element equal to it (or the first NaN); the
+    # value stored is that element's, so of equal zeros the first one's sign, as NumPy's take
+    body = extremum + """int64_t k = 0;
+if (isn) { while (k < n - 1 && X0(k) == X0(k)) k++; }
+else { while (k < n - 1 && X0(k) != m) k++; }
+Y0(0, X0(k));
 Y1(0, k);"""
 
     def form(attrs, n_inputs):
@@ -176,8 +176,8 @@ Y1(0, k);"""
 
 amax.c_row = _extremum_row(ROW_MAX)
 amin.c_row = _extremum_row(_ROW_MIN)
-max_dim.c_row = _arg_row(">")
-min_dim.c_row = _arg_row("<")
+max_dim.c_row = _arg_row(ROW_MAX)
+min_dim.c_row = _arg_row(_ROW_MIN)
 
 reduce_tie_weights = register("reduce_tie_weights",
                               doc="(x == y) / (number of ties) over ``dim``: how amax/amin "

@@ -130,3 +130,16 @@ def test_reductions_over_other_dims_have_no_row_form():
         # the indices must be an integer array
         assert rows.row_task(op, {"dim": -1, "keepdim": False}, [((3, 4), d)],
                              [((3,), d), ((3,), d)]) is None
+
+
+@pytest.mark.parametrize("op", ["max_dim", "min_dim"])
+def test_max_min_with_indices_store_the_element_they_point_at(op):
+    """Of equal zeros the first one is the extremum: its index and its sign, as NumPy."""
+    x = np.array([[-0.0, 0.0, -1.0, -2.0], [0.0, -0.0, -3.0, -1.0], [1.0, 2.0, -0.0, 0.0],
+                  [1.0, np.nan, 3.0, np.nan]], np.float32)
+    if op == "min_dim":
+        x = np.where(np.isnan(x), x, -x).astype(np.float32)
+    (vals, idx), (rvals, ridx) = _extremum_call(op, x, False, dt.float32)
+    assert np.array_equal(idx, ridx)
+    assert np.array_equal(np.signbit(vals), np.signbit(rvals))
+    _same(vals, rvals, op)
