@@ -161,9 +161,17 @@ def _extremum_row(body: str):
 def _arg_row(extremum: str):
     # the extremum (vectorised), then the first element equal to it (or the first NaN); the
     # value stored is that element's, so of equal zeros the first one's sign, as NumPy's take
+    # (found by blocks of 16 compared at once, then within the block)
     body = extremum + """int64_t k = 0;
 if (isn) { while (k < n - 1 && X0(k) == X0(k)) k++; }
-else { while (k < n - 1 && X0(k) != m) k++; }
+else {
+    for (; k + 16 <= n; k += 16) {
+        int hit = 0;
+        for (int64_t j = 0; j < 16; j++) hit |= X0(k + j) == m;
+        if (hit) break;
+    }
+    while (k < n - 1 && X0(k) != m) k++;
+}
 Y0(0, X0(k));
 Y1(0, k);"""
 
