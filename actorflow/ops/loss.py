@@ -451,3 +451,4 @@ def _(ins, outs, attrs):
 
 
 from actorflow.ops import loss_pointwise  # noqa: E402,F401  (registers the pointwise losses)
+from actorflow.ops import loss_rows  # noqa: E402,F401  (cross_entropy's row forms in C)

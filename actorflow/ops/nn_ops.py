@@ -9,6 +9,7 @@ import numpy as np
 from actorflow.framework.dtype import bool_
 from actorflow.ops._common import F, norm_axis, sum_keepdim
 from actorflow.ops.conv import compute_array
+from actorflow.ops.reduce import ROW_MAX
 from actorflow.ops.boxing import B, P, S, Sig, elementwise_rule
 from actorflow.ops.registry import CRow, Meta, fail, register
 from actorflow.random import numpy_rng
@@ -217,30 +218,27 @@ def _(ctx, ggx):
 
 
 # how softmax, log_softmax and their gradients compute one row in generated C (ops/registry.py:
-# c_row), for dim=-1 only: the kernels above element by element (the max as np.max: NaN wins);
-# the row sums may be reordered (vectorised); exp is computed twice rather than stored and read
-# back, so float16 / bfloat16 outputs still divide float32 values, as above
-_ROW_MAX = """$T m = X0(0);
-for (int64_t i = 1; i < n; i++) { const $T v = X0(i); m = (v > m || v != v) ? v : m; }
-"""
-
+# c_row), for dim=-1 only: the kernels above element by element (the max as np.max: NaN wins,
+# ROW_MAX of ops/reduce.py); the row sums may be reordered (vectorised); softmax keeps its
+# exponentials in a scratch row of the computing type, so float16 / bfloat16 outputs still
+# divide float32 values
 
 def _softmax_row(attrs, n_inputs):
     if attrs.get("dim") != -1 or n_inputs != 1:
         return None
     safe = "if (m == -INFINITY) m = 0;\n" if attrs.get("safe", False) else ""
     fix = "if (s == 0) s = 1;\n" if attrs.get("safe", False) else ""
-    return CRow(_ROW_MAX + safe + """$T s = 0;
+    return CRow(ROW_MAX + safe + """$T s = 0;
 #pragma omp simd reduction(+:s)
-for (int64_t i = 0; i < n; i++) s += af_exp(X0(i) - m);
-""" + fix + "for (int64_t i = 0; i < n; i++) Y0(i, af_exp(X0(i) - m) / s);",
-                ("row", "row"), in_place=((0, 0),))
+for (int64_t i = 0; i < n; i++) { const $T e = af_exp(X0(i) - m); S0(i) = e; s += e; }
+""" + fix + "for (int64_t i = 0; i < n; i++) Y0(i, S0(i) / s);",
+                ("row", "row"), in_place=((0, 0),), scratch=1)
 
 
 def _log_softmax_row(attrs, n_inputs):
     if attrs.get("dim") != -1 or n_inputs != 1:
         return None
-    return CRow(_ROW_MAX + """$T s = 0;
+    return CRow(ROW_MAX + """$T s = 0;
 #pragma omp simd reduction(+:s)
 for (int64_t i = 0; i < n; i++) s += af_exp(X0(i) - m);
 const $T ls = log(s);

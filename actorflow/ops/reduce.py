@@ -193,7 +193,9 @@ def _(ctx, dout):
 # how sum and mean over the last axis compute one row in generated C (ops/registry.py: c_row):
 # the row summed in the computing type (float32 for float16 / bfloat16, as in_float32 does),
 # in a vectorised order (the sum may be reordered); other dims, or a dtype cast, get no C form
-def _last_axis(attrs, n_inputs) -> bool:
+def last_axis(attrs: dict, n_inputs: int) -> bool:
+    """Whether a reduction call of one input reduces the last axis alone (dim -1 or (-1,)),
+    without a dtype cast: the calls a row form over the last axis computes."""
     dim = attrs.get("dim")
     if isinstance(dim, (list, tuple)):
         dim = dim[0] if len(dim) == 1 else None
@@ -202,7 +204,7 @@ def _last_axis(attrs, n_inputs) -> bool:
 
 def _sum_row_form(scale: str):
     def form(attrs, n_inputs):
-        if not _last_axis(attrs, n_inputs):
+        if not last_axis(attrs, n_inputs):
             return None
         return CRow(f"""$T s = 0;
 #pragma omp simd reduction(+:s)
@@ -356,6 +358,40 @@ def _(ctx, dout):
     x = ctx.inputs[0]
     weights = F.exp(F.sub(x, kept(ctx, ctx.outputs[0])))
     return F.mul(broadcast_back(ctx, dout), weights)
+
+
+def row_extremum(cmp: str, op: str) -> str:
+    """C statements of a row form: ``m``, the row's max (``">", "max"``) or min (``"<",
+    "min"``) as np.max / np.min take it, NaN if the row holds one. Vectorised: a NaN flag beside
+    an OpenMP max (min) reduction, whose order is free (of two equal zeros, +0 and -0, either
+    may come out, as in NumPy's own loops)."""
+    return f"""$T m = X0(0);
+int isn = 0;
+#pragma omp simd reduction({op}:m) reduction(|:isn)
+for (int64_t i = 0; i < n; i++) {{ const $T v = X0(i); m = v {cmp} m ? v : m; isn |= v != v; }}
+if (isn) m = NAN;
+"""
+
+
+# the row max; the row forms of softmax, logsumexp, the extrema and cross_entropy start from it
+ROW_MAX = row_extremum(">", "max")
+
+
+def _logsumexp_row(attrs, n_inputs):
+    """logsumexp over the last axis in C as the kernel above: shifted by the row max unless it
+    is inf or NaN, the exponentials summed in the computing type (the sum may be reordered);
+    float16 / bfloat16 compute in float32 without rounding each exp to the storage dtype, so
+    they agree with the kernel within an ulp of it."""
+    if not last_axis(attrs, n_inputs):
+        return None
+    return CRow(ROW_MAX + """const $T c = isfinite(m) ? m : ($T)0;
+$T s = 0;
+#pragma omp simd reduction(+:s)
+for (int64_t i = 0; i < n; i++) s += af_exp(X0(i) - c);
+Y0(0, log(s) + c);""", ("row", "stat"))
+
+
+logsumexp.c_row = _logsumexp_row
 
 
 # ---- all / any -----------------------------------------------------------------------------------

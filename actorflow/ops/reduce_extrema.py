@@ -16,9 +16,10 @@ from actorflow.framework import dtype as dt
 from actorflow.ops._common import F, norm_axis
 from actorflow.ops.boxing import M, S, Sig
 from actorflow.ops.reduce import (
-    along_dim_rule, broadcast_back, kept, np_axes, reduce_axes, reduced_shape,
+    ROW_MAX, along_dim_rule, broadcast_back, kept, last_axis, np_axes, reduce_axes,
+    reduced_shape, row_extremum,
 )
-from actorflow.ops.registry import Meta, fail, register
+from actorflow.ops.registry import CRow, Meta, fail, register
 
 
 def _nonempty(name: str, shape: tuple, axes: tuple) -> None:
@@ -141,6 +142,50 @@ def _extremum(name: str, fn):
 
 amax = _extremum("amax", np.max)
 amin = _extremum("amin", np.min)
+
+
+# ---- how the extrema over the last axis compute one row in generated C (registry.py: c_row) --
+# As NumPy: np.max / np.min propagate NaN; argmax / argmin take the first extremum, the first
+# NaN if any. Comparisons only: the kernels' values and indices (of two equal zeros, +0 and -0,
+# either may come out of amax / amin, as in NumPy's own loops; max / min with indices store
+# the element they point at).
+_ROW_MIN = row_extremum("<", "min")
+
+
+def _extremum_row(body: str):
+    def form(attrs, n_inputs):
+        return CRow(body + "Y0(0, m);", ("row", "stat")) if last_axis(attrs, n_inputs) else None
+    return form
+
+
+def _arg_row(extremum: str):
+    # the extremum (vectorised), then the first element equal to it (or the first NaN); the
+    # value stored is that element's, so of equal zeros the first one's sign, as NumPy's take
+    # (found by blocks of 16 compared at once, then within the block)
+    body = extremum + """int64_t k = 0;
+if (isn) { while (k < n - 1 && X0(k) == X0(k)) k++; }
+else {
+    for (; k + 16 <= n; k += 16) {
+        int hit = 0;
+        for (int64_t j = 0; j < 16; j++) hit |= X0(k + j) == m;
+        if (hit) break;
+    }
+    while (k < n - 1 && X0(k) != m) k++;
+}
+Y0(0, X0(k));
+Y1(0, k);"""
+
+    def form(attrs, n_inputs):
+        if n_inputs != 1 or attrs.get("dim") != -1:
+            return None
+        return CRow(body, ("row", "stat", "index"))
+    return form
+
+
+amax.c_row = _extremum_row(ROW_MAX)
+amin.c_row = _extremum_row(_ROW_MIN)
+max_dim.c_row = _arg_row(ROW_MAX)
+min_dim.c_row = _arg_row(_ROW_MIN)
 
 reduce_tie_weights = register("reduce_tie_weights",
                               doc="(x == y) / (number of ties) over ``dim``: how amax/amin "

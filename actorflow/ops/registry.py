@@ -82,7 +82,19 @@ the compiler - reads them from the record; nothing keeps its own list of op name
     store ``v`` into an output's row (a ``"sum"`` output adds it); ``n`` is the row length;
     ``$name`` is a numeric attr as a ``$T`` literal. Reductions may say
     ``#pragma omp simd reduction(+:s)`` (the build allows reordering those sums, nothing else).
-    The NumPy kernel stays the reference; a test checks the two agree.
+    More kinds: ``"index"`` (one integer per row, an integer array, loaded and stored as
+    ``int64_t``: a class target, an argmax), for an input ``"scalar"`` (one value read by every
+    row: a loss's incoming gradient), for an output ``"total"`` (one value: the sum over all
+    rows of what each row stores with ``Y<j>(0, v)``, in double) and ``"mean"`` (that sum
+    divided by the call's ``pre_total``). ``CRow.rows_of`` names the input whose trailing dims
+    make the rows (default 0), ``CRow.max_ndim`` (if not 0) the most dims it may have (a loss
+    whose classes are dim 1 is a row op only up to 2-D). ``CRow.pre`` is C statements for one
+    row run over EVERY row of the call before the body, on one thread, writing nothing: they
+    may ``REFUSE()`` (the call runs the NumPy kernel, which raises the op's error, e.g. for a
+    target out of range) and ``PRE_ADD(v)`` to ``pre_total``, a double the body reads (the
+    denominator of a mean). ``CRow.scratch`` rows of the computing type are the body's to use
+    as ``S0(i)``, ``S1(i)``... (values kept between its loops over a row: exponentials computed
+    once). The NumPy kernel stays the reference; a test checks the two agree.
   * ``c_update`` (optimizer update ops): ``c_update(attrs) -> UpdateForm | None``, how the
     update computes one element in C (``ops/update_form.py``), beside its NumPy kernel.
 """
@@ -112,9 +124,15 @@ class CRow(NamedTuple):
     # (output, input) pairs of "row" arrays the body may compute in place: it reads element i
     # of that input before it writes element i of that output, and never reads it after
     in_place: tuple = ()
+    rows_of: int = 0   # the input whose trailing row_dims dims make one row
+    max_ndim: int = 0  # 0: any; else that input has at most this many dims
+    pre: str = ""      # per-row C run over all rows first: REFUSE(), PRE_ADD(v) -> pre_total
+    scratch: int = 0   # rows of the computing type the body may use as S0(i), S1(i)...
 
 
-ROW_KINDS = ("row", "stat", "param", "sum")
+ROW_KINDS = ("row", "stat", "param", "sum", "index", "scalar", "total", "mean")
+ROW_OUTPUT_KINDS = ("sum", "total", "mean")  # kinds only an output may have
+ROW_INPUT_KINDS = ("param", "scalar")        # kinds only an input may have
 
 
 class OpError(RuntimeError):

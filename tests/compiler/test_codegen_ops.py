@@ -1,7 +1,9 @@
 """Every op with a C form (``c_expr``) against its NumPy kernel: random inputs with NaN, inf
 and signed zeros, broadcasting, strided views, empty and 0-d tensors, float32 / float64 /
 float16 / bfloat16 / bool. Arithmetic, comparisons and selections must give the same bits;
-libm functions (exp, tanh, ...) may differ from NumPy's own implementations by a few ulps."""
+libm functions (exp, tanh, ...) may differ from NumPy's own implementations by a few ulps.
+Row forms (``c_row``) are checked in test_codegen_rows / _row_reductions / _row_loss; a test
+here makes sure each one is."""
 from __future__ import annotations
 
 import numpy as np
@@ -171,6 +173,18 @@ def _check(name, attrs, ins, in_dtypes):
     prog, metas = _program(name, attrs, ins, in_dtypes)
     (kernel,) = codegen.kernels_for([(prog, metas)])
     _compare(name, attrs, ins, prog, kernel)
+
+
+def test_every_row_form_is_checked_against_its_numpy_kernel():
+    """Ops with a row form (c_row) are checked in the row test modules, each naming its ops."""
+    from tests.compiler import (test_codegen_row_loss, test_codegen_row_reductions,
+                                test_codegen_rows)
+    checked = set()
+    for module in (test_codegen_rows, test_codegen_row_reductions, test_codegen_row_loss):
+        checked.update(module.ROW_OPS)
+    with_form = {n for n, o in registry.all_ops().items() if o.c_row is not None}
+    assert with_form <= checked, f"row forms no test checks: {sorted(with_form - checked)}"
+    assert checked <= with_form, f"checked ops without a row form: {sorted(checked - with_form)}"
 
 
 def test_every_elementwise_op_of_the_training_steps_has_a_c_form():

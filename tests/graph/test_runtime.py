@@ -185,7 +185,7 @@ CASES = [
 @pytest.mark.parametrize("kind,opts", CASES,
                          ids=[k + "".join(f"-{o}" for o in opts) for k, opts in CASES])
 def test_runtime_training_is_bit_identical_to_reference(kind, opts, monkeypatch):
-    if kind == "gpt":  # trained with AdamW (see the helper)
+    if kind in ("gpt", "cnn"):  # trained with AdamW / Adam (see the helper)
         numpy_kernels_under_adamw(monkeypatch)
     ref = train_graph(kind, "reference", monkeypatch, **opts)
     run = train_graph(kind, "runtime", monkeypatch, **opts)
@@ -560,8 +560,8 @@ def test_eager_reads_after_a_call_see_the_update(monkeypatch):
     ref = _eager_reads("reference", monkeypatch)
     run = _eager_reads("runtime", monkeypatch)
     for step, (a, b) in enumerate(zip(ref, run)):
-        for i, (u, v) in enumerate(zip(a, b)):
-            assert np.array_equal(u, v), (step, i)
+        for i, (u, v) in enumerate(zip(a, b)):  # the reference runs no generated kernels
+            assert_graph_matches(v, u, f"step {step}, value {i}")
     for step in range(1, 4):  # every call changed the weight
         assert not np.array_equal(run[step][1], run[step - 1][1])
 

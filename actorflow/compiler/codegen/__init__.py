@@ -11,8 +11,9 @@ reports what was generated (JSON and DOT show it per task: ``TaskProto.generated
 
 How an op computes one element is its record's ``c_expr`` (``ops/registry.py``), beside its
 NumPy kernel: the generator holds no table of ops. Ops that work row by row (layer_norm and
-its gradient, softmax, gelu...) say how they compute one row (``c_row``): ``rows.py`` gives
-each such task a generated row loop. Optimizer update tasks (``multi_tensor_update`` or a
+its gradient, softmax, gelu, reductions over the last axis, cross_entropy and its backward...)
+say how they compute one row (``c_row``): ``rows.py`` gives each such task a generated row
+loop (its C: ``row_source.py``). Optimizer update tasks (``multi_tensor_update`` or a
 single update op) get one loop over all their parameters' flat buffers from their update op's
 ``c_update`` form (``update.py``), in the same translation unit.
 
@@ -122,8 +123,8 @@ def generate(plan) -> None:
     for t in plan.tasks:
         sym = row_symbols.get(t.task_id)
         if sym is not None:
-            kernels[t.task_id] = rows.RowKernel(getattr(lib, sym), row_found[t.task_id],
-                                                registry.get(t.op_type).kernel_cpu, sym)
+            kernels[t.task_id] = rows.RowKernel.from_library(
+                lib, sym, row_found[t.task_id], registry.get(t.op_type).kernel_cpu)
             t.generated = sym
             report["tasks"][t.op_name] = {"symbol": sym, "ops": [t.op_type], "numpy_prefix": [],
                                           "rows": True}
