@@ -5,7 +5,7 @@ Each case runs the op on global inputs laid out as one of the rule's signatures 
 the output sbp the signature gives, that the forward moves no data (a broadcast tensor
 re-laid out locally moves none), the values against the same op on local tensors, and, where
 differentiable, the gradients (of a weighted sum of the output) against the local ones, with
-the backward's own moves. Prints ``OK rank R``."""
+the backward's own moves; and losses' second derivatives. Prints ``OK rank R``."""
 import numpy as np
 
 import actorflow as flow
@@ -152,6 +152,26 @@ check("binary_cross_entropy, weight split with the input",
 check("binary_cross_entropy_with_logits, pos_weight",
       lambda x, t, p: nnf.binary_cross_entropy_with_logits(x, t, pos_weight=p),
       [(X - 0.5, S0), (T, S0), (W4, B)], PS, back_moves=GRAD_OF_B)
+
+
+
+def second_derivative(name, fn, s):
+    """A loss's gradient differentiated again (its backward op's rule on split shards): the
+    input and target gradients of ``sum(dx) + sum(dt^2)`` against the local ones."""
+    got = []
+    for kw in (dict(placement=PL, sbp=s), {}):
+        x, t = (flow.tensor(a, requires_grad=True, **kw) for a in (X, T))
+        dx, dt = flow.autograd.grad(fn(x, t), [x, t], create_graph=True)
+        (dx.sum() + (dt * dt).sum()).backward()
+        got.append((dx.numpy(), dt.numpy(), x.grad.numpy(), t.grad.numpy()))
+    for a, b in zip(*got):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12, err_msg=name)
+
+
+second_derivative("kl_div batchmean", lambda x, t: nnf.kl_div(x, t, reduction="batchmean"), S0)
+second_derivative("smooth_l1_loss mean", lambda x, t: nnf.smooth_l1_loss(x, t, beta=0.5), S1)
+second_derivative("bce_with_logits sum", lambda x, t: nnf.binary_cross_entropy_with_logits(
+    x, t, reduction="sum"), S0)
 
 # ---- batch_norm (evaluation) ------------------------------------------------------------------
 XB = rng.random((4, 3, 5))
