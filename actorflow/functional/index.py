@@ -21,6 +21,7 @@ from actorflow.ops import registry
 from actorflow.ops._common import broadcast_shapes
 from actorflow.ops.index import index_shape
 from actorflow.ops.registry import OpError
+from actorflow.process import groups
 from actorflow.tensor import Tensor, register_tensor_methods
 
 _getitem_op = registry.get("getitem")
@@ -129,14 +130,30 @@ def _out_of_range(op: str, value: int, size: int, d: int, shape: tuple) -> Index
                       f"(dimension {d} of a tensor of shape {tuple(shape)})")
 
 
+def _value_range(t: Tensor, op: str) -> tuple:
+    """(min, max) of a non-empty integer tensor. Of a split or broadcast global tensor each
+    rank reads its own shard and the ranks exchange the two numbers (over the control
+    communicator, every rank calling in program order), so checking an index gathers none."""
+    if t.is_global and all(s.is_split or s.is_broadcast for s in t.sbp):
+        local = t.to_local()
+        mine = None
+        if local.numel():
+            a = local._array()
+            mine = (int(a.min()), int(a.max()))
+        every = [v for v in groups.allgather_object(mine, f"{op}: the index's range")
+                 if v is not None]
+        return min(v[0] for v in every), max(v[1] for v in every)
+    a = t._array()
+    return int(a.min()), int(a.max())
+
+
 def _check_values(op: str, t: Tensor, size: int, d: int, shape: tuple,
                   negative: bool = True) -> None:
     """Index tensor values must lie in [-size, size), or [0, size) when not ``negative``
     (checked eagerly, so the IndexError comes from the call; traced tensors skip it)."""
     if t.is_lazy or t.numel() == 0:
         return
-    a = t._array()
-    lo, hi = int(a.min()), int(a.max())
+    lo, hi = _value_range(t, op)
     low = -size if negative else 0
     if lo < low or hi >= size:
         raise _out_of_range(op, lo if lo < low else hi, size, d, shape)

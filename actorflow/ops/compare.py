@@ -50,6 +50,9 @@ def _(inputs, attrs):
     return [Meta(broadcast_shapes("isclose", x._shape, y._shape), dt.bool_)]
 
 
+isclose.sbp(elementwise_rule)
+
+
 @isclose.kernel("cpu")
 def _(ins, outs, attrs):
     x, y = ins

@@ -13,6 +13,7 @@ import numpy as np
 
 from actorflow.framework import dtype as dt
 from actorflow.ops._common import F
+from actorflow.ops.boxing import P, S, Sig
 from actorflow.ops.registry import Meta, fail, register
 
 view_as_real = register("view_as_real", doc="A complex (*) tensor as a real (*, 2) one (real "
@@ -36,6 +37,20 @@ def _as_real(a: np.ndarray) -> np.ndarray:
 @view_as_real.kernel("cpu")
 def _(ins, outs, attrs):
     outs[0][...] = _as_real(ins[0])
+
+
+def _pairs_rule(n_kept: int):
+    """Split on any of the complex tensor's dims (the pair dim stays whole); partial stays
+    partial (both are linear over the reals). ``n_kept``: how many trailing dims the input
+    has that may not be split."""
+    def rule(inputs, attrs):
+        for d in range(len(inputs[0]._shape) - n_kept):
+            yield Sig((S(d),), (S(d),))
+        yield Sig((P,), (P,))
+    return rule
+
+
+view_as_real.sbp(_pairs_rule(0))
 
 
 @view_as_real.grad
@@ -63,6 +78,9 @@ def _(ins, outs, attrs):
     a = ins[0]
     outs[0].real[...] = a[..., 0]
     outs[0].imag[...] = a[..., 1]
+
+
+view_as_complex.sbp(_pairs_rule(1))
 
 
 @view_as_complex.grad

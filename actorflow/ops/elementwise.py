@@ -18,7 +18,7 @@ from actorflow.ops._common import (
     F, HALF_DTYPES, blas_sum, broadcast_shapes, copy_reshaped, in_float32, promote,
 )
 from actorflow.ops.int_scalars import check_int_scalar, int_scalar
-from actorflow.ops.boxing import B, P, Sig, elementwise_rule, linear_rule
+from actorflow.ops.boxing import B, P, S, Sig, elementwise_rule, linear_rule, shard_shape
 from actorflow.ops.registry import Meta, fail, register
 
 # ---- broadcasting helpers ---------------------------------------------------------------------
@@ -52,6 +52,23 @@ def _sum_to_into(x: np.ndarray, out: np.ndarray, axes: tuple) -> None:
                                                           + out.shape))
 
 
+@sum_to_shape.sbp
+def _(inputs, attrs):
+    """A split dim the sum keeps stays split (the target shape is the shard's); a split dim
+    it sums over gives partial sums; partial stays partial (linear)."""
+    xs, ts = tuple(inputs[0]._shape), tuple(attrs["shape"])
+    lead = len(xs) - len(ts)
+    for d in range(len(xs)):
+        k = d - lead
+        if k < 0 or (ts[k] == 1 and xs[d] != 1):
+            yield Sig((S(d),), (P,))
+        elif xs[d] != 1:
+            yield Sig((S(d),), (S(k),), None,
+                      lambda a, index, n, k=k: dict(a, shape=shard_shape(a["shape"], S(k), n,
+                                                                         index)))
+    yield Sig((P,), (P,))
+
+
 @sum_to_shape.grad
 def _(ctx, dout):
     return F.expand(dout, ctx.input_metas[0][0])
@@ -79,6 +96,19 @@ def _(inputs, attrs):
     if any(s < 0 for s in shape[:lead]):
         raise ValueError("-1 is not allowed for new leading dims")
     return [Meta(tuple(shape), x.dtype)]
+
+
+@expand.sbp
+def _(inputs, attrs):
+    """OneFlow's expand: a split dim that is not expanded stays split (renumbered after the new
+    leading dims; the shard keeps its size: -1 in the target shape); partial stays partial."""
+    xs = tuple(inputs[0]._shape)
+    lead = len(attrs["shape"]) - len(xs)
+    for d in range(len(xs)):
+        if xs[d] != 1 and attrs["shape"][lead + d] in (-1, xs[d]):
+            yield Sig((S(d),), (S(lead + d),), None, lambda a, index, n, j=lead + d: dict(
+                a, shape=tuple(-1 if i == j else s for i, s in enumerate(a["shape"]))))
+    yield Sig((P,), (P,))
 
 
 @expand.view

@@ -10,8 +10,8 @@ import numpy as np
 
 from actorflow.framework import dtype as dt
 from actorflow.ops._common import F, add_at, norm_axis
-from actorflow.ops.boxing import S, Sig
-from actorflow.framework.sbp_parallel import broadcast as B
+from actorflow.ops.boxing import B, P, S, Sig
+from actorflow.framework.sbp_parallel import broadcast
 from actorflow.ops.index import saved_index_inputs
 from actorflow.ops.registry import Meta, fail, register
 
@@ -83,13 +83,36 @@ def _(ins, outs, attrs):
     _as1d(outs[0])[...] = x[along_axis(index, dim)]
 
 
+@gather.sbp
+def _(inputs, attrs):
+    """OneFlow's dim_gather: x and index split alike on a dim other than ``dim`` where they
+    have one size; index split on ``dim`` itself with x broadcast (each rank picks its rows
+    from all of x); x partial with index broadcast (gathering is linear in x)."""
+    xs, ixs = _dims(inputs[0]._shape), _dims(inputs[1]._shape)
+    if not inputs[0]._shape or not inputs[1]._shape:
+        return
+    dim = norm_axis("gather", attrs["dim"], len(xs))
+    for d in range(len(xs)):
+        if d == dim:
+            yield Sig((B, S(d)), (S(d),))
+        elif xs[d] == ixs[d]:
+            yield Sig((S(d), S(d)), (S(d),))
+    yield Sig((P, B), (P,))
+
+
 @gather.grad
 def _(ctx, dout):
     (shape, d), index = ctx.input_metas[0], saved_index_inputs(ctx, 1)[0]
-    where = {}
-    if dout.is_global:  # zeros on dout's placement (broadcast: a local constant)
-        where = {"placement": dout.placement, "sbp": (B,) * len(dout.sbp)}
-    return F.scatter_add(F.zeros(shape, dtype=d, **where), ctx.attrs["dim"], index, dout), None
+    return F.scatter_add(_zeros_like_grad(shape, d, dout), ctx.attrs["dim"], index, dout), None
+
+
+def _zeros_like_grad(shape: tuple, dtype, dout):
+    """Zeros of the input's ``shape`` to accumulate a gradient into: broadcast on ``dout``'s
+    placement when it is global (a local constant there), local otherwise."""
+    if dout.is_global:
+        return F.zeros(shape, dtype=dtype, placement=dout.placement,
+                       sbp=(broadcast,) * len(dout.sbp))
+    return F.zeros(shape, dtype=dtype)
 
 
 scatter = register("scatter", doc="x with src (or the attr value) written at index along dim; "
@@ -134,7 +157,7 @@ def _(ins, outs, attrs):
 @scatter.sbp
 def _(inputs, attrs):
     """Split on a dim other than ``dim`` where x, index (and src) have one size: each rank
-    scatters its rows (OneFlow's rule)."""
+    scatters its rows (OneFlow's rule); for reduce='add' also partial sums (below)."""
     shapes = [tuple(t._shape) for t in inputs]
     if any(len(s) != len(shapes[0]) for s in shapes):
         return
@@ -142,6 +165,12 @@ def _(inputs, attrs):
     for d in range(len(shapes[0])):
         if d != dim and all(s[d] == shapes[0][d] for s in shapes):
             yield Sig((S(d),) * len(inputs), (S(d),))
+    if attrs.get("reduce") == "add" and len(inputs) == 3 and shapes[0]:
+        # adding is linear: each rank adds its share of index and src (split alike along
+        # dim) into its part of a partial x, or all of a partial src into a partial x
+        if shapes[1][dim] == shapes[2][dim]:
+            yield Sig((P, S(dim), S(dim)), (P,))
+        yield Sig((P, B, P), (P,))
 
 
 @scatter.grad
@@ -196,14 +225,25 @@ def _(ins, outs, attrs):
     np.take(x, index, axis=d, out=outs[0], mode="clip")  # in range: "clip" only skips a buffer
 
 
+@index_select.sbp
+def _(inputs, attrs):
+    """OneFlow's gather: x split on a dim other than ``dim`` with index broadcast; index
+    split with x broadcast (the selected slices split along ``dim``); x partial with index
+    broadcast."""
+    nd = len(inputs[0]._shape)
+    dim = norm_axis("index_select", attrs["dim"], nd)
+    for d in range(nd):
+        if d != dim:
+            yield Sig((S(d), B), (S(d),))
+    yield Sig((B, S(0)), (S(dim),))
+    yield Sig((P, B), (P,))
+
+
 @index_select.grad
 def _(ctx, dout):
     index = saved_index_inputs(ctx, 1)[0]
     shape, dtype = ctx.input_metas[0]
-    where = {}
-    if dout.is_global:  # zeros on dout's placement (broadcast: a local constant)
-        where = {"placement": dout.placement, "sbp": (B,) * len(dout.sbp)}
-    return F.index_add(F.zeros(shape, dtype=dtype, **where), ctx.attrs["dim"], index,
+    return F.index_add(_zeros_like_grad(shape, dtype, dout), ctx.attrs["dim"], index,
                        dout), None
 
 
@@ -243,6 +283,21 @@ def _(ins, outs, attrs):
         src = np.expand_dims(src, dim) if src.ndim < x.ndim else src
     where = (slice(None),) * dim + (index.reshape(-1),)
     add_at(out, where, src)
+
+
+@index_add.sbp
+def _(inputs, attrs):
+    """x and source split alike on a dim other than ``dim`` (source's dims as x's when index
+    is 1-d), index broadcast; x partial with index and source split along the selected
+    entries (each rank adds its share), or with index broadcast and source partial (linear)."""
+    nd = len(inputs[0]._shape)
+    dim = norm_axis("index_add", attrs["dim"], nd)
+    if len(inputs[1]._shape) == 1:
+        for d in range(nd):
+            if d != dim:
+                yield Sig((S(d), B, S(d)), (S(d),))
+        yield Sig((P, S(0), S(dim)), (P,))
+    yield Sig((P, B, P), (P,))
 
 
 @index_add.grad
@@ -292,6 +347,13 @@ def _(inputs, attrs):
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         fail("one_hot", f"num_classes must be a non-negative int, got {n!r}", x._shape)
     return [Meta(tuple(x._shape) + (n,), attrs.get("dtype") or dt.int64)]
+
+
+@one_hot.sbp
+def _(inputs, attrs):
+    """Indices split on dim k give the one-hot rows split on dim k (OneFlow's one_hot)."""
+    for d in range(len(inputs[0]._shape)):
+        yield Sig((S(d),), (S(d),))
 
 
 @one_hot.kernel("cpu")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from actorflow.ops._common import F, autograd, promote
+from actorflow.ops.boxing import B, P, S, Sig
 from actorflow.ops.loss import (
     REDUCTIONS, backward_infer, check_reduction, grad_rule, no_double_backward, work,
 )
@@ -68,6 +69,60 @@ def _infer(name: str, reductions: tuple, check):
             check(name, attrs)
         return [Meta(xs if attrs["reduction"] == "none" else (), promote([x, t]))]
     return infer
+
+
+def _split_with(t, d: int, nd: int):
+    """The sbp of a weight (or pos_weight) ``t`` when the input is split on dim ``d`` of
+    ``nd``: split where it has that dim, broadcast where it broadcasts along it."""
+    k = d - (nd - len(t._shape))
+    return B if k < 0 or t._shape[k] == 1 else S(k)
+
+
+def _mean_share(attrs: dict, shape: tuple, d: int):
+    """``(local, post)`` of a signature whose loss is split on dim ``d``: each rank sums its
+    elements, then divides by the logical denominator - the element count ('mean') or the
+    batch size ('batchmean') - never by its own. None for a mean that needs every rank's
+    weights ('mean' normalised by the weights' sum) or a zero denominator."""
+    red = attrs["reduction"]
+    if red in ("none", "sum"):
+        return None, None
+    if red == "mean" and attrs.get("has_weight") and attrs.get("weight_norm"):
+        return False
+    den = shape[0] if red == "batchmean" else int(np.prod(shape))
+    if not den:
+        return False
+    return (lambda a, index, n: dict(a, reduction="sum"),
+            lambda outs, a, index, n: [F.mul(o, 1.0 / den) for o in outs])
+
+
+def _loss_sbp(inputs, attrs):
+    """Input and target split alike on any dim (a weight / pos_weight split with them where
+    it has the dim, else broadcast): per-element losses stay split; a summed loss is partial,
+    and so is a mean, each rank's sum over the logical denominator (see ``_mean_share``)."""
+    shape = tuple(inputs[0]._shape)
+    for d in range(len(shape)):
+        share = _mean_share(attrs, shape, d)
+        if share is False:
+            return
+        ins = (S(d), S(d)) + tuple(_split_with(e, d, len(shape)) for e in inputs[2:])
+        out = S(d) if attrs["reduction"] == "none" else P
+        yield Sig(ins, (out,), share[1], share[0])
+
+
+def _loss_backward_sbp(inputs, attrs):
+    """``<loss>_backward`` split as its forward: dout split with the elements ('none') or
+    broadcast (a reduced loss); input and target gradients split; a weight's (pos_weight's)
+    gradient split with it, or partial where it was broadcast (summed over the local
+    elements); a mean's gradients divided by the logical denominator."""
+    shape = tuple(inputs[1]._shape)
+    for d in range(len(shape)):
+        share = _mean_share(attrs, shape, d)
+        if share is False:
+            return
+        ins = [S(d), S(d)] + [_split_with(e, d, len(shape)) for e in inputs[3:]]
+        outs = tuple(s if s != B else P for s, n in zip(ins, attrs["needs"]) if n)
+        dout = S(d) if attrs["reduction"] == "none" else B
+        yield Sig((dout, *ins), outs, share[1], share[0])
 
 
 def _f(fn, pos_weight: bool = False):
@@ -141,10 +196,12 @@ def pointwise_loss(name: str, value, deriv, *, reductions: tuple = REDUCTIONS, c
                 out[...] = np.sum(loss) / _denominator(x, w, attrs)
 
     op.grad(grad_rule(name))
+    op.sbp(_loss_sbp)
     bwd = register(name + "_backward", amp="deny",
                    doc=f"Gradients of {name}: inputs (dout, input, target[, weight]"
                        f"[, pos_weight]).")
     bwd.infer(backward_infer)
+    bwd.sbp(_loss_backward_sbp)
     bwd.grad(no_double_backward(name) if deriv_f is None else _double_backward(name, deriv_f))
 
     @bwd.kernel("cpu")

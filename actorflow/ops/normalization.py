@@ -165,6 +165,19 @@ batch_norm.infer(lambda inputs, attrs: _bn_shape("batch_norm", inputs, attrs, 3)
 batch_norm.kernel("cpu")(lambda ins, outs, attrs: _bn_kernel(ins, outs, attrs, 3))
 batch_norm.grad(lambda ctx, dout, _dm=None, _di=None: _bn_grad(ctx, dout, 3))
 
+@batch_norm.sbp
+def _(inputs, attrs):
+    """Evaluation only (running statistics): x split on the batch or a spatial dim with the
+    per-channel tensors broadcast, or on the channel dim with them split alike. Training
+    needs each channel's statistics over every rank's samples: it runs broadcast."""
+    if attrs.get("training"):
+        return
+    nd, n_ch = len(inputs[0]._shape), len(inputs) - 1
+    for d in range(nd):
+        ch = S(0) if d == 1 else B
+        yield Sig((S(d),) + (ch,) * n_ch, (S(d), ch, ch))
+
+
 batch_norm_batch_stats = register(
     "batch_norm_batch_stats", grad_uses_outputs=True,
     doc="Training-mode batch normalisation without running statistics (inputs x, [weight], "
@@ -227,6 +240,18 @@ def _(ins, outs, attrs):
         np.multiply(dout, _channel_view(scale, nd), out=xc, casting="unsafe")
     if xc is not dx:
         dx[...] = xc
+
+
+@batch_norm_grad.sbp
+def _(inputs, attrs):
+    """Evaluation's gradient (inputs dout, x, mean, invstd[, weight]): split as the forward;
+    on a batch or spatial split the weight and bias gradients are partial sums."""
+    if attrs.get("training"):
+        return
+    nd, n_ch = len(inputs[1]._shape), len(inputs) - 2
+    for d in range(nd):
+        ch = S(0) if d == 1 else B
+        yield Sig((S(d), S(d)) + (ch,) * n_ch, (S(d),) + ((S(0),) * 2 if d == 1 else (P, P)))
 
 
 def _no_double_backward(name):

@@ -106,6 +106,23 @@ def count(shape: tuple, axes: tuple) -> int:
     return n
 
 
+def kept_dims_rule(name: str, partial=lambda attrs: False):
+    """Reductions that do not decompose over a reduced dim (var, prod, logsumexp, all, ...):
+    split on a dim the reduction leaves (where it lands in the output); ``partial(attrs)``
+    true: the reduction is a sum, so a split reduced dim gives partial sums (as OneFlow's
+    reduce ops, whose only partial signature is the sum's)."""
+    def rule(inputs, attrs):
+        shape = tuple(inputs[0]._shape)
+        axes = reduce_axes(name, attrs.get("dim"), len(shape))
+        keep = attrs.get("keepdim", False)
+        for d in range(len(shape)):
+            if d not in axes:
+                yield Sig((S(d),), (S(d if keep else d - sum(1 for a in axes if a < d)),))
+            elif partial(attrs):
+                yield Sig((S(d),), (P,))
+    return rule
+
+
 # ---- sum, mean, prod ----------------------------------------------------------------------------
 
 sum_ = register("sum", doc="Sum over ``dim`` (None: all).", amp="deny")
@@ -235,6 +252,9 @@ def _prod_into(x: np.ndarray, out: np.ndarray, axes, keepdim: bool) -> None:
     np.prod(x, axis=axes, out=out, keepdims=keepdim, dtype=out.dtype)
 
 
+prod.sbp(kept_dims_rule("prod"))
+
+
 def exclusive_products(x, d: int):
     """``out[i] = prod_{j != i} x[j]`` along axis ``d``, exact when ``x`` holds zeros."""
     n = x._shape[d]
@@ -296,19 +316,7 @@ def _(ctx, dout):
     return F.mul(broadcast_back(ctx, F.mul(dout, scale)), centered)
 
 
-def _moment_sbp(name: str):
-    """var/std: split on a dim the reduction leaves (where it lands in the output)."""
-    def rule(inputs, attrs):
-        shape = tuple(inputs[0]._shape)
-        axes = reduce_axes(name, attrs.get("dim"), len(shape))
-        keep = attrs.get("keepdim", False)
-        for d in range(len(shape)):
-            if d not in axes:
-                yield Sig((S(d),), (S(d if keep else d - sum(1 for a in axes if a < d)),))
-    return rule
-
-
-var.sbp(_moment_sbp("var"))
+var.sbp(kept_dims_rule("var"))
 
 
 std = register("std", grad_uses_outputs=True, doc="Standard deviation over ``dim``.", amp="deny")
@@ -331,7 +339,7 @@ def _(ctx, dout):
     return F.mul(broadcast_back(ctx, g), centered)
 
 
-std.sbp(_moment_sbp("std"))
+std.sbp(kept_dims_rule("std"))
 
 
 logsumexp = register("logsumexp", grad_uses_outputs=True,
@@ -351,6 +359,9 @@ def _(ins, outs, attrs):
     with np.errstate(divide="ignore"):
         s = np.log(np.sum(np.exp(x - m), axis=axes, keepdims=True, dtype=_acc_dtype(out))) + m
     out[...] = s if attrs.get("keepdim", False) else s.reshape(out.shape)
+
+
+logsumexp.sbp(kept_dims_rule("logsumexp"))
 
 
 @logsumexp.grad
@@ -405,6 +416,8 @@ def _logical(name: str, fn):
         x = ins[0]
         fn(x, axis=np_axes(x, name, attrs.get("dim")), out=outs[0],
            keepdims=attrs.get("keepdim", False))
+
+    op.sbp(kept_dims_rule(name))
     return op
 
 

@@ -14,10 +14,10 @@ import numpy as np
 
 from actorflow.framework import dtype as dt
 from actorflow.ops._common import F, norm_axis
-from actorflow.ops.boxing import M, S, Sig
+from actorflow.ops.boxing import M, S, Sig, elementwise_rule, shard_shape
 from actorflow.ops.reduce import (
-    ROW_MAX, along_dim_rule, broadcast_back, kept, last_axis, np_axes, reduce_axes,
-    reduced_shape, row_extremum,
+    ROW_MAX, along_dim_rule, broadcast_back, kept, kept_dims_rule, last_axis, np_axes,
+    reduce_axes, reduced_shape, row_extremum,
 )
 from actorflow.ops.registry import CRow, Meta, fail, register
 
@@ -95,6 +95,19 @@ def _(ins, outs, attrs):
         return
     out.fill(0)
     np.put_along_axis(out, ins[0], 1, axis=norm_axis("max", attrs["dim"], out.ndim))
+
+
+@reduce_index_mask.sbp
+def _(inputs, attrs):
+    """The kept indices split on a dim other than ``dim``: the mask split there (the shard's
+    shape as the target)."""
+    nd = len(attrs["shape"])
+    if nd:
+        dim = norm_axis("max", attrs["dim"], nd)
+        for d in range(nd):
+            if d != dim:
+                yield Sig((S(d),), (S(d),), None, lambda a, index, n, d=d: dict(
+                    a, shape=shard_shape(a["shape"], S(d), n, index)))
 
 
 # ---- amax / amin over several dims ---------------------------------------------------------------
@@ -197,6 +210,16 @@ def _(inputs, attrs):
     return [Meta(inputs[0]._shape, inputs[0].dtype)]
 
 
+@reduce_tie_weights.sbp
+def _(inputs, attrs):
+    """x and the extremum y (kept dims) split alike on a dim the reduction leaves (the ties
+    along a reduced dim need all of it)."""
+    axes = reduce_axes("amax", attrs.get("dim"), len(inputs[0]._shape))
+    for d in range(len(inputs[0]._shape)):
+        if d not in axes:
+            yield Sig((S(d), S(d)), (S(d),))
+
+
 def tie_weights(x: np.ndarray, y: np.ndarray, axes, out: np.ndarray) -> None:
     hit = (x == y) | (np.isnan(x) & np.isnan(y))
     ties = np.sum(hit, axis=axes, keepdims=True)
@@ -239,6 +262,15 @@ def _arg_extremum(name: str, fn):
         else:
             out[...] = fn(x, axis=norm_axis(name, dim, x.ndim),
                           keepdims=attrs.get("keepdim", False))
+
+    picks = along_dim_rule(name, 1, picks=True)
+
+    @op.sbp
+    def _(inputs, attrs):
+        """Split on a dim other than ``dim`` (OneFlow's argmax: none on the reduced dim, whose
+        index needs every rank's values; none for the flattened tensor)."""
+        if attrs.get("dim") is not None:
+            yield from picks(inputs, attrs)
     return op
 
 
@@ -285,6 +317,10 @@ def _(ins, outs, attrs):
     out[...] = r
 
 
+# p = 1 and p = 0 are sums (of |x|, of x != 0): a split reduced dim gives partial sums
+norm.sbp(kept_dims_rule("norm", partial=lambda attrs: attrs["p"] in (0, 1)))
+
+
 @norm.grad
 def _(ctx, dout):
     factor = F.call("norm_grad_factor", ctx.inputs[0], kept(ctx, ctx.outputs[0]),
@@ -321,6 +357,20 @@ def _(ins, outs, attrs):
             a = np.abs(x)
             val = np.sign(x) * (a / np.where(y == 0, 1, y)) ** (p - 1)
             out[...] = np.where((y == 0) | (a == 0), 0, val)
+
+
+@norm_grad_factor.sbp
+def _(inputs, attrs):
+    """x and the norm y (kept dims) split alike on a dim the norm leaves; for a finite p the
+    factor is elementwise in (x, y), so x may also be split on a reduced dim with y (of size
+    1 there) broadcast. For p = +-inf the ties along the reduced dims need all of x."""
+    if attrs["p"] in (math.inf, -math.inf):
+        axes = reduce_axes("norm", attrs.get("dim"), len(inputs[0]._shape))
+        for d in range(len(inputs[0]._shape)):
+            if d not in axes:
+                yield Sig((S(d), S(d)), (S(d),))
+    else:
+        yield from elementwise_rule(inputs, attrs)
 
 
 @norm_grad_factor.grad

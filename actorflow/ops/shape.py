@@ -430,6 +430,18 @@ def _(ins, outs, attrs):
     out[...] = np.tile(x.reshape((1,) * (len(reps) - x.ndim) + x.shape), reps)
 
 
+@repeat.sbp
+def _(inputs, attrs):
+    """A split dim repeated once stays split (renumbered after the new leading dims); partial
+    stays partial (OneFlow builds repeat from expand and reshape)."""
+    xs, reps = tuple(inputs[0]._shape), tuple(attrs["repeats"])
+    lead = len(reps) - len(xs)
+    for d in range(len(xs)):
+        if reps[lead + d] == 1:
+            yield Sig((S(d),), (S(lead + d),))
+    yield Sig((P,), (P,))
+
+
 @repeat.grad
 def _(ctx, dout):
     shape = ctx.input_metas[0][0]

@@ -17,7 +17,7 @@ import numpy as np
 from actorflow.framework import dtype as dt
 from actorflow.ops._common import F
 from actorflow.ops.activation import _composite, erf_array
-from actorflow.ops.boxing import elementwise_rule
+from actorflow.ops.boxing import elementwise_rule, linear_rule
 from actorflow.ops.elementwise import _needs, _quiet, binary, unary
 from actorflow.ops.registry import Meta, fail, register
 
@@ -224,6 +224,7 @@ def _part_op(name: str, part: str, grad):
         np.copyto(outs[0], getattr(ins[0], part))
 
     op.grad(grad)
+    op.sbp(linear_rule)  # any split kept; linear over the reals, so partial stays partial
     return op
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from actorflow.ops._common import F, norm_axis
+from actorflow.ops.boxing import P, S, Sig, shard_shape
 from actorflow.ops.registry import Meta, fail, register
 
 
@@ -77,6 +78,23 @@ def _(ins, outs, attrs):
     outs[0][...] = _diagonal_view(ins[0], attrs["offset"], attrs["dim1"], attrs["dim2"])
 
 
+def _kept_dims(op_name: str, nd: int, attrs: dict) -> list:
+    """The dims of an ``nd``-d tensor that ``diagonal`` keeps (in its output's order)."""
+    d1, d2 = norm_axis(op_name, attrs["dim1"], nd), norm_axis(op_name, attrs["dim2"], nd)
+    return [i for i in range(nd) if i not in (d1, d2)]
+
+
+@diagonal.sbp
+def _(inputs, attrs):
+    """Split on a dim other than dim1, dim2 (k-th of the kept dims: output dim k); partial
+    sums stay partial (OneFlow's diagonal)."""
+    nd = len(inputs[0]._shape)
+    if nd >= 2:
+        for k, d in enumerate(_kept_dims("diagonal", nd, attrs)):
+            yield Sig((S(d),), (S(k),))
+    yield Sig((P,), (P,))
+
+
 @diagonal.grad
 def _(ctx, dout):
     a = ctx.attrs
@@ -106,6 +124,19 @@ def _(ins, outs, attrs):
     out = outs[0]
     out.fill(0)
     _diagonal_view(out, attrs["offset"], attrs["dim1"], attrs["dim2"])[...] = ins[0]
+
+
+@diagonal_backward.sbp
+def _(inputs, attrs):
+    """The inverse of diagonal's rule: the gradient split on its k-th dim (not the diagonal)
+    gives zeros with the diagonal split on the k-th kept dim; partial stays partial."""
+    shape = tuple(attrs["shape"])
+    if len(shape) >= 2:
+        for k, d in enumerate(_kept_dims("diagonal_backward", len(shape), attrs)):
+            yield Sig((S(k),), (S(d),), None,
+                      lambda a, index, n, d=d: dict(a, shape=shard_shape(a["shape"], S(d), n,
+                                                                         index)))
+    yield Sig((P,), (P,))
 
 
 @diagonal_backward.grad

@@ -30,3 +30,9 @@ def test_ops_along_a_dim_keep_other_splits_as_oneflow():
 @pytest.mark.timeout(180)
 def test_numpy_array_operand_is_broadcast_on_the_global_tensors_placement():
     _run("global_ndarray.py")
+
+
+@needs_mpi
+@pytest.mark.timeout(180)
+def test_sbp_rules_of_reductions_gathers_views_losses_and_eval_batch_norm_move_nothing():
+    _run("global_sbp_rules.py")
