@@ -4,10 +4,12 @@ signature of the task's NumPy kernel, so an actor calls either the same way.
 A call runs the region's prefix steps with their NumPy kernels (into the buffers the NumPy
 program would use), then the generated loop through ``ctypes`` (which releases the GIL while
 it runs). Layouts are collapsed once per distinct set of input strides and cached (a Plan's
-registers keep their layout, so every iteration after the first hits the cache). A loop over
-at least ``PARALLEL_MIN`` elements is split into chunks run on ``ops/parallel``'s intra-op
-threads, one ``ctypes`` call each. No BLAS call runs inside the loop, and a prefix's matmul
-has returned before it starts, so the chunks never compete with BLAS's own threads.
+registers keep their layout, so every iteration after the first hits the cache), and a call
+on the very arrays of an earlier one (a Plan's registers) reuses its pointer array too. A
+loop over at least ``PARALLEL_MIN`` elements is split into chunks run in one ``ctypes`` call
+on the C pool's threads (``pool.py``; without it, on ``ops/parallel``'s Python helpers, one
+call per chunk). No BLAS call runs inside the loop, and a prefix's matmul has returned before
+it starts, so the chunks never compete with BLAS's own threads.
 An array the loop can't take (a stride that is not a whole number of elements, or a dtype
 other than the compiled one) makes that call run the NumPy kernel instead.
 """
@@ -17,7 +19,7 @@ import ctypes
 
 import numpy as np
 
-from actorflow.compiler.codegen import emit
+from actorflow.compiler.codegen import emit, pool
 from actorflow.compiler.codegen.region import Region, numpy_buffers
 from actorflow.ops import registry
 from actorflow.ops.parallel import parallel_for, split, threads
@@ -35,6 +37,7 @@ class GeneratedKernel:
         fn.argtypes = ARGTYPES
         fn.restype = None
         self.fn = fn
+        self.address = pool.address(fn)
         self.region = region
         self.symbol = symbol
         self.numpy_kernel = numpy_kernel
@@ -45,6 +48,9 @@ class GeneratedKernel:
                         tuple(prog["shapes"][s]), prog["dtypes"][s].np) for s in region.prefix]
         self.buffers = numpy_buffers(region) if region.prefix else []
         self.layouts: dict = {}
+        # ids of a call's arrays -> (the arrays, their pointers, layout): a Plan's registers
+        # are the same arrays every iteration
+        self.prepared: dict = {}
         self.calls = 0
         self.in_place = in_place_pairs(region)
 
@@ -64,24 +70,34 @@ class GeneratedKernel:
                 vals.append(buf)
         arrays = [vals[i] for i in r.operands]
         stored = [outs[j] for j, _, _ in r.stores]
-        key = tuple((a.shape, a.strides, a.dtype) for a in arrays)
-        layout = self.layouts.get(key)
-        if layout is None:
-            layout = self.layouts[key] = self._layout(arrays, stored)
-        if layout is False or any(not o.flags.c_contiguous for o in stored):
-            self._numpy(ins, outs, attrs, vals)
-            return
+        both = arrays + stored
+        ids = tuple(map(id, both))
+        hit = self.prepared.get(ids)
+        if hit is not None and all(x is y for x, y in zip(hit[0], both)):
+            _, ptrs, layout = hit  # the registers of an earlier call: nothing to work out
+        else:
+            key = tuple((a.shape, a.strides, a.dtype) for a in arrays)
+            layout = self.layouts.get(key)
+            if layout is None:
+                layout = self.layouts[key] = self._layout(arrays, stored)
+            if layout is False or any(not o.flags.c_contiguous for o in stored):
+                self._numpy(ins, outs, attrs, vals)
+                return
+            ptrs = (ctypes.c_void_p * len(both))(*[a.ctypes.data for a in both])
+            if len(self.prepared) >= 8:  # new arrays each call (a NumPy prefix's buffers)
+                self.prepared.clear()
+            # holding the arrays keeps their ids from naming other arrays later
+            self.prepared[ids] = (tuple(both), ptrs, layout)
         sh, st, nd, total, fast = layout
         if total == 0:
             return
-        ptrs = (ctypes.c_void_p * (len(arrays) + len(stored)))(
-            *[a.ctypes.data for a in arrays], *[o.ctypes.data for o in stored])
         self.calls += 1
         fn = self.fn
         if total >= PARALLEL_MIN and threads() > 1:
             chunks = split(total, PARALLEL_MIN // 2)
-            parallel_for(len(chunks), lambda c: fn(ptrs, st, sh, nd, chunks[c][0],
-                                                   chunks[c][1], fast))
+            if not pool.run_elementwise(self.address, ptrs, st, sh, nd, chunks, fast):
+                parallel_for(len(chunks), lambda c: fn(ptrs, st, sh, nd, chunks[c][0],
+                                                       chunks[c][1], fast))
         else:
             fn(ptrs, st, sh, nd, 0, total, fast)
 

@@ -10,7 +10,8 @@ rows, ``"sum"`` outputs ``n`` values summed over all rows, ``"total"`` / ``"mean
 one value summed over all rows (a mean then divided by the ``pre`` pass's total). The C
 function's arguments: ``p``, the inputs' then the outputs' data pointers; ``rs``, each array's
 row stride in elements (0 for arrays shared by all rows); ``[start, stop)``, the rows to
-compute (a chunk: chunks run on ``ops/parallel``'s threads, the GIL released by ``ctypes``);
+compute (a chunk: a call's chunks run on the C pool's threads, ``pool.py``, in one ``ctypes``
+call without the GIL, or on ``ops/parallel``'s helpers where the pool library is missing);
 ``pre_total``. Inside a row every array is unit-stride. A ``"sum"`` output is accumulated per
 chunk in the computing type, a ``"total"`` or ``"mean"`` one in double, and the chunks'
 partial sums are added in order afterwards.
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from actorflow.compiler.codegen import emit
+from actorflow.compiler.codegen import emit, pool
 from actorflow.compiler.codegen.build import build
 from actorflow.compiler.codegen.kernels import unaliased
 from actorflow.compiler.codegen.row_source import (INDEX_TYPES, ROW_PRELUDE, TOTALS,
@@ -128,6 +129,7 @@ class RowKernel:
             pre_fn.argtypes = PRE_ARGTYPES
             pre_fn.restype = ctypes.c_int64
         self.fn, self.pre_fn = fn, pre_fn
+        self.address = pool.address(fn)
         self.task = task
         self.symbol = symbol
         self.numpy_kernel = numpy_kernel
@@ -186,7 +188,7 @@ class RowKernel:
         self.calls += 1
         if len(chunks) == 1:
             fn(ptrs[0], rs, n, 0, rows, pre_total)
-        else:
+        elif not pool.run_rows(self.address, ptrs, rs, n, chunks, pre_total):
             parallel_for(len(chunks), lambda c: fn(ptrs[c], rs, n, chunks[c][0], chunks[c][1],
                                                    pre_total))
         for s, j in enumerate(sums):

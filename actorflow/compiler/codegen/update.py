@@ -12,12 +12,12 @@ loop. A kernel's signature::
 each parameter in one flat index space over all of them; ``k``: per parameter the form's
 scalars (lr, bias corrections...: they change every step, so they are arguments, never in the
 source); ``[start, stop)``: the part of the flat index space to update. A call of at least
-``PARALLEL_MIN`` elements is split into chunks over ``ops/parallel``'s intra-op threads (one
-``ctypes`` call each, the GIL released); elements are independent and every array of a call
-must be disjoint from the others (checked), so chunks never race and the result is the NumPy
-kernel's, in any order. float32 and float64 parameters with C-contiguous arrays of the
-parameter's shape and dtype; any other call (a view, a parameter listed twice, a skipped step)
-runs the NumPy kernel.
+``PARALLEL_MIN`` elements is split into chunks run in one ``ctypes`` call (the GIL released)
+on the C pool's threads (``pool.py``; without it, over ``ops/parallel``'s helpers); elements
+are independent and every array of a call must be disjoint from the others (checked), so
+chunks never race and the result is the NumPy kernel's, in any order. float32 and float64
+parameters with C-contiguous arrays of the parameter's shape and dtype; any other call (a
+view, a parameter listed twice, a skipped step) runs the NumPy kernel.
 """
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from actorflow.compiler.codegen import pool
 from actorflow.compiler.codegen.build import build
 from actorflow.compiler.codegen.emit import PRELUDE, unique_functions
 from actorflow.ops import registry
@@ -120,6 +121,7 @@ class UpdateKernel:
         fn.argtypes = _ARGTYPES
         fn.restype = None
         self.fn = fn
+        self.address = pool.address(fn)
         self.task = task
         self.symbol = symbol
         self.numpy_kernel = numpy_kernel
@@ -171,7 +173,8 @@ class UpdateKernel:
         fn, n, kp = self.fn, len(blocks), k.ctypes.data
         if total >= PARALLEL_MIN and threads() > 1:
             chunks = split(total, PARALLEL_MIN // 2)
-            parallel_for(len(chunks), lambda c: fn(ptrs, off, kp, n, *chunks[c]))
+            if not pool.run_update(self.address, ptrs, off, kp, n, chunks):
+                parallel_for(len(chunks), lambda c: fn(ptrs, off, kp, n, *chunks[c]))
         else:
             fn(ptrs, off, kp, n, 0, total)
 
