@@ -213,8 +213,8 @@ def _f(c) -> str:
 
 def _horner_neg_p() -> str:
     p = _GELU_NEG_P
-    lines = [f"float q = s * {_f(p[-1])} + {_f(p[-2])};"]
-    lines += [f"q = q * s + {_f(c)};" for c in p[-3::-1]]
+    lines = [f"float q = AF_FMA(s, {_f(p[-1])}, {_f(p[-2])});"]
+    lines += [f"q = AF_FMA(q, s, {_f(c)});" for c in p[-3::-1]]
     return " ".join(lines)
 
 

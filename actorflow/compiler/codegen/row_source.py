@@ -33,7 +33,17 @@ TOTALS = ("total", "mean")  # output kinds accumulated in one double per chunk
 # Cephes' polynomial (measured: within 1 ulp of the correctly rounded result over [-110, 95]);
 # 2^k applied as two factors, so results that are subnormal or overflow to inf round once as
 # libm's do; NaN gives NaN (rint(NaN) converts to some integer; p is NaN), -inf 0, +inf inf.
+# AF_FMA(a, b, c): a * b + c rounded once, where the CPU has FMA (else two roundings: fmaf
+# without the instruction is a libm call per element, never vectorised). Used only inside such
+# approximations (af_exp, gelu's polynomial), whose results differ from NumPy's by an ulp
+# anyway; everywhere else -ffp-contract=off keeps NumPy's two roundings (build.py). Measured
+# on the 2-core AVX-512 machine: gelu over 1024 x 512 on one thread 0.56 -> 0.40 ms.
 ROW_PRELUDE = r"""
+#ifdef __FMA__
+#define AF_FMA(a, b, c) __builtin_fmaf((a), (b), (c))
+#else
+#define AF_FMA(a, b, c) ((a) * (b) + (c))
+#endif
 static inline float af_pow2i(int32_t m) {  /* 2^m for -126 <= m <= 127 */
     const uint32_t u = (uint32_t)(m + 127) << 23; float f; memcpy(&f, &u, 4); return f;
 }
@@ -44,11 +54,11 @@ static inline float af_expf(float x) {
     float r = c - k * 0.693359375f;
     r = r - k * -2.12194440e-4f;
     float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
+    p = AF_FMA(p, r, 1.3981999507e-3f);
+    p = AF_FMA(p, r, 8.3334519073e-3f);
+    p = AF_FMA(p, r, 4.1665795894e-2f);
+    p = AF_FMA(p, r, 1.6666665459e-1f);
+    p = AF_FMA(p, r, 5.0000001201e-1f);
     p = p * (r * r) + r + 1.0f;
     const int32_t ki = (int32_t)k, k1 = ki / 2;
     return (p * af_pow2i(k1)) * af_pow2i(ki - k1);
