@@ -119,7 +119,7 @@ def compile_job(job: Job, options: CompileOptions | None = None) -> Plan:
     opt = options or CompileOptions()
     if opt.codegen and codegen.compiler_found():
         job = codegen.recompute(job.copy())
-    if opt.straighten:
+    if job.train.get("straighten", opt.straighten):  # a graph's config.enable_straighten_...
         job = job.copy()
         straighten(job)
     b = _Builder(job, opt)

@@ -12,7 +12,9 @@ placement: that op now waits for the leaf, so the leaf's inputs die early.
 The edge goes forward in a topological order, so it never closes a cycle; it is an ordinary
 dependency of the actor runtime (the consumer waits for the leaf's register, which it only
 holds, never reads). System, collective and transfer ops are never ends of an edge.
-Opt-in for now: ``ACTORFLOW_GRAPH_STRAIGHTEN=1`` (``CompileOptions.straighten``) turns it on.
+Opt-in for now: ``ACTORFLOW_GRAPH_STRAIGHTEN=1`` (``CompileOptions.straighten``) turns it on;
+a graph's ``config.enable_straighten_algorithm(mode)`` chooses for that graph whatever the
+default (``job.train["straighten"]``, read by ``compile_job``).
 On the GPT of ``benchmarks/graph_memory.py`` it takes the register memory with generation
 from 0.95x to 0.81x of the memory without.
 """

@@ -59,3 +59,51 @@ def test_straightening_under_gradient_accumulation(monkeypatch):
     monkeypatch.setenv(ENV, "0")
     off = _accumulating()
     np.testing.assert_allclose(on, off, rtol=1e-6)
+
+
+def _ctrl_edges(plan) -> int:
+    return sum(len(t.consumed_regsts.get("in_ctrl", ())) for t in plan.tasks)
+
+
+def _linear_graph(mode):
+    flow.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 3))
+    opt = flow.optim.SGD(model.parameters(), lr=0.1)
+
+    class Train(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+            self.add_optimizer(opt)
+            if mode is not None:
+                self.config.enable_straighten_algorithm(mode)
+
+        def build(self, a, b):
+            loss = F.cross_entropy(self.model(a), b)
+            loss.backward()
+            return loss
+
+    g = Train()
+    rng = np.random.default_rng(0)
+    loss = g(flow.tensor(rng.standard_normal((4, 8)).astype(np.float32)),
+             flow.tensor(rng.integers(0, 3, 4))).numpy()
+    return g, float(loss)
+
+
+@pytest.mark.parametrize("env", ["0", "1"])
+def test_config_mode_chooses_straightening_over_the_default(monkeypatch, env):
+    monkeypatch.setenv(ENV, env)
+    default, loss = _linear_graph(None)
+    on, loss_on = _linear_graph("MemoryFirst")
+    off, loss_off = _linear_graph("Disable")
+    speed, _ = _linear_graph("SpeedFirst")
+    overlap, _ = _linear_graph("OverlapCpuGpu")  # no GPU nodes: MemoryFirst, as OneFlow
+    assert _ctrl_edges(on.plan) > _ctrl_edges(off.plan) == _ctrl_edges(speed.plan)
+    assert _ctrl_edges(overlap.plan) == _ctrl_edges(on.plan)
+    assert _ctrl_edges(default.plan) == _ctrl_edges(on.plan if env == "1" else off.plan)
+    assert loss == loss_on == loss_off
+
+
+def test_config_mode_is_checked():
+    with pytest.raises(ValueError, match="enable_straighten_algorithm: mode must be one of"):
+        nn.Graph().config.enable_straighten_algorithm("Fastest")

@@ -40,7 +40,6 @@ def test_cpu_noop_switches_are_recorded_and_change_nothing():
     def setup(g):
         g.config.allow_fuse_cast_scale(True)
         g.config.enable_cudnn_conv_heuristic_search_algo(True)
-        g.config.enable_straighten_algorithm("MemoryFirst")
         g.config.enable_compress_memory(True)
         g.config.enable_auto_parallel(False)
     base, _ = _train(lambda g: None)
@@ -48,7 +47,7 @@ def test_cpu_noop_switches_are_recorded_and_change_nothing():
     assert losses == base
     assert g.config.cpu_noop_switches == {
         "allow_fuse_cast_scale": True, "enable_cudnn_conv_heuristic_search_algo": True,
-        "enable_straighten_algorithm": "MemoryFirst", "enable_compress_memory": True}
+        "enable_compress_memory": True}
 
 
 @pytest.mark.parametrize("name,args", [

@@ -30,6 +30,8 @@ class GraphConfig:
         self.zero_stage = 0  # 0: off; 1, 2, 3: ZeRO (nn/graph/zero_updates.py, nn/graph/zero.py)
         self.zero_shard_min_size = 1024
         self.zero_shard_restore_level = 1  # stage 3: how build() reads a split(0) parameter
+        # enable_straighten_algorithm's choice: None leaves it to the compiler's default
+        self.straighten_mode: str | None = None
 
     def enable_amp(self, mode: bool = True, *, dtype=dt.float16) -> None:
         """Run matmul-like ops in ``dtype`` (float16 or bfloat16) with casts inserted by the AMP
@@ -119,12 +121,23 @@ class GraphConfig:
         nothing to tune. Accepted and recorded only."""
         self._record("enable_cudnn_conv_heuristic_search_algo", bool(mode))
 
-    def enable_straighten_algorithm(self, mode="MemoryFirst") -> None:
-        """OneFlow reorders the tasks of a Plan within a stream ("straightening") to save memory
-        or overlap CUDA streams. Accepted and recorded only: the compiler here always orders
-        tasks by their data dependencies, one actor thread per stream, and has no other
-        order to choose."""
-        self._record("enable_straighten_algorithm", mode)
+    def enable_straighten_algorithm(self, mode: str = "MemoryFirst") -> None:
+        """Choose this graph's straightening (``compiler/straighten.py``: control edges that
+        make backward leaves - weight- and bias-gradient ops - act early, so the memory plan
+        reuses the bytes they read). OneFlow's modes:
+
+        * ``"MemoryFirst"``: straighten (the compiler's default here, see
+          ``ACTORFLOW_GRAPH_STRAIGHTEN``);
+        * ``"Disable"`` and ``"SpeedFirst"``: no edges; tasks act in data-dependency order
+          (the edges only ever delay a leaf, so "speed first" adds none);
+        * ``"OverlapCpuGpu"`` and ``"DelayShortGpu"``: order CPU against GPU nodes; with no
+          GPU nodes OneFlow falls back to ``"MemoryFirst"``, and so does this.
+        """
+        modes = ("Disable", "SpeedFirst", "MemoryFirst", "OverlapCpuGpu", "DelayShortGpu")
+        if mode not in modes:
+            raise ValueError(f"enable_straighten_algorithm: mode must be one of {modes}, "
+                             f"got {mode!r}")
+        self.straighten_mode = mode
 
     def enable_compress_memory(self, mode: bool = True) -> None:
         """OneFlow then searches harder for a smaller memory plan. Accepted and recorded only:

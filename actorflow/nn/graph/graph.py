@@ -343,6 +343,9 @@ class Graph:
         ctx = PassContext(self, b)
         passes = build_pipeline(self.config, ctx, {"optimizer": make_optimizer_pass})
         full_job, log = run_passes(forward_job.copy(), passes)
+        if self.config.straighten_mode is not None:  # the compiler reads it (compile_job)
+            full_job.train["straighten"] = self.config.straighten_mode in (
+                "MemoryFirst", "OverlapCpuGpu", "DelayShortGpu")
         compiled = CompiledGraph(sig, forward_job, full_job, dict(ctx.bindings), out_structure,
                                  log, named, paths, self.config.outputs_buffer_size)
         compiled.generation = generation
