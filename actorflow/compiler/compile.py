@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from actorflow.compiler import codegen, collective, transfer
 from actorflow.compiler.memory import plan_memory
-from actorflow.compiler.straighten import straighten
+from actorflow.compiler.straighten import chain, straighten
 from actorflow.compiler.plan import Plan, RegstDesc, TaskProto
 from actorflow.compiler.task_id import encode_task_id
 from actorflow.compiler.lanes import LANE_STREAMS, assign_lanes
@@ -67,10 +67,10 @@ class CompileOptions:
     # generated C kernels: elementwise, row and update tasks (ACTORFLOW_GRAPH_CODEGEN=0: off)
     # (on by default; ACTORFLOW_GRAPH_CODEGEN=0 runs every task on its NumPy kernel)
     codegen: bool = field(default_factory=lambda: env_flag("ACTORFLOW_GRAPH_CODEGEN", True))
-    # control edges making backward leaves act early (opt-in, ACTORFLOW_GRAPH_STRAIGHTEN=1,
-    # until the whole suite, distributed and pipeline graphs included, has run with it on)
+    # control edges making backward leaves act early and, on one compute lane, kernels act in
+    # the Job's topological order (compiler/straighten.py; ACTORFLOW_GRAPH_STRAIGHTEN=0: off)
     straighten: bool = field(
-        default_factory=lambda: env_flag("ACTORFLOW_GRAPH_STRAIGHTEN", False))
+        default_factory=lambda: env_flag("ACTORFLOW_GRAPH_STRAIGHTEN", True))
     rank: int = 0
     world_size: int = 1           # ranks of a distributed graph (each compiles its own Plan)
 
@@ -119,7 +119,8 @@ def compile_job(job: Job, options: CompileOptions | None = None) -> Plan:
     opt = options or CompileOptions()
     if opt.codegen and codegen.compiler_found():
         job = codegen.recompute(job.copy())
-    if job.train.get("straighten", opt.straighten):  # a graph's config.enable_straighten_...
+    straight = job.train.get("straighten", opt.straighten)  # or a graph's config's choice
+    if straight:
         job = job.copy()
         straighten(job)
     b = _Builder(job, opt)
@@ -127,6 +128,10 @@ def compile_job(job: Job, options: CompileOptions | None = None) -> Plan:
     order = job.topological_order()
     stages = stage_of(job) if n > 1 else {}
     aliased, alias_ctrl = alias_views(job, order) if opt.alias_views else (set(), [])
+    if straight and opt.compute_lanes == 1 and chain(job, alias_ctrl):
+        # one compute thread runs the kernels one after another anyway: fix the order, so
+        # the memory plan knows it (respecting the views' edges just decided)
+        order = job.topological_order()
     folded = foldable_views(order, aliased) if opt.fold_views else set()
     through: dict = {}  # output blob of a folded view -> (base blob, view steps)
     lane = assign_lanes(job, order, opt.compute_lanes, aliased)

@@ -9,14 +9,27 @@ bytes to no later register. Straightening gives each leaf a control edge to the 
 op after it in the Job's topological order that is not a leaf, of the same stage and
 placement: that op now waits for the leaf, so the leaf's inputs die early.
 
-The edge goes forward in a topological order, so it never closes a cycle; it is an ordinary
-dependency of the actor runtime (the consumer waits for the leaf's register, which it only
-holds, never reads). System, collective and transfer ops are never ends of an edge.
-Opt-in for now: ``ACTORFLOW_GRAPH_STRAIGHTEN=1`` (``CompileOptions.straighten``) turns it on;
+Chaining (``chain``, with one compute lane): the memory plan may put register B over A only
+when the dependency graph proves A's readers act before B's producer; ops on independent
+branches (attention's gradient beside a weight gradient) are unordered by it, so their
+registers may not share bytes even though one compute thread runs them one after another
+anyway. ``chain`` gives each kernel op of a stage and placement a control edge from the one
+before it in the Job's topological order, where the dependencies don't already order the two:
+the kernels then act in that order and the memory plan knows it. View ops are left out (a
+folded view has no task to order). With two compute lanes there is no chain (it would take
+away the overlap lanes exist for).
+
+Every edge goes forward in one topological order of the Job, which every rank computes alike,
+so no edge closes a cycle, on one rank or across ranks; it is an ordinary dependency of the
+actor runtime (the consumer waits for the other's register, which it only holds, never
+reads). System, collective and transfer ops are never ends of an edge.
+On by default (``CompileOptions.straighten``; ``ACTORFLOW_GRAPH_STRAIGHTEN=0`` turns it off);
 a graph's ``config.enable_straighten_algorithm(mode)`` chooses for that graph whatever the
 default (``job.train["straighten"]``, read by ``compile_job``).
-On the GPT of ``benchmarks/graph_memory.py`` it takes the register memory with generation
-from 0.95x to 0.81x of the memory without.
+On the GPT of ``benchmarks/graph_memory.py`` (4 layers, d128, T64, b16) the register memory
+with generation goes from 0.95x of the memory without to 0.81x with the leaf edges and 0.69x
+(35.2 against 51.2 MiB) with the chain too: 33 leaf edges and 35 chain edges; step times
+measured alike with and without (docs/benchmarks.md).
 """
 from __future__ import annotations
 
@@ -34,6 +47,66 @@ def _plain(conf) -> bool:
 def _where(conf, stages: dict):
     g = conf.tags.get("global")
     return (stages.get(conf.name, "micro"), None if g is None else str(g.get("placement")))
+
+
+def _reaches(order: list, after: list = ()) -> dict:
+    """op name -> bit set of the positions (in ``order``) of its ancestors, data and control
+    (and the ``(earlier, later)`` pairs of ``after``)."""
+    pos = {c.name: i for i, c in enumerate(order)}
+    extra: dict = {}
+    for earlier, later in after:
+        extra.setdefault(later, []).append(earlier)
+    anc: dict = {}
+    for c in order:
+        bits = 0
+        for src in ([split_blob(b)[0] for b in c.inputs] + list(c.ctrl_inputs)
+                    + extra.get(c.name, [])):
+            j = pos.get(src)
+            if j is not None:
+                bits |= anc[src] | (1 << j)
+        anc[c.name] = bits
+    return anc
+
+
+def chain(job: Job, after: list = ()) -> int:
+    """Order every kernel op of one stage and placement in ``job`` as its topological order
+    does (see the module docstring), adding a control edge from each to the next where the
+    dependencies do not already order them; returns how many edges were added. ``after``:
+    ``(earlier, later)`` op pairs the order must also respect (the compiler's edges from a
+    view's readers to writes of its base, ``job/views.py``), so no edge contradicts them."""
+    from actorflow.ops import registry
+
+    by_name = {c.name: c for c in job.ops}
+    if after:  # the order of a copy holding those edges too
+        ordered = job.copy()
+        named = {c.name: c for c in ordered.ops}
+        for earlier, later in after:
+            if earlier not in named[later].ctrl_inputs:
+                named[later].ctrl_inputs.append(earlier)
+        order = [by_name[c.name] for c in ordered.topological_order()]
+    else:
+        order = job.topological_order()
+    stages = stage_of(job) if int(job.train.get("accumulation_steps", 1)) > 1 else {}
+    pos = {c.name: i for i, c in enumerate(order)}
+    anc = _reaches(order, after)
+    last: dict = {}
+    added = 0
+    for conf in order:
+        if not _plain(conf) or not conf.inputs or registry.get(conf.op_type).view_fn:
+            continue
+        where = _where(conf, stages)
+        prev = last.get(where)
+        last[where] = conf.name
+        if prev is None or anc[conf.name] >> pos[prev] & 1:
+            continue
+        by_name[conf.name].ctrl_inputs.append(prev)
+        added += 1
+        # conf now also follows prev's ancestors; later ops reach them through conf
+        anc[conf.name] |= anc[prev] | (1 << pos[prev])
+        for later in order[pos[conf.name] + 1:]:
+            if anc[later.name] >> pos[conf.name] & 1:
+                anc[later.name] |= anc[conf.name]
+    return added
 
 
 def straighten(job: Job) -> int:
@@ -66,4 +139,4 @@ def straighten(job: Job) -> int:
     return added
 
 
-__all__ = ["straighten"]
+__all__ = ["straighten", "chain"]

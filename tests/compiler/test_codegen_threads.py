@@ -11,13 +11,13 @@ import pytest
 
 from actorflow.compiler import codegen
 from actorflow.compiler.codegen import pool, rows
-from actorflow.compiler.codegen.kernels import PARALLEL_MIN
+from actorflow.compiler.codegen.kernels import PARALLEL_WORK, work_per_element
 from actorflow.framework import dtype as dt
 from actorflow.ops import parallel, registry
 
 pytestmark = pytest.mark.timeout(300)
 
-SHAPE = (256, 4 * PARALLEL_MIN // 256)  # four times the parallel threshold
+SHAPE = (256, 2 * PARALLEL_WORK // 512)  # twice the parallel threshold (2 steps: 2 units)
 PROG = {"ops": ["mul", "scalar_add"], "op_attrs": [{}, {"scalar": 0.5, "reverse": False}],
         "args": [[0, 1], [2]], "shapes": [SHAPE, SHAPE], "dtypes": [dt.float32] * 2,
         "exports": [1], "parts": ["mul", "scalar_add"]}
@@ -29,6 +29,7 @@ def _kernel_and_inputs():
     b = rng.standard_normal(SHAPE[1:]).astype(np.float32)  # broadcast over rows
     (kernel,) = codegen.kernels_for([(PROG, [(SHAPE, dt.float32), (b.shape, dt.float32)])])
     assert kernel is not None
+    assert work_per_element(kernel.region) == 2 and kernel.parallel_min < a.size
     want = np.empty(SHAPE, np.float32)
     registry.get("fused_elementwise").kernel_cpu([a, b], [want], PROG)
     return kernel, a, b, want
@@ -146,3 +147,20 @@ def test_a_forked_child_makes_its_own_pool_threads(two_threads):
         p.kill()
         pytest.fail("a pooled kernel hung in a forked child")
     assert p.exitcode == 0 and q.get(timeout=10) is True
+
+
+def test_the_parallel_threshold_follows_the_work_per_element():
+    from actorflow.compiler.codegen.kernels import PARALLEL_MIN
+    from actorflow.compiler.codegen.region import program_of
+
+    f32 = dt.float32
+
+    def kernel(op, n):
+        prog = program_of(op, {}, [((4, 4), f32)] * n, [((4, 4), f32)])
+        return codegen.kernels_for([(prog, [((4, 4), f32)] * n)])[0]
+
+    add, exp = kernel("add", 2), kernel("exp", 1)
+    if add is None:
+        pytest.skip("no C compiler")
+    assert add.parallel_min == PARALLEL_WORK           # memory-bound: a million elements
+    assert PARALLEL_MIN <= exp.parallel_min < add.parallel_min // 8  # a libm call per element

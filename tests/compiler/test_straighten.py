@@ -107,3 +107,36 @@ def test_config_mode_chooses_straightening_over_the_default(monkeypatch, env):
 def test_config_mode_is_checked():
     with pytest.raises(ValueError, match="enable_straighten_algorithm: mode must be one of"):
         nn.Graph().config.enable_straighten_algorithm("Fastest")
+
+
+def test_chain_orders_every_kernel_pair_and_never_views():
+    from actorflow.compiler.straighten import _plain, _reaches, chain
+    from actorflow.ops import registry
+
+    g, _ = _train()
+    job = g.full_job.copy()
+    straighten(job)
+    added = chain(job)
+    assert added > 0
+    job.verify()  # still acyclic and well formed
+    order = job.topological_order()
+    kernels = [c for c in order if _plain(c) and c.inputs
+               and not registry.get(c.op_type).view_fn]
+    anc = _reaches(order)
+    pos = {c.name: i for i, c in enumerate(order)}
+    for a, b in zip(kernels, kernels[1:]):
+        assert anc[b.name] >> pos[a.name] & 1, f"{a.name} and {b.name} are not ordered"
+    views = {c.name for c in order if _plain(c) and registry.get(c.op_type).view_fn}
+    assert not any(set(c.ctrl_inputs) & views for c in order)
+    assert chain(job) == 0  # nothing left to order
+
+
+def test_chain_only_on_one_compute_lane(monkeypatch):
+    monkeypatch.setenv(ENV, "1")
+    monkeypatch.setenv("ACTORFLOW_GRAPH_COMPUTE_LANES", "2")
+    g2, two = _train()
+    monkeypatch.setenv("ACTORFLOW_GRAPH_COMPUTE_LANES", "1")
+    g1, one = _train()
+    np.testing.assert_allclose(one, two, rtol=1e-6)
+    assert _ctrl_edges(g1.plan) > _ctrl_edges(g2.plan)
+    assert g1.plan.memory["bytes_with_sharing"] <= g2.plan.memory["bytes_with_sharing"]

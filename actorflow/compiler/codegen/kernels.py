@@ -6,7 +6,9 @@ program would use), then the generated loop through ``ctypes`` (which releases t
 it runs). Layouts are collapsed once per distinct set of input strides and cached (a Plan's
 registers keep their layout, so every iteration after the first hits the cache), and a call
 on the very arrays of an earlier one (a Plan's registers) reuses its pointer array too. A
-loop over at least ``PARALLEL_MIN`` elements is split into chunks run in one ``ctypes`` call
+loop of at least ``PARALLEL_WORK`` work units (elements times a rough per-element cost: a
+memory-bound add needs a million elements to gain from a second thread, a loop of libm calls
+far fewer; never under ``PARALLEL_MIN`` elements) is split into chunks run in one ``ctypes`` call
 on the C pool's threads (``pool.py``; without it, on ``ops/parallel``'s Python helpers, one
 call per chunk). No BLAS call runs inside the loop, and a prefix's matmul has returned before
 it starts, so the chunks never compete with BLAS's own threads.
@@ -16,6 +18,7 @@ other than the compiled one) makes that call run the NumPy kernel instead.
 from __future__ import annotations
 
 import ctypes
+import re
 
 import numpy as np
 
@@ -25,6 +28,13 @@ from actorflow.ops import registry
 from actorflow.ops.parallel import parallel_for, split, threads
 
 PARALLEL_MIN = 1 << 15   # elements; below it one thread is faster than handing out chunks
+# work units (elements times each element's cost, ``work_per_element``) below which one thread
+# is faster: measured on the 2-core machine, a generated add (memory-bound, 1 unit) gains
+# from a second thread at 1M elements (0.155 -> 0.081 ms) and loses at 512K (0.071 -> 0.075)
+PARALLEL_WORK = 1 << 20
+# libm calls a step may make: each costs about as much as a few dozen arithmetic operations
+_CALLS = re.compile(r"\b(?:af_exp|exp|expm1|exp2|log|log1p|log2|log10|tanh|sinh|cosh|erf|erfc|"
+                    r"pow|sqrt|cbrt|sin|cos|tan|asin|acos|atan|atan2|lgamma|tgamma|fmod)\s*\(")
 _I64P = ctypes.POINTER(ctypes.c_int64)
 ARGTYPES = (ctypes.POINTER(ctypes.c_void_p), _I64P, _I64P, ctypes.c_int64, ctypes.c_int64,
             ctypes.c_int64, ctypes.c_int)
@@ -53,6 +63,8 @@ class GeneratedKernel:
         self.prepared: dict = {}
         self.calls = 0
         self.in_place = in_place_pairs(region)
+        # elements from which a call is split over threads
+        self.parallel_min = max(PARALLEL_MIN, PARALLEL_WORK // work_per_element(region))
 
 
     def __call__(self, ins: list, outs: list, attrs: dict) -> None:
@@ -93,7 +105,7 @@ class GeneratedKernel:
             return
         self.calls += 1
         fn = self.fn
-        if total >= PARALLEL_MIN and threads() > 1:
+        if total >= self.parallel_min and threads() > 1:
             chunks = split(total, PARALLEL_MIN // 2)
             if not pool.run_elementwise(self.address, ptrs, st, sh, nd, chunks, fast):
                 parallel_for(len(chunks), lambda c: fn(ptrs, st, sh, nd, chunks[c][0],
@@ -130,6 +142,11 @@ class GeneratedKernel:
         self.numpy_kernel(unaliased(ins, outs), outs, attrs)
 
 
+def work_per_element(region: Region) -> int:
+    """A rough cost of one element of ``region``'s loop: one unit per step, 8 per libm call."""
+    return sum(1 + 8 * len(_CALLS.findall(expr)) for expr, _ in region.steps) or 1
+
+
 def in_place_pairs(region: Region) -> list:
     """``(output, input)`` pairs the generated loop may compute in place (the memory plan may
     put the output over the input): each element's operands are loaded before its outputs are
@@ -152,4 +169,5 @@ def unaliased(ins: list, outs: list) -> list:
     return [np.array(a) if any(np.shares_memory(a, o) for o in outs) else a for a in ins]
 
 
-__all__ = ["GeneratedKernel", "PARALLEL_MIN", "in_place_pairs", "unaliased"]
+__all__ = ["GeneratedKernel", "PARALLEL_MIN", "PARALLEL_WORK", "in_place_pairs", "unaliased",
+           "work_per_element"]
