@@ -378,3 +378,48 @@ def test_graph_traced_inside_a_region():
         graph = _Linear()
         assert graph(x).dtype is flow.bfloat16
     assert graph(x).dtype is flow.bfloat16  # the compiled Plan keeps its casts
+
+
+def test_ops_sent_to_another_worker_are_cast_at_dispatch():
+    worker = flow.asyncs.Thread()
+    x = _t(np.ones((2, 3)))
+    w = _t(np.ones((4, 3)), grad=True)
+    with flow.autocast("cpu"), flow.asyncs.thread(worker):
+        y = F.linear(x, w)  # issued to the worker; cast here, on this thread
+        loss = F.mse_loss(y, flow.zeros(2, 4))
+    assert y.dtype is flow.bfloat16 and loss.dtype is flow.float32
+    loss.backward()
+    np.testing.assert_allclose(w.grad.numpy(), np.full((4, 3), 1.5), rtol=1e-2)  # 2 * 2y/8
+
+
+def test_backward_inside_the_region_and_float16_with_grad_scaler():
+    def grads(inside):
+        flow.manual_seed(0)
+        m = nn.Sequential(nn.Linear(6, 8), nn.GELU(), nn.LayerNorm(8), nn.Linear(8, 3))
+        x, y = flow.randn(5, 6), flow.tensor([0, 1, 2, 1, 0])
+        with flow.autocast("cpu"):
+            loss = F.cross_entropy(m(x), y)
+            if inside:
+                loss.backward()
+        if not inside:
+            loss.backward()
+        return [p.grad.numpy() for p in m.parameters()]
+
+    for a, b in zip(grads(False), grads(True)):
+        _close(a, b, 1e-2)
+
+    flow.manual_seed(1)
+    m = nn.Linear(4, 2)
+    opt = flow.optim.SGD(m.parameters(), lr=0.1)
+    scaler = flow.amp.GradScaler(init_scale=256.0)
+    x = flow.randn(3, 4)
+    before = m.weight.numpy().copy()
+    with flow.autocast("cpu", dtype=flow.float16):
+        out = m(x)
+        loss = out.float().pow(2).mean()
+    assert out.dtype is flow.float16
+    scaler.scale(loss).backward()
+    assert m.weight.grad.dtype is flow.float32
+    scaler.step(opt)
+    scaler.update()
+    assert scaler.get_scale() == 256.0 and not np.array_equal(before, m.weight.numpy())
