@@ -73,7 +73,8 @@ from actorflow import distributions  # noqa: F401,E402
 from actorflow import one_embedding  # noqa: F401,E402  (flow.one_embedding on the CPU)
 from actorflow.serialization import load, save  # noqa: F401,E402
 from actorflow import optim  # noqa: F401,E402
-from actorflow import amp  # noqa: F401,E402  (GradScaler, StaticGradScaler)
+from actorflow import amp  # noqa: F401,E402  (GradScaler, StaticGradScaler, autocast)
+from actorflow.autocast_mode import *  # noqa: F401,F403,E402  (flow.autocast, its state)
 from actorflow import profiler  # noqa: F401,E402
 from actorflow import functional as _C  # noqa: F401,E402  (OneFlow's functional namespace)
 import actorflow.linalg as linalg  # noqa: F401,E402  (over the functional.linalg module name)

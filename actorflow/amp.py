@@ -1,5 +1,5 @@
 """Loss scaling for float16 training (``flow.amp``): OneFlow's ``GradScaler`` and
-``StaticGradScaler``.
+``StaticGradScaler``; ``flow.amp.autocast`` is ``flow.autocast`` (``actorflow/autocast_mode.py``).
 
 In an ``nn.Graph`` (``config.enable_amp(True)``, ``graph.set_grad_scaler(scaler)``) the scaler's
 settings become the graph's loss scale: the Job multiplies the loss's seed gradient by the
@@ -17,6 +17,7 @@ import math
 
 import numpy as np
 
+from actorflow.autocast_mode import autocast
 from actorflow.autograd.grad_mode import no_grad
 from actorflow.tensor import Tensor
 
@@ -130,4 +131,4 @@ class StaticGradScaler:
         self._scale_factor = float(scale_factor)
 
 
-__all__ = ["GradScaler", "StaticGradScaler"]
+__all__ = ["GradScaler", "StaticGradScaler", "autocast"]

@@ -30,7 +30,8 @@ LAYERS = [
     ["dispatch"],                # interpreters: eager-local, lazy
     ["functional"],
     ["linalg", "fft", "special", "serialization_torch", "comm"],  # over functional
-    ["optim", "amp"],            # optimizers, lr schedulers, gradient clipping, loss scalers
+    ["optim", "amp", "autocast_mode"],  # optimizers, lr schedulers, clipping, loss scalers,
+                                        # flow.autocast
     ["nn"],                      # includes nn.graph, which drives passes, compiler, runtime
     ["utils", "serialization", "asyncs", "sysconfig", "env", "jit", "_utils", "oneflow_compat",
      "distributions", "distributed",  # flow.distributed: process facts, plan checks, launcher

@@ -19,6 +19,9 @@ the interpreter, records the autograd node once and calls ``then``.
 * lazy-global (``dispatch/lazy_global.py``, chosen when an input is global while a Graph
   traces): append the boxing ops and the op on this rank's shards to the Job.
 
+Under ``flow.autocast`` (``dispatch/autocast.py``) ``apply`` first casts the inputs by the op's
+``amp`` class, on the calling thread, whichever interpreter then runs the call.
+
 The interpreter is chosen per call from the thread's scope (``actorflow.scope``), so the same
 functional code (user code, gradient rules, optimizer updates) runs in every mode.
 """
@@ -27,7 +30,7 @@ from __future__ import annotations
 from actorflow.autograd import grad_mode
 from actorflow.dispatch.common import check_inplace, infer, record
 from actorflow.dispatch.eager import EagerInterpreter
-from actorflow.dispatch import lazy_global
+from actorflow.dispatch import autocast, lazy_global
 from actorflow.dispatch.global_tensor import GLOBAL, GlobalBlob, GlobalInterpreter
 from actorflow.dispatch.meta import META, MetaInterpreter
 from actorflow.dispatch.lazy_global import LazyGlobalBlob
@@ -36,6 +39,7 @@ from actorflow.scope import current_interpreter, interpreter_scope, state as _sc
 from actorflow.tensor import DeviceMetaBlob, EagerBlob, Tensor
 
 _grad = grad_mode._state
+_autocast = autocast.state
 EAGER = EagerInterpreter()
 
 
@@ -44,8 +48,12 @@ def apply(op: Op, inputs: list, attrs: dict, out: list | None = None) -> list:
 
     ``out`` (in-place ops) names existing tensors to write the outputs into. Autograd records
     a node when grad mode is on, the op has a gradient rule and an input requires grad.
+    While ``flow.autocast`` is on for the CPU, the inputs first get the casts of
+    ``dispatch/autocast.py``.
     """
     try:
+        if _autocast.enabled and out is None and _autocast.device_type == "cpu":
+            inputs = autocast.cast_inputs(op, inputs, attrs)  # decided here, on this thread
         rec = _grad.enabled and op.grad_fn is not None and any(t.requires_grad for t in inputs)
         interp = _scope_state.interpreter
         for t in inputs:
