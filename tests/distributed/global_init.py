@@ -32,4 +32,4 @@ for sbp in (B, S0, S1):
             assert (full == 2.5).all()
         if f.startswith('normal') or f.startswith('uniform'):
             assert full.std() > 0.1, (f, full)
-print("OK rank", r, flush=True)
+print(f"OK rank {r}", flush=True)  # one write: ranks share the pipe
