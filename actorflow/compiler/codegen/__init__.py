@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import shutil
 
-from actorflow.compiler.codegen import emit, rows, update
+from actorflow.compiler.codegen import emit, pool, rows, update
 from actorflow.compiler.codegen.build import (CACHE_VAR, FLAGS, CodegenWarning, build, compiler,
                                               stats)
 from actorflow.compiler.codegen.kernels import GeneratedKernel, unaliased
@@ -119,6 +119,7 @@ def generate(plan) -> None:
         return
     report["status"] = "built"
     report["library"] = lib._name
+    pool.runner()  # the chunk pool's library too, now rather than in the first step's kernel
     kernels = {}
     for t in plan.tasks:
         sym = row_symbols.get(t.task_id)
