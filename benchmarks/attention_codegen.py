@@ -6,7 +6,9 @@ block per row), outside any graph, fastest of 200 calls (20 with ``--quick``) af
 
 Cases: the benchmark GPT's attention (batch 16, 4 heads, T 64, head dim 32), causal and not,
 float32 (and float64 causal), forward and backward. The generated kernels run on
-``ops/parallel``'s intra-op threads as in a graph.
+``ops/parallel``'s intra-op threads as in a graph. Graphs use only the causal forward's
+form by default (``ACTORFLOW_GRAPH_CODEGEN_ATTENTION``); this script switches both on for
+itself.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ import numpy as np  # noqa: E402
 import actorflow  # noqa: E402,F401  (registers the ops)
 from actorflow.compiler.codegen import rows  # noqa: E402
 from actorflow.framework import dtype as dt  # noqa: E402
-from actorflow.ops import registry  # noqa: E402
+from actorflow.ops import attention_rows, registry  # noqa: E402
 from benchmarks.common import quick_parser, table, versions  # noqa: E402
 from benchmarks.row_codegen import _best_ms  # noqa: E402
 
@@ -57,6 +59,7 @@ def time_call(op: str, attrs: dict, ins: list, outs: list, calls: int) -> tuple:
 
 def main(argv=None) -> None:
     args = quick_parser(__doc__).parse_args(argv)
+    os.environ[attention_rows.ENV] = "1"  # every form, whatever the default (attention_rows)
     calls = 20 if args.quick else 200
     shape = (16, 4, 64, 32)
     rows_out = []

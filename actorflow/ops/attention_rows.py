@@ -5,7 +5,13 @@ One "row" is one (batch, head) block: q (L, E) is the row (``row_dims=2``), k (S
 probs (L, S) and out (L, Ev) are ``"block"`` arrays, and the sizes reach the C as ``$L``,
 ``$S``, ``$E``, ``$Ev``. Covered: float32 and float64 (float16 / bfloat16, masks, a gradient
 arriving at the probabilities, the mask's gradient and partial ``needs`` run the NumPy kernel),
-``scale``, ``is_causal`` (top-left aligned: query i sees keys j <= i).
+``scale``, ``is_causal`` (top-left aligned: query i sees keys j <= i). Which calls use them
+(``ACTORFLOW_GRAPH_CODEGEN_ATTENTION``): by default the causal forward only, measured up to
+1.2x faster than its NumPy kernel at the benchmark GPT's shapes and about 0.6 ms a step faster
+inside its graph; the backward and the non-causal forward measured no faster (the NumPy
+kernels' batched BLAS products are hard to beat with plain C on 64 x 64 x 32 blocks, and in
+the graph q, k, v are strided views the row kernel copies first), so they need ``=1``; ``=0``
+uses neither.
 
 The products are written to vectorise: k (and, backward, v) is transposed into scratch once per
 block so the score loop runs over contiguous keys, and the sums are taken with ``fma`` in an
@@ -25,6 +31,11 @@ from __future__ import annotations
 
 from actorflow.ops.attention import sdpa, sdpa_grad
 from actorflow.ops.registry import CRow
+from actorflow.settings import env_flag
+
+# 1: both forms for every call they cover; 0: none; unset: the causal forward only, the one
+# measured faster than its NumPy kernel at the benchmark GPT's shapes (docs/benchmarks.md)
+ENV = "ACTORFLOW_GRAPH_CODEGEN_ATTENTION"
 
 # |value| below which the bounds of a block's products count as safe from overflow
 _SAFE = "(sizeof($T) == 4 ? 1e30 : 1e300)"
@@ -197,8 +208,9 @@ def _body(template: str, causal: bool) -> str:
 
 
 def _forward_row(attrs: dict, n_inputs: int) -> CRow | None:
-    """The forward for q, k, v without a mask: out and probs of one (batch, head) block."""
-    if n_inputs != 3:
+    """The forward for q, k, v without a mask: out and probs of one (batch, head) block (a
+    causal call unless ``ACTORFLOW_GRAPH_CODEGEN_ATTENTION=0``, any with ``=1``)."""
+    if n_inputs != 3 or not env_flag(ENV, bool(attrs["is_causal"])):
         return None
     return CRow(_body(_FORWARD, bool(attrs["is_causal"])), ("row", "block", "block", "block",
                                                              "block"),
@@ -208,9 +220,9 @@ def _forward_row(attrs: dict, n_inputs: int) -> CRow | None:
 
 def _backward_row(attrs: dict, n_inputs: int) -> CRow | None:
     """dq, dk, dv of one block from dout, q, k, v, probs, out (no dprobs, no mask gradient,
-    every gradient wanted)."""
-    if n_inputs != 6 or attrs.get("has_dprobs") or attrs.get("mask_shape") is not None \
-            or not all(attrs["needs"]):
+    every gradient wanted; only with ``ACTORFLOW_GRAPH_CODEGEN_ATTENTION=1``)."""
+    if not env_flag(ENV, False) or n_inputs != 6 or attrs.get("has_dprobs") \
+            or attrs.get("mask_shape") is not None or not all(attrs["needs"]):
         return None
     return CRow(_body(_BACKWARD, False), ("row",) + ("block",) * 8,
                 row_dims=2, scratch=16, floats=_FLOATS,

@@ -20,10 +20,16 @@ import actorflow.nn.functional as F
 from actorflow.compiler import codegen
 from actorflow.compiler.codegen import rows
 from actorflow.framework import dtype as dt
-from actorflow.ops import registry
+from actorflow.ops import attention_rows, registry
 from tests.compiler.test_codegen_rows import _close
 
 pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(autouse=True)
+def _forms_on(monkeypatch):
+    """Every attention form on (by default only the causal forward: ops/attention_rows.py)."""
+    monkeypatch.setenv(attention_rows.ENV, "1")
 
 ROW_OPS = ("scaled_dot_product_attention", "scaled_dot_product_attention_grad")
 FWD, BWD = ROW_OPS
@@ -149,10 +155,22 @@ def test_non_contiguous_inputs_are_copied_and_outputs_refused():
     np.testing.assert_array_equal(strided, ref[0])
 
 
-def test_calls_without_a_form_have_no_kernel():
+def test_calls_without_a_form_have_no_kernel(monkeypatch):
     f32, f16, f64 = dt.float32, dt.float16, dt.float64
     qs, ps = (2, 3, 4), (2, 3, 3)
     a = {"scale": 0.5, "is_causal": False}
+    g = {"scale": 0.5, "needs": (True, True, True), "has_dprobs": False, "mask_shape": None}
+    ins = [(qs, f32)] * 4 + [(ps, f32), (qs, f32)]
+    causal = dict(a, is_causal=True)
+    fwd = [(qs, f32)] * 3, [(qs, f32), (ps, f32)]
+    assert rows.row_task(FWD, a, *fwd) is not None
+    monkeypatch.delenv(attention_rows.ENV)  # by default: the causal forward only
+    assert rows.row_task(FWD, a, *fwd) is None
+    assert rows.row_task(FWD, causal, *fwd) is not None
+    assert rows.row_task(BWD, g, ins, [(qs, f32)] * 3) is None
+    monkeypatch.setenv(attention_rows.ENV, "0")
+    assert rows.row_task(FWD, causal, *fwd) is None
+    monkeypatch.setenv(attention_rows.ENV, "1")
     assert rows.row_task(FWD, a, [(qs, f32)] * 3 + [((3, 3), dt.bool_)],
                          [(qs, f32), (ps, f32)]) is None  # a mask
     assert rows.row_task(FWD, a, [(qs, f16)] * 3, [(qs, f16), (ps, f16)]) is None
@@ -160,8 +178,6 @@ def test_calls_without_a_form_have_no_kernel():
                          [(qs, f64), (ps, f64)]) is None  # mixed dtypes
     assert rows.row_task(FWD, a, [(qs, f32), ((3, 3, 4), f32), ((3, 3, 4), f32)],
                          [((3, 3, 4), f32), ((3, 3, 3), f32)]) is None  # broadcast batch
-    g = {"scale": 0.5, "needs": (True, True, True), "has_dprobs": False, "mask_shape": None}
-    ins = [(qs, f32)] * 4 + [(ps, f32), (qs, f32)]
     assert rows.row_task(BWD, g, ins, [(qs, f32)] * 3) is not None
     assert rows.row_task(BWD, dict(g, needs=(True, False, True)), ins, [(qs, f32)] * 3) is None
     assert rows.row_task(BWD, dict(g, has_dprobs=True), ins + [(ps, f32)],
