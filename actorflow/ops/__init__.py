@@ -3,7 +3,7 @@ from actorflow.ops.registry import Meta, Op, OpError, all_ops, fail, get, regist
 from actorflow.ops import (  # noqa: F401  (importing registers the ops)
     elementwise, binary_math, compare, activation, creation, shape, reduce, reduce_extrema,
     rearrange, index, gather, linalg, nn_ops, attention, conv, pool, normalization, loss,
-    optim_ops, views, fold,
+    optim_ops, views, fold, attention_rows,
 )
 from actorflow.ops import pool_adaptive, linalg_dense  # noqa: F401,E402  (nn layers, linalg)
 from actorflow.ops import linalg_decomp  # noqa: F401,E402  (solve, cholesky, qr, slogdet)

@@ -94,7 +94,15 @@ the compiler - reads them from the record; nothing keeps its own list of op name
     target out of range) and ``PRE_ADD(v)`` to ``pre_total``, a double the body reads (the
     denominator of a mean). ``CRow.scratch`` rows of the computing type are the body's to use
     as ``S0(i)``, ``S1(i)``... (values kept between its loops over a row: exponentials computed
-    once). The NumPy kernel stays the reference; a test checks the two agree.
+    once). ``"block"`` arrays hold a block of their own per row: their trailing ``row_dims``
+    dims, whose size may differ from the row's (attention's (L, S) probabilities beside its
+    (L, E) queries), with the row input's leading (batch) dims; ``CRow.dims`` names array dims
+    the body reads as integer constants (``("S", 1, -2)``: ``$S`` is dim -2 of array 1, an
+    input's index or ``n_inputs + j`` for output ``j``), and each scratch row then holds as
+    many values as the call's longest row or block (the scratch rows are consecutive: k of
+    them are one area of k times that many values). ``CRow.floats``, if set, limits the call
+    to float arrays all of one of those dtypes (else the NumPy kernel runs). The NumPy kernel
+    stays the reference; a test checks the two agree.
   * ``c_update`` (optimizer update ops): ``c_update(attrs) -> UpdateForm | None``, how the
     update computes one element in C (``ops/update_form.py``), beside its NumPy kernel.
 """
@@ -128,9 +136,12 @@ class CRow(NamedTuple):
     max_ndim: int = 0  # 0: any; else that input has at most this many dims
     pre: str = ""      # per-row C run over all rows first: REFUSE(), PRE_ADD(v) -> pre_total
     scratch: int = 0   # rows of the computing type the body may use as S0(i), S1(i)...
+    # ("name", input or output index, axis) each: $name in the body is that array's dim size
+    dims: tuple = ()
+    floats: tuple = ()  # if set: every float array of the call has one dtype, named here
 
 
-ROW_KINDS = ("row", "stat", "param", "sum", "index", "scalar", "total", "mean")
+ROW_KINDS = ("row", "stat", "param", "sum", "index", "scalar", "total", "mean", "block")
 ROW_OUTPUT_KINDS = ("sum", "total", "mean")  # kinds only an output may have
 ROW_INPUT_KINDS = ("param", "scalar")        # kinds only an input may have
 

@@ -177,10 +177,11 @@ def _check(name, attrs, ins, in_dtypes):
 
 def test_every_row_form_is_checked_against_its_numpy_kernel():
     """Ops with a row form (c_row) are checked in the row test modules, each naming its ops."""
-    from tests.compiler import (test_codegen_row_loss, test_codegen_row_reductions,
-                                test_codegen_rows)
+    from tests.compiler import (test_codegen_attention, test_codegen_row_loss,
+                                test_codegen_row_reductions, test_codegen_rows)
     checked = set()
-    for module in (test_codegen_rows, test_codegen_row_reductions, test_codegen_row_loss):
+    for module in (test_codegen_rows, test_codegen_row_reductions, test_codegen_row_loss,
+                   test_codegen_attention):
         checked.update(module.ROW_OPS)
     with_form = {n for n, o in registry.all_ops().items() if o.c_row is not None}
     assert with_form <= checked, f"row forms no test checks: {sorted(with_form - checked)}"

@@ -2,19 +2,20 @@
 ``ops/registry.py``) gets one generated C function looping over its rows (its source:
 ``row_source.py``).
 
-A row is the trailing ``row_dims`` dims of input ``rows_of`` (0 unless the form says;
-``n`` elements); every array of the call is seen as rows: ``"row"`` arrays hold ``n`` values
-per row, ``"stat"`` arrays one value per row, ``"index"`` arrays one integer per row,
-``"param"`` arrays ``n`` values shared by all rows, ``"scalar"`` inputs one value for all
-rows, ``"sum"`` outputs ``n`` values summed over all rows, ``"total"`` / ``"mean"`` outputs
+A row is the trailing ``row_dims`` dims of input ``rows_of`` (0 unless the form says; ``n``
+elements); every array of the call is seen as rows: ``"row"`` arrays hold ``n`` values per row,
+``"stat"`` arrays one value per row, ``"index"`` arrays one integer per row, ``"param"`` arrays
+``n`` values shared by all rows, ``"block"`` arrays a block of their own trailing ``row_dims``
+dims per row (sizes filled into the body from ``CRow.dims``), ``"scalar"`` inputs one value for
+all rows, ``"sum"`` outputs ``n`` values summed over all rows, ``"total"`` / ``"mean"`` outputs
 one value summed over all rows (a mean then divided by the ``pre`` pass's total). The C
 function's arguments: ``p``, the inputs' then the outputs' data pointers; ``rs``, each array's
 row stride in elements (0 for arrays shared by all rows); ``[start, stop)``, the rows to
 compute (a chunk: a call's chunks run on the C pool's threads, ``pool.py``, in one ``ctypes``
 call without the GIL, or on ``ops/parallel``'s helpers where the pool library is missing);
 ``pre_total``. Inside a row every array is unit-stride. A ``"sum"`` output is accumulated per
-chunk in the computing type, a ``"total"`` or ``"mean"`` one in double, and the chunks'
-partial sums are added in order afterwards.
+chunk in the computing type, a ``"total"`` or ``"mean"`` one in double, and the chunks' partial
+sums are added in order afterwards.
 
 A form with a ``pre`` part first runs it over all rows on the calling thread; a row that
 refuses makes the call run the op's NumPy kernel on its untouched inputs (which raises the
@@ -91,7 +92,10 @@ def row_task(op_type: str, attrs: dict, in_metas: list, out_metas: list) -> RowT
     want = {"row": rows * n, "stat": rows, "index": rows, "param": n, "sum": n, "scalar": 1,
             "total": 1, "mean": 1}
     for i, ((shape, d), kind) in enumerate(zip(metas, form.kinds)):
-        if kind not in registry.ROW_KINDS or _size(shape) != want[kind]:
+        if kind == "block":  # its own trailing dims, the row input's number of rows
+            if len(shape) < k or _size(shape[:len(shape) - k]) != rows:
+                return None
+        elif kind not in registry.ROW_KINDS or _size(shape) != want[kind]:
             return None
         if kind in (registry.ROW_OUTPUT_KINDS if i < n_in else registry.ROW_INPUT_KINDS):
             return None
@@ -99,8 +103,16 @@ def row_task(op_type: str, attrs: dict, in_metas: list, out_metas: list) -> RowT
             return None
     if "mean" in form.kinds and not form.pre:
         return None  # a mean divides by the pre pass's total
+    floats = {d.name for (_, d), kind in zip(metas, form.kinds) if kind != "index"}
+    if form.floats and (len(floats) != 1 or not floats <= set(form.floats)):
+        return None
+    sizes = {}
+    for name, a, axis in form.dims:
+        if not 0 <= a < len(metas) or not -len(metas[a][0]) <= axis < len(metas[a][0]):
+            return None
+        sizes[name] = int(metas[a][0][axis])
     dtype = in_metas[form.rows_of][1]
-    body, pre = _fill(form.body, attrs, dtype), _fill(form.pre, attrs, dtype)
+    body, pre = _fill(form.body, attrs, dtype, sizes), _fill(form.pre, attrs, dtype, sizes)
     if body is None or pre is None:
         return None
     pairs = tuple((j, a) for j, a in form.in_place
@@ -110,9 +122,10 @@ def row_task(op_type: str, attrs: dict, in_metas: list, out_metas: list) -> RowT
                    form.rows_of, pre, max(0, int(form.scratch)))
 
 
-def _fill(body: str, attrs: dict, dtype) -> str | None:
+def _fill(body: str, attrs: dict, dtype, sizes: dict) -> str | None:
     lits = {name: emit.literal(v, dtype) for name, v in attrs.items()
             if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    lits.update({name: f"((int64_t){v})" for name, v in sizes.items()})
     try:
         return string.Template(body).substitute(T=emit.value_type(dtype), **lits)
     except (KeyError, ValueError):
@@ -175,7 +188,8 @@ class RowKernel:
             chunks = split(rows, max(1, (PARALLEL_MIN // 2) // n))
         partial = np.zeros((len(sums), len(chunks), n), self.acc) if sums else None
         acc = np.zeros((len(totals), len(chunks)), np.float64) if totals else None
-        scratch = np.empty((len(chunks), t.scratch, n), self.acc) if t.scratch else None
+        longest = max([n] + [v.shape[1] for v, kind in zip(views, t.kinds) if kind == "block"])
+        scratch = np.empty((len(chunks), t.scratch, longest), self.acc) if t.scratch else None
         ptrs = []
         for c in range(len(chunks)):
             ps = list(base) + [scratch[c, k].ctypes.data for k in range(t.scratch)]
@@ -222,6 +236,8 @@ class RowKernel:
                 strides.append(0)
                 continue
             length = 1 if kind in ("stat", "index") else n
+            if kind == "block":
+                length = _size(arr.shape[arr.ndim - t.row_dims:])
             v = arr.reshape(rows, length)  # a view where the layout allows it, else a copy
             if a >= t.n_in and not np.shares_memory(v, arr):
                 return None
