@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.distributed.test_distributed import needs_mpi, run_ranks
+from tests.distributed.shared import EAGER_2_TIMEOUT, check_eager_2
+from tests.distributed.test_distributed import needs_mpi
 
 
 @needs_mpi
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(EAGER_2_TIMEOUT + 150)
 def test_apimath_sbp_rules_match_one_process():
-    code, secs, out = run_ranks(2, "global_apimath.py")
-    assert code == 0, out
-    for r in range(2):
-        assert f"OK rank {r}" in out, out
+    check_eager_2("global_apimath.py")

@@ -8,6 +8,7 @@ import pytest
 
 import actorflow as flow
 from actorflow.ops.registry import OpError
+from tests.distributed.shared import EAGER_2_TIMEOUT, check_eager_2
 from tests.distributed.test_distributed import needs_mpi, run_ranks
 
 
@@ -232,12 +233,9 @@ def test_select_signature_is_a_function_of_the_call_metadata():
 
 
 @needs_mpi
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(EAGER_2_TIMEOUT + 150)
 def test_to_global_checks_meta_and_takes_grad_sbp_and_copy():
-    code, secs, out = run_ranks(2, "global_meta.py")
-    assert code == 0, out
-    for r in range(2):
-        assert f"OK rank {r}" in out, out
+    check_eager_2("global_meta.py")
 
 
 def test_adam_on_a_2d_placed_parameter_matches_local_adam():
@@ -293,12 +291,9 @@ def test_inplace_writes_into_views_of_global_tensors_follow_eager_local(n):
 
 
 @needs_mpi
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(EAGER_2_TIMEOUT + 150)
 def test_global_meta_tensors_on_two_ranks_box_and_backward_without_data():
-    code, secs, out = run_ranks(2, "global_meta_device.py")
-    assert code == 0, out
-    for r in range(2):
-        assert f"OK rank {r}" in out, out
+    check_eager_2("global_meta_device.py")
 
 
 def test_flow_new_zeros_takes_the_tensors_shape_and_layout():
@@ -318,12 +313,9 @@ def test_flow_new_zeros_takes_the_tensors_shape_and_layout():
 
 
 @needs_mpi
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(EAGER_2_TIMEOUT + 150)
 def test_setitem_replicates_a_value_from_another_placement_onto_the_target():
-    code, secs, out = run_ranks(2, "global_setitem_placement.py")
-    assert code == 0, out
-    for r in range(2):
-        assert f"OK rank {r}" in out, out
+    check_eager_2("global_setitem_placement.py")
 
 
 def test_a_local_tensor_has_no_placement_sbp_or_global_id_as_in_oneflow():
@@ -341,18 +333,12 @@ def test_a_local_tensor_has_no_placement_sbp_or_global_id_as_in_oneflow():
 
 
 @needs_mpi
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(EAGER_2_TIMEOUT + 150)
 def test_nn_init_and_random_fills_of_global_parameters_agree_on_every_rank():
-    code, secs, out = run_ranks(2, "global_init.py")
-    assert code == 0, out
-    for r in range(2):
-        assert f"OK rank {r}" in out, out
+    check_eager_2("global_init.py")
 
 
 @needs_mpi
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(EAGER_2_TIMEOUT + 150)
 def test_gather_gradient_and_coin_flip_on_global_tensors():
-    code, secs, out = run_ranks(2, "global_gather_coinflip.py")
-    assert code == 0, out
-    for r in range(2):
-        assert f"OK rank {r}" in out, out
+    check_eager_2("global_gather_coinflip.py")

@@ -4,22 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from tests.distributed.test_distributed import needs_mpi, run_ranks
+from tests.distributed.shared import EAGER_2_TIMEOUT, check_eager_2
+from tests.distributed.test_distributed import needs_mpi
 
 
 @needs_mpi
-@pytest.mark.timeout(200)
+@pytest.mark.timeout(EAGER_2_TIMEOUT + 150)
 def test_to_global_with_none_on_ranks_outside_the_placement_takes_rank0s_structure():
-    code, _, out = run_ranks(2, "global_view_none.py", timeout=190)
-    assert code == 0, out
-    for r in range(2):
-        assert f"OK rank {r}" in out, out
+    check_eager_2("global_view_none.py")
 
 
 @needs_mpi
-@pytest.mark.timeout(200)
+@pytest.mark.timeout(EAGER_2_TIMEOUT + 150)
 def test_global_mode_makes_creation_ops_global_on_two_ranks():
-    code, _, out = run_ranks(2, "global_mode.py", timeout=190)
-    assert code == 0, out
-    for r in range(2):
-        assert f"OK rank {r}" in out, out
+    check_eager_2("global_mode.py")
