@@ -124,8 +124,10 @@ def _classify(op: str, item) -> tuple:
 
 
 def _out_of_range(op: str, value: int, size: int, d: int, shape: tuple) -> IndexError:
-    # Python indexing says "out of bounds", as OneFlow (whose tests match the words)
-    words = "bounds" if op in ("getitem", "setitem") else "range"
+    # indexing says both "out of range [lo, hi]" and "out of bounds", as OneFlow's two
+    # indexing checks do (its tests match either)
+    words = (f"range [{-size}, {size - 1}]: out of bounds" if op in ("getitem", "setitem")
+             else "range")
     return IndexError(f"{op}: index {value} is out of {words} for dimension with size {size} "
                       f"(dimension {d} of a tensor of shape {tuple(shape)})")
 

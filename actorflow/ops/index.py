@@ -57,8 +57,9 @@ def walk_index(op_name: str, entries: tuple, shape: tuple):
         if kind == "int":
             n = shape[d]
             if not -n <= e[1] < n:
-                raise IndexError(f"{op_name}: index {e[1]} is out of bounds for dimension with "
-                                 f"size {n} (dimension {d} of a tensor of shape {tuple(shape)})")
+                raise IndexError(f"{op_name}: index {e[1]} is out of range [{-n}, {n - 1}]: out "
+                                 f"of bounds for dimension with size {n} (dimension {d} of a "
+                                 f"tensor of shape {tuple(shape)})")
             basic.append(e[1])
             d += 1
         elif kind == "slice":

@@ -389,10 +389,11 @@ def test_against_torch():
 def test_index_errors_name_op_and_shape():
     x = flow.zeros(10)
     for bad in (10, -11):
-        # OneFlow's words, which OneFlow's tests match ("out of bounds", "for dimension with
-        # size 0")
-        with pytest.raises(IndexError, match=r"getitem: index .* out of bounds for dimension "
-                                             r"with size 10 \(dimension 0 .*\(10,\)"):
+        # OneFlow's words, which OneFlow's tests match ("out of range", "out of bounds",
+        # "for dimension with size 0")
+        with pytest.raises(IndexError, match=r"getitem: index .* out of range \[-10, 9\]: out "
+                                             r"of bounds for dimension with size 10 "
+                                             r"\(dimension 0 .*\(10,\)"):
             x[bad]
     with pytest.raises(IndexError, match="out of bounds for dimension with size 0"):
         flow.zeros(10, 0)[:, [0, 1]]
