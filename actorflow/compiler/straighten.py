@@ -37,6 +37,7 @@ from actorflow.compiler import collective, transfer
 from actorflow.job.job import Job, split_blob
 from actorflow.job.schedule import stage_of
 from actorflow.job.system_ops import system_op
+from actorflow.ops import registry
 
 
 def _plain(conf) -> bool:
@@ -74,8 +75,6 @@ def chain(job: Job, after: list = ()) -> int:
     dependencies do not already order them; returns how many edges were added. ``after``:
     ``(earlier, later)`` op pairs the order must also respect (the compiler's edges from a
     view's readers to writes of its base, ``job/views.py``), so no edge contradicts them."""
-    from actorflow.ops import registry
-
     by_name = {c.name: c for c in job.ops}
     if after:  # the order of a copy holding those edges too
         ordered = job.copy()
