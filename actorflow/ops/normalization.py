@@ -450,7 +450,11 @@ layer_norm_grad.grad(_no_double_backward("layer_norm"))
 # ---- how layer_norm and its gradient compute one row in generated C (registry.py: c_row) ----
 # The same arithmetic as the kernels above: the mean, the centred rows' leftover mean (shift)
 # correcting mean and variance, a variance below 0 clamped (NaN stays NaN), then
-# 1 / sqrt(var + eps); the row sums may be reordered (vectorised).
+# 1 / sqrt(var + eps); the row sums may be reordered (vectorised). The gradient's last loop is
+# marked ``omp simd`` too, without a reduction: its iterations are independent (dx may be
+# written over dout, element by element after reading it; the weight and bias gradients are
+# the chunk's own partial rows), and GCC would otherwise give up on proving its eight arrays
+# apart and leave it scalar (measured: 1024 x 128 on one thread 170 -> 65 us).
 
 def _layer_norm_row(attrs, n_inputs):
     w, b = attrs.get("has_weight"), attrs.get("has_bias")
@@ -491,6 +495,7 @@ for (int64_t i = 0; i < n; i++) {{
     s1 += g; s2 += g * xh;
 }}
 const $T m1 = s1 / ($T)n, m2 = s2 / ($T)n;
+#pragma omp simd
 for (int64_t i = 0; i < n; i++) {{
     const $T xh = (X1(i) - mu) * inv, g = X0(i);
     Y0(i, (({gw}) - m1 - xh * m2) * inv);
