@@ -124,6 +124,54 @@ def test_non_contiguous_inputs_and_nan_inf_rows(dtype):
             _close(g, r, 40 * 12, f"layer_norm_grad {name}")
 
 
+def test_a_second_call_on_the_same_arrays_reads_their_new_values():
+    """A row kernel keeps what it worked out for a call's arrays (views, chunks, pointers:
+    a graph calls it on the same registers every step); inputs it reads through copies (rows
+    not unit-stride, a strided weight) and the per-chunk weight sums must still follow the
+    arrays' current values."""
+    from actorflow.ops import parallel
+    rng = np.random.default_rng(5)
+    before = parallel.threads()
+    parallel.set_threads(2)
+    try:
+        base = np.empty((600, 2 * 64), np.float32)
+        x = base[:, ::2]                         # copied before each call
+        wbase = np.empty(2 * 64, np.float32)
+        w = wbase[::2]                           # a strided param: copied too
+        dout = np.empty((600, 64), np.float32)
+        attrs = _ln_attrs(1, x.shape, True, False)
+        gattrs = {"normalized_ndim": 1, "has_weight": True}
+        d = dt.float32
+        fwd, bwd = rows.row_kernels_for([
+            ("layer_norm", attrs, [(x.shape, d), (w.shape, d)],
+             [(x.shape, d), ((600, 1), d), ((600, 1), d)]),
+            ("layer_norm_grad", gattrs, [(x.shape, d), (x.shape, d), ((600, 1), d),
+                                         ((600, 1), d), (w.shape, d)],
+             [(x.shape, d), ((64,), d), ((64,), d)])])
+        outs = [np.empty(x.shape, np.float32), np.empty((600, 1), np.float32),
+                np.empty((600, 1), np.float32)]
+        gouts = [np.empty(x.shape, np.float32), np.empty(64, np.float32),
+                 np.empty(64, np.float32)]
+        for step in range(3):
+            base[...] = rng.standard_normal(base.shape) * (step + 1)
+            wbase[...] = rng.standard_normal(wbase.shape)
+            dout[...] = rng.standard_normal(dout.shape)
+            fwd([x, w], outs, attrs)
+            ref = [np.empty_like(o) for o in outs]
+            registry.get("layer_norm").kernel_cpu([x, w], ref, attrs)
+            for g, r in zip(outs, ref):
+                _close(g, r, 64, f"layer_norm, call {step}")
+            gins = [dout, x, outs[1], outs[2], w]
+            bwd(gins, gouts, gattrs)
+            gref = [np.empty_like(o) for o in gouts]
+            registry.get("layer_norm_grad").kernel_cpu(gins, gref, gattrs)
+            for g, r in zip(gouts, gref):
+                _close(g, r, 64 * 600, f"layer_norm_grad, call {step}")
+        assert len(fwd.prepared) == 1 and len(bwd.prepared) == 1  # worked out once
+    finally:
+        parallel.set_threads(before)
+
+
 def test_empty_rows_run_the_numpy_kernel():
     for shape in ((0, 8), (3, 0)):
         x = np.zeros(shape, np.float32)

@@ -237,13 +237,20 @@ def _address(obj) -> int | None:
     return ctypes.addressof(obj)
 
 
+def tables_of(ptrs: list, chunks: list) -> tuple:
+    """``(table, bounds)``: the C arrays ``af_pool_run`` reads for pointer arrays ``ptrs`` and
+    ``chunks``; a caller running the same call again may keep them (``run_rows``'s
+    ``tables``)."""
+    return (ctypes.c_void_p * len(ptrs))(*[ctypes.addressof(p) for p in ptrs]), bounds_of(chunks)
+
+
 def _run(kind: int, fn_address: int, ptrs: list, a, b, n: int, chunks: list,
-         pre_total: float = 0.0, fast: int = 0) -> bool:
+         pre_total: float = 0.0, fast: int = 0, tables: tuple | None = None) -> bool:
     run = runner()
     if run is None:
         return False
-    table = (ctypes.c_void_p * len(ptrs))(*[ctypes.addressof(p) for p in ptrs])
-    got = run(kind, fn_address, table, _address(a), _address(b), n, bounds_of(chunks),
+    table, bounds = tables if tables is not None else tables_of(ptrs, chunks)
+    got = run(kind, fn_address, table, _address(a), _address(b), n, bounds,
               len(chunks), pre_total, fast, threads() - 1)
     stats["calls"] += 1
     if got < 0:
@@ -253,10 +260,12 @@ def _run(kind: int, fn_address: int, ptrs: list, a, b, n: int, chunks: list,
     return True
 
 
-def run_rows(fn_address: int, ptrs: list, rs, n: int, chunks: list, pre_total: float) -> bool:
+def run_rows(fn_address: int, ptrs: list, rs, n: int, chunks: list, pre_total: float,
+             tables: tuple | None = None) -> bool:
     """Run a row kernel's ``chunks`` (one pointer array per chunk in ``ptrs``, row strides
-    ``rs``) on the pool; False where there is no pool library (nothing ran)."""
-    return _run(0, fn_address, ptrs, rs, None, n, chunks, pre_total)
+    ``rs``; ``tables``: ``tables_of(ptrs, chunks)`` kept from an earlier call, if any) on the
+    pool; False where there is no pool library (nothing ran)."""
+    return _run(0, fn_address, ptrs, rs, None, n, chunks, pre_total, tables=tables)
 
 
 def run_elementwise(fn_address: int, ptrs, strides, shape, nd: int, chunks: list,
@@ -275,4 +284,5 @@ def run_update(fn_address: int, ptrs, offsets: int, scalars: int, n: int,
 
 
 __all__ = ["runner", "run_rows", "run_elementwise", "run_update", "address", "bounds_of",
+           "tables_of",
            "SOURCE", "stats"]

@@ -22,6 +22,10 @@ refuses makes the call run the op's NumPy kernel on its untouched inputs (which 
 op's error). Where the generated loop can't take a call (an input of another dtype than
 compiled, an output that is not C-contiguous, an empty array), that call runs the NumPy
 kernel too. An input whose rows are not unit-stride is copied to a contiguous one first.
+What a call works out besides the values (views, strides, chunks, per-chunk buffers, the C
+pointer arrays) is kept for the next call on the same array objects (``_Call``: a graph's
+registers are the same every step), where only the copied inputs are copied again: a
+1024 x 128 layer norm's Python side 17 -> 3 us.
 """
 from __future__ import annotations
 
@@ -62,6 +66,33 @@ class RowTask:
     rows_of: int = 0      # the input whose trailing dims are the rows
     pre: str = ""         # the pass over all rows first (CRow.pre), filled
     scratch: int = 0      # scratch rows of the computing type (CRow.scratch)
+
+
+@dataclass
+class _Call:
+    """What a row kernel keeps of a call on given arrays for the next call on the same ones
+    (a graph's register arrays are the same every step): the views and strides it read them
+    through, chunks, per-chunk partial sums and scratch, and the C pointer arrays; only the
+    inputs read through copies (``refresh``) are copied again. ``numpy``: such calls run the
+    NumPy kernel."""
+
+    held: tuple
+    threads: int          # the intra-op threads its chunks were cut for
+    numpy: bool = False
+    views: list = None
+    refresh: list = None
+    base: object = None
+    rs: object = None
+    n: int = 0
+    rows: int = 0
+    chunks: list = None
+    sums: list = None
+    totals: list = None
+    partial: object = None
+    acc: object = None
+    scratch: object = None
+    ptrs: list = None
+    tables: tuple = None
 
 
 def _size(shape) -> int:
@@ -152,6 +183,7 @@ class RowKernel:
         self.calls = 0
         self.refused = 0  # calls the pre pass handed to the NumPy kernel
         self.in_place = list(task.in_place)
+        self.prepared: dict = {}  # ids of a call's arrays -> its _Call (see __call__)
 
     @classmethod
     def from_library(cls, lib, symbol: str, task: RowTask, numpy_kernel) -> "RowKernel":
@@ -160,29 +192,70 @@ class RowKernel:
         return cls(getattr(lib, symbol), task, numpy_kernel, symbol, pre)
 
     def __call__(self, ins: list, outs: list, attrs: dict) -> None:
+        both = list(ins) + list(outs)
+        ids = tuple(map(id, both))
+        call = self.prepared.get(ids)
+        if call is None or call.threads != threads() or \
+                not all(x is y for x, y in zip(call.held, both)):
+            call = self._prepare(ins, outs)
+            if len(self.prepared) >= 8:  # new arrays each call (views made per act)
+                self.prepared.clear()
+            self.prepared[ids] = call  # holding the arrays keeps their ids from naming others
+        if call.numpy:
+            self.numpy_kernel(unaliased(ins, outs), outs, attrs)
+            return
+        for buf, arr in call.refresh:  # inputs read through copies: this call's values
+            np.copyto(buf.reshape(arr.shape), arr, casting="no")
+        pre_total = 0.0
+        if self.pre_fn is not None:  # before anything is written: a refusal leaves ins intact
+            got = ctypes.c_double(0.0)
+            if self.pre_fn(call.base, call.rs, call.n, call.rows, ctypes.byref(got)) >= 0:
+                self.refused += 1
+                self.numpy_kernel(unaliased(ins, outs), outs, attrs)
+                return
+            pre_total = got.value
+        if call.partial is not None:
+            call.partial.fill(0)
+        if call.acc is not None:
+            call.acc.fill(0)
+        fn, chunks, ptrs, rs, n = self.fn, call.chunks, call.ptrs, call.rs, call.n
+        self.calls += 1
+        if len(chunks) == 1:
+            fn(ptrs[0], rs, n, 0, call.rows, pre_total)
+        elif not pool.run_rows(self.address, ptrs, rs, n, chunks, pre_total, call.tables):
+            parallel_for(len(chunks), lambda c: fn(ptrs[c], rs, n, chunks[c][0], chunks[c][1],
+                                                   pre_total))
         t = self.task
+        out_kinds = t.kinds[t.n_in:]
+        for s, j in enumerate(call.sums):
+            p = call.partial[s]
+            total = p[0] if len(chunks) == 1 else np.add.reduce(p, axis=0)
+            np.copyto(outs[j], total.reshape(outs[j].shape), casting="unsafe")
+        for s, j in enumerate(call.totals):
+            total = np.float64(0.0)
+            for c in range(len(chunks)):  # in order
+                total += call.acc[s, c]
+            if out_kinds[j] == "mean":
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    total = total / np.float64(pre_total)
+            np.copyto(outs[j], total, casting="unsafe")
+
+    def _prepare(self, ins: list, outs: list) -> "_Call":
+        """What a call on these arrays needs besides their values: views, strides, chunks,
+        per-chunk buffers and pointer arrays (kept for the next call on the same arrays)."""
+        t = self.task
+        held = tuple(ins) + tuple(outs)
         x0 = ins[t.rows_of]
         k = t.row_dims
         n, rows = _size(x0.shape[x0.ndim - k:]), _size(x0.shape[:x0.ndim - k])
         arrays = self._views(ins, outs, n, rows)
         if arrays is None or n == 0 or rows == 0:
-            self.numpy_kernel(unaliased(ins, outs), outs, attrs)
-            return
-        views, strides = arrays
+            return _Call(held, threads(), numpy=True)
+        views, strides, refresh = arrays
         out_kinds = t.kinds[t.n_in:]
         sums = [j for j, kind in enumerate(out_kinds) if kind == "sum"]
         totals = [j for j, kind in enumerate(out_kinds) if kind in TOTALS]
         base = [v.ctypes.data for v in views]
-        rs = (ctypes.c_int64 * len(strides))(*strides)
-        pre_total = 0.0
-        if self.pre_fn is not None:  # before anything is written: a refusal leaves ins intact
-            got = ctypes.c_double(0.0)
-            if self.pre_fn((ctypes.c_void_p * len(base))(*base), rs, n, rows,
-                           ctypes.byref(got)) >= 0:
-                self.refused += 1
-                self.numpy_kernel(unaliased(ins, outs), outs, attrs)
-                return
-            pre_total = got.value
         chunks = [(0, rows)]
         if rows * n >= PARALLEL_MIN and threads() > 1 and rows > 1:
             chunks = split(rows, max(1, (PARALLEL_MIN // 2) // n))
@@ -198,29 +271,16 @@ class RowKernel:
             for s, j in enumerate(totals):
                 ps[t.n_in + j] = acc[s, c:].ctypes.data
             ptrs.append((ctypes.c_void_p * len(ps))(*ps))
-        fn = self.fn
-        self.calls += 1
-        if len(chunks) == 1:
-            fn(ptrs[0], rs, n, 0, rows, pre_total)
-        elif not pool.run_rows(self.address, ptrs, rs, n, chunks, pre_total):
-            parallel_for(len(chunks), lambda c: fn(ptrs[c], rs, n, chunks[c][0], chunks[c][1],
-                                                   pre_total))
-        for s, j in enumerate(sums):
-            total = partial[s, 0] if len(chunks) == 1 else np.add.reduce(partial[s], axis=0)
-            np.copyto(outs[j], total.reshape(outs[j].shape), casting="unsafe")
-        for s, j in enumerate(totals):
-            total = np.float64(0.0)
-            for c in range(len(chunks)):  # in order
-                total += acc[s, c]
-            if out_kinds[j] == "mean":
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    total = total / np.float64(pre_total)
-            np.copyto(outs[j], total, casting="unsafe")
+        return _Call(held, threads(), False, views, refresh, (ctypes.c_void_p * len(base))(*base),
+                     (ctypes.c_int64 * len(strides))(*strides), n, rows, chunks, sums, totals,
+                     partial, acc, scratch, ptrs,
+                     pool.tables_of(ptrs, chunks) if len(chunks) > 1 else None)
 
     def _views(self, ins: list, outs: list, n: int, rows: int):
-        """(arrays as the kernel reads them, row strides), or None (the NumPy kernel)."""
+        """(arrays as the kernel reads them, row strides, the ``(copy, input)`` pairs of inputs
+        read through a contiguous copy, refreshed each call), or None (the NumPy kernel)."""
         t = self.task
-        views, strides = [], []
+        views, strides, refresh = [], [], []
         for a, (arr, kind) in enumerate(zip(list(ins) + list(outs), t.kinds)):
             if arr.dtype != self.np_dtypes[a]:
                 return None
@@ -232,6 +292,8 @@ class RowKernel:
                 return None
             if kind in ("param", "scalar"):
                 v = np.ascontiguousarray(arr).reshape(-1)
+                if not np.shares_memory(v, arr):
+                    refresh.append((v, arr))
                 views.append(v)
                 strides.append(0)
                 continue
@@ -239,14 +301,16 @@ class RowKernel:
             if kind == "block":
                 length = _size(arr.shape[arr.ndim - t.row_dims:])
             v = arr.reshape(rows, length)  # a view where the layout allows it, else a copy
-            if a >= t.n_in and not np.shares_memory(v, arr):
-                return None
             item = v.itemsize
             if (length > 1 and v.strides[1] != item) or v.strides[0] % item:
                 v = np.ascontiguousarray(v)
+            if not np.shares_memory(v, arr):
+                if a >= t.n_in:
+                    return None
+                refresh.append((v, arr))
             views.append(v)
             strides.append(v.strides[0] // item if rows > 1 else 0)
-        return views, strides
+        return views, strides, refresh
 
 
 def tasks_of(plan, skip: dict, in_metas, out_metas, min_elements: int = 1) -> dict:
