@@ -172,6 +172,40 @@ def test_a_second_call_on_the_same_arrays_reads_their_new_values():
         parallel.set_threads(before)
 
 
+def test_new_views_of_the_same_memory_reuse_the_prepared_call(monkeypatch):
+    """A graph makes its views anew each act, over the same registers: a call on new array
+    objects with the memory and layout of an earlier call's reuses what that call worked out
+    (and still reads the current values through its copies); other memory gets its own."""
+    rng = np.random.default_rng(7)
+    d = dt.float32
+    base = np.empty((300, 2 * 64), np.float32)
+    attrs = _ln_attrs(1, (300, 64), False, False)
+    kern, = rows.row_kernels_for([("layer_norm", attrs, [((300, 64), d)],
+                                   [((300, 64), d), ((300, 1), d), ((300, 1), d)])])
+    prepared = []
+    real = rows.RowKernel._prepare
+    monkeypatch.setattr(rows.RowKernel, "_prepare",
+                        lambda self, i, o: prepared.append(1) or real(self, i, o))
+    outs = [np.empty((300, 64), np.float32), np.empty((300, 1), np.float32),
+            np.empty((300, 1), np.float32)]
+    for step in range(3):
+        base[...] = rng.standard_normal(base.shape) * (step + 1)
+        x = base[:, ::2]                                 # a new view object each call
+        kern([x], [o[...] for o in outs], attrs)         # new output views too
+        ref = [np.empty_like(o) for o in outs]
+        registry.get("layer_norm").kernel_cpu([x], ref, attrs)
+        for g, r in zip(outs, ref):
+            _close(g, r, 64, f"layer_norm, call {step}")
+    assert len(prepared) == 1
+    other = base[:, 1::2]                                # other memory, the same layout
+    kern([other], outs, attrs)
+    assert len(prepared) == 2
+    ref = [np.empty_like(o) for o in outs]
+    registry.get("layer_norm").kernel_cpu([other], ref, attrs)
+    for g, r in zip(outs, ref):
+        _close(g, r, 64, "layer_norm on other memory")
+
+
 def test_empty_rows_run_the_numpy_kernel():
     for shape in ((0, 8), (3, 0)):
         x = np.zeros(shape, np.float32)

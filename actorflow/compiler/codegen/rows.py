@@ -183,7 +183,8 @@ class RowKernel:
         self.calls = 0
         self.refused = 0  # calls the pre pass handed to the NumPy kernel
         self.in_place = list(task.in_place)
-        self.prepared: dict = {}  # ids of a call's arrays -> its _Call (see __call__)
+        self.prepared: dict = {}  # ids of a call's arrays -> (those arrays, their _Call)
+        self.by_layout: dict = {}  # the arrays' addresses and layouts -> their _Call
 
     @classmethod
     def from_library(cls, lib, symbol: str, task: RowTask, numpy_kernel) -> "RowKernel":
@@ -194,13 +195,16 @@ class RowKernel:
     def __call__(self, ins: list, outs: list, attrs: dict) -> None:
         both = list(ins) + list(outs)
         ids = tuple(map(id, both))
-        call = self.prepared.get(ids)
-        if call is None or call.threads != threads() or \
-                not all(x is y for x, y in zip(call.held, both)):
-            call = self._prepare(ins, outs)
-            if len(self.prepared) >= 8:  # new arrays each call (views made per act)
+        hit = self.prepared.get(ids)
+        if hit is not None and all(x is y for x, y in zip(hit[0], both)) \
+                and hit[1].threads == threads():
+            call = hit[1]
+        else:
+            call = self._prepared_for(ins, outs, both)
+            if len(self.prepared) >= 8:
                 self.prepared.clear()
-            self.prepared[ids] = call  # holding the arrays keeps their ids from naming others
+            # holding the arrays keeps their ids from naming others
+            self.prepared[ids] = (tuple(both), call)
         if call.numpy:
             self.numpy_kernel(unaliased(ins, outs), outs, attrs)
             return
@@ -239,6 +243,22 @@ class RowKernel:
                 with np.errstate(divide="ignore", invalid="ignore"):
                     total = total / np.float64(pre_total)
             np.copyto(outs[j], total, casting="unsafe")
+
+    def _prepared_for(self, ins: list, outs: list, both: list) -> "_Call":
+        """The _Call of arrays that are new objects: that of an earlier call on arrays of the
+        same memory and layout (a graph's views are made anew each act, over the same
+        registers), else a new one. The _Call holds the earlier arrays, so that memory is
+        still theirs: the views it keeps read what the new arrays would."""
+        if not all(isinstance(a, np.ndarray) for a in both):  # a NumPy scalar: no memory
+            return self._prepare(ins, outs)
+        key = tuple((a.ctypes.data, a.shape, a.strides, a.dtype) for a in both)
+        call = self.by_layout.get(key)
+        if call is None or call.threads != threads():
+            call = self._prepare(ins, outs)
+            if len(self.by_layout) >= 8:
+                self.by_layout.clear()
+            self.by_layout[key] = call
+        return call
 
     def _prepare(self, ins: list, outs: list) -> "_Call":
         """What a call on these arrays needs besides their values: views, strides, chunks,
