@@ -4,11 +4,11 @@ with generated kernels on and off.
 
 Cases: batch dims of 1-3 dims, L != S and L == S, E != Ev, causal or not (L > S too), several
 scales, float32 / float64, NaN and inf in q, k or v (before and after the causal mask), empty
-arrays, non-contiguous inputs (copied), non-contiguous outputs and calls without a form
-(masks, float16, mixed dtypes, dprobs, partial needs: the NumPy kernel). Tolerance:
-``_close`` of test_codegen_rows with ``n`` the longest summed length (S + E + Ev): the products
-and the softmax sums run in another order than BLAS's (fma), and the softmax shifts by the row
-maximum where the NumPy kernel may skip the shift."""
+arrays, head views (read in place), other non-contiguous inputs (copied), non-contiguous
+outputs and calls without a form (masks, float16, mixed dtypes, dprobs, partial needs: the
+NumPy kernel). Tolerance: ``_close`` of test_codegen_rows with ``n`` the longest summed length
+(S + E + Ev): the products and the softmax sums run in another order than BLAS's (fma), and
+the softmax shifts by the row maximum where the NumPy kernel may skip the shift."""
 from __future__ import annotations
 
 import numpy as np
@@ -134,24 +134,61 @@ def test_empty_arrays_run_the_numpy_kernel():
         _check(lead, L, S, E, Ev, np.dtype("float32"), True, 0.5, expect_c=False)
 
 
-def test_non_contiguous_inputs_are_copied_and_outputs_refused():
+def _call_of(kern):
+    (_, call), = kern.prepared.values()
+    return call
+
+
+def test_head_views_are_read_in_place_and_outputs_refused():
+    """q, k, v and dout as a model's heads are, (B, H, T, E) transposes of (B, T, H, E): the
+    kernels address their rows through two strides and gather each row in C (no copy made
+    in Python: row_layout.py); a second call sees new values; a layout of three leading
+    groups or a strided last dim is copied first; a non-contiguous output is refused."""
     rng = np.random.default_rng(3)
     B, T, H, E = 2, 6, 3, 4
-    q, k, v = (rng.standard_normal((B, T, H, E)).astype(np.float32).transpose(0, 2, 1, 3)
-               for _ in range(3))  # (B, H, T, E) views, as a model's heads are
+    base = [np.empty((B, T, H, E), np.float32) for _ in range(4)]
+    q, k, v, dout = (b.transpose(0, 2, 1, 3) for b in base)
     attrs = {"scale": 0.5, "is_causal": True}
-    ref = [np.empty((B, H, T, E), np.float32), np.empty((B, H, T, T), np.float32)]
-    registry.get(FWD).kernel_cpu([q, k, v], ref, attrs)
-    got = [np.empty_like(a) for a in ref]
+    gattrs = {"scale": 0.5, "needs": (True, True, True), "has_dprobs": False,
+              "mask_shape": None}
+    got = [np.empty((B, H, T, E), np.float32), np.empty((B, H, T, T), np.float32)]
+    ggot = [np.empty((B, H, T, E), np.float32) for _ in range(3)]
     kern = _kernel(FWD, attrs, [q, k, v], got)
-    kern([q, k, v], got, attrs)
-    assert kern.calls == 1
-    _close(got[0], ref[0], T + 2 * E, "out")
-    _close(got[1], ref[1], T + 2 * E, "probs")
+    bk = _kernel(BWD, gattrs, [dout, q, k, v, got[1], got[0]], ggot)
+    for step in range(2):
+        for b in base:
+            b[...] = rng.standard_normal(b.shape) * (step + 1)
+        ref = [np.empty_like(a) for a in got]
+        registry.get(FWD).kernel_cpu([q, k, v], ref, attrs)
+        kern([q, k, v], got, attrs)
+        _close(got[0], ref[0], T + 2 * E, f"out, call {step}")
+        _close(got[1], ref[1], T + 2 * E, f"probs, call {step}")
+        ins = [dout, q, k, v, got[1], got[0]]
+        gref = [np.empty_like(a) for a in ggot]
+        registry.get(BWD).kernel_cpu(ins, gref, gattrs)
+        bk(ins, ggot, gattrs)
+        for name, g, r in zip(("dq", "dk", "dv"), ggot, gref):
+            _close(g, r, 2 * T + 2 * E, f"{name}, call {step}", floor=1e-3)
+    assert kern.calls == 2 and bk.calls == 2
+    assert not _call_of(kern).refresh and not _call_of(bk).refresh  # nothing copied
+    # (2, B, H) leading dims in three groups, and a strided last dim: copied before the call
+    three = np.empty((B, 2, H, T, E), np.float32).transpose(1, 0, 2, 3, 4)
+    for odd in (three, np.empty((B, H, T, 2 * E), np.float32)[..., ::2]):
+        odd[...] = rng.standard_normal(odd.shape)
+        kk, vv = (rng.standard_normal(odd.shape).astype(np.float32) for _ in range(2))
+        out = [np.empty(odd.shape, np.float32), np.empty(odd.shape[:-1] + (T,), np.float32)]
+        one = _kernel(FWD, attrs, [odd, kk, vv], out)
+        one([odd, kk, vv], out, attrs)
+        ref = [np.empty_like(a) for a in out]
+        registry.get(FWD).kernel_cpu([odd, kk, vv], ref, attrs)
+        _close(out[0], ref[0], T + 2 * E, "out of a copied q")
+        assert len(_call_of(one).refresh) == 1
     strided = np.empty((B, T, H, E), np.float32).transpose(0, 2, 1, 3)
-    probs = np.empty_like(ref[1])
+    probs = np.empty_like(got[1])
     kern([q, k, v], [strided, probs], attrs)  # not C-contiguous: the NumPy kernel
-    assert kern.calls == 1
+    assert kern.calls == 2
+    ref = [np.empty_like(a) for a in got]
+    registry.get(FWD).kernel_cpu([q, k, v], ref, attrs)
     np.testing.assert_array_equal(strided, ref[0])
 
 

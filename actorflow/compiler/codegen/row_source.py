@@ -21,6 +21,7 @@ it to its chunk's double accumulator); ``S<k>(i)`` is element ``i`` of the chunk
 from __future__ import annotations
 
 from actorflow.compiler.codegen import emit
+from actorflow.compiler.codegen.row_layout import ROW_WORDS as W
 
 # integer dtypes an "index" array may have: storage C type
 INDEX_TYPES = {"int64": "int64_t", "int32": "int32_t", "int16": "int16_t", "int8": "int8_t",
@@ -64,6 +65,9 @@ static inline float af_expf(float x) {
     return (p * af_pow2i(k1)) * af_pow2i(ki - k1);
 }
 #define af_exp(v) _Generic((v), float: af_expf, default: exp)(v)
+/* where row r of array a starts (row_layout.py: outer, inner, count, sub per array) */
+#define AF_ROW(rs, a, r) ((rs)[4 * (a) + 2] == 1 ? (r) * (rs)[4 * (a)] : \
+    ((r) / (rs)[4 * (a) + 2]) * (rs)[4 * (a)] + ((r) % (rs)[4 * (a) + 2]) * (rs)[4 * (a) + 1])
 """
 
 
@@ -79,7 +83,16 @@ def _pointers_and_macros(task, ct: str, outputs: bool) -> tuple:
         else:
             store_t, _, load, store = emit._TYPES[d.name]
         if a < task.n_in:
-            lines.append(f"const {store_t} *x{a} = (const {store_t} *)p[{a}] + r * rs[{a}];")
+            lines.append(f"const {store_t} *x{a} = (const {store_t} *)p[{a}] + AF_ROW(rs, {a}, r);")
+            if outputs and task.gather[a]:
+                m, q = task.gather[a]
+                g = len(task.kinds) + task.scratch + sum(1 for x in task.gather[:a] if x)
+                lines.append(f"if (rs[{W * a + 3}] != {m}) {{  /* sub-rows apart: gathered */")
+                lines.append(f"    {store_t} *gb = ({store_t} *)p[{g}];")
+                lines.append(f"    for (int64_t u = 0; u < {q}; u++) memcpy(gb + u * {m}, "
+                             f"x{a} + u * rs[{W * a + 3}], {m} * sizeof({store_t}));")
+                lines.append(f"    x{a} = gb;")
+                lines.append("}")
             vt = "int64_t" if index else ct
             macros.append((f"X{a}(i)", f"(({vt})({load.format(f'x{a}[(i)]')}))"))
             continue
@@ -91,7 +104,7 @@ def _pointers_and_macros(task, ct: str, outputs: bool) -> tuple:
             lines.append(f"double *y{j} = (double *)p[{a}];")
             macros.append((f"Y{j}(i, v)", f"(y{j}[0] += (double)(v))"))
         else:
-            lines.append(f"{store_t} *y{j} = ({store_t} *)p[{a}] + r * rs[{a}];")
+            lines.append(f"{store_t} *y{j} = ({store_t} *)p[{a}] + r * rs[{W * a}];")
             macros.append((f"Y{j}(i, v)", f"(y{j}[(i)] = {store.format('(v)')})"))
     if outputs:  # the chunk's scratch rows, after the outputs' pointers
         for k in range(task.scratch):

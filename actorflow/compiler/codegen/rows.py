@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from actorflow.compiler.codegen import emit, pool
+from actorflow.compiler.codegen import emit, pool, row_layout
 from actorflow.compiler.codegen.build import build
 from actorflow.compiler.codegen.kernels import unaliased
 from actorflow.compiler.codegen.row_source import (INDEX_TYPES, ROW_PRELUDE, TOTALS,
@@ -66,6 +66,9 @@ class RowTask:
     rows_of: int = 0      # the input whose trailing dims are the rows
     pre: str = ""         # the pass over all rows first (CRow.pre), filled
     scratch: int = 0      # scratch rows of the computing type (CRow.scratch)
+    # per input: (sub-row length, sub-rows) where the kernel may gather a strided row into a
+    # per-chunk buffer (row_layout.py), else ()
+    gather: tuple = ()
 
 
 @dataclass
@@ -90,7 +93,7 @@ class _Call:
     totals: list = None
     partial: object = None
     acc: object = None
-    scratch: object = None
+    scratch: object = None  # (scratch rows, gather buffers), held for the C pointers
     ptrs: list = None
     tables: tuple = None
 
@@ -149,8 +152,21 @@ def row_task(op_type: str, attrs: dict, in_metas: list, out_metas: list) -> RowT
     pairs = tuple((j, a) for j, a in form.in_place
                   if a < n_in and j < len(out_metas) and form.kinds[a] == "row"
                   and form.kinds[n_in + j] == "row" and metas[a][1] == out_metas[j][1])
+    gather = tuple(_gather_of(shape, kind, k) if not pre else ()
+                   for (shape, _), kind in zip(in_metas, form.kinds))
     return RowTask(op_type, tuple(form.kinds), [d for _, d in metas], n_in, k, body, pairs,
-                   form.rows_of, pre, max(0, int(form.scratch)))
+                   form.rows_of, pre, max(0, int(form.scratch)), gather)
+
+
+def _gather_of(shape: tuple, kind: str, k: int) -> tuple:
+    """``(sub-row length, sub-rows)`` of an input whose rows have several sub-rows (the
+    kernel may gather them, ``row_layout.py``), else ()."""
+    if kind not in ("row", "block") or k < 2:
+        return ()
+    m, length = int(shape[-1]), _size(shape[len(shape) - k:])
+    if m < 1 or length <= m:
+        return ()
+    return (m, length // m)
 
 
 def _fill(body: str, attrs: dict, dtype, sizes: dict) -> str | None:
@@ -271,7 +287,7 @@ class RowKernel:
         arrays = self._views(ins, outs, n, rows)
         if arrays is None or n == 0 or rows == 0:
             return _Call(held, threads(), numpy=True)
-        views, strides, refresh = arrays
+        views, words, refresh = arrays
         out_kinds = t.kinds[t.n_in:]
         sums = [j for j, kind in enumerate(out_kinds) if kind == "sum"]
         totals = [j for j, kind in enumerate(out_kinds) if kind in TOTALS]
@@ -281,32 +297,38 @@ class RowKernel:
             chunks = split(rows, max(1, (PARALLEL_MIN // 2) // n))
         partial = np.zeros((len(sums), len(chunks), n), self.acc) if sums else None
         acc = np.zeros((len(totals), len(chunks)), np.float64) if totals else None
-        longest = max([n] + [v.shape[1] for v, kind in zip(views, t.kinds) if kind == "block"])
+        longest = max([n] + [_size(v.shape[v.ndim - t.row_dims:]) if v.ndim > 2 else v.shape[1]
+                             for v, kind in zip(views, t.kinds) if kind == "block"])
         scratch = np.empty((len(chunks), t.scratch, longest), self.acc) if t.scratch else None
+        # per chunk, a buffer for each input the kernel may gather (row_layout.py)
+        gathers = [np.empty((len(chunks), g[0] * g[1]), self.np_dtypes[a])
+                   for a, g in enumerate(t.gather) if g]
         ptrs = []
         for c in range(len(chunks)):
-            ps = list(base) + [scratch[c, k].ctypes.data for k in range(t.scratch)]
+            ps = list(base) + [scratch[c, k].ctypes.data for k in range(t.scratch)] + \
+                [g[c].ctypes.data for g in gathers]
             for s, j in enumerate(sums):
                 ps[t.n_in + j] = partial[s, c].ctypes.data
             for s, j in enumerate(totals):
                 ps[t.n_in + j] = acc[s, c:].ctypes.data
             ptrs.append((ctypes.c_void_p * len(ps))(*ps))
         return _Call(held, threads(), False, views, refresh, (ctypes.c_void_p * len(base))(*base),
-                     (ctypes.c_int64 * len(strides))(*strides), n, rows, chunks, sums, totals,
-                     partial, acc, scratch, ptrs,
+                     (ctypes.c_int64 * len(words))(*words), n, rows, chunks, sums, totals,
+                     partial, acc, (scratch, gathers), ptrs,
                      pool.tables_of(ptrs, chunks) if len(chunks) > 1 else None)
 
     def _views(self, ins: list, outs: list, n: int, rows: int):
-        """(arrays as the kernel reads them, row strides, the ``(copy, input)`` pairs of inputs
-        read through a contiguous copy, refreshed each call), or None (the NumPy kernel)."""
+        """(arrays as the kernel reads them, their ``row_layout`` words (four per array), the
+        ``(copy, input)`` pairs of inputs read through a contiguous copy, refreshed each
+        call), or None (the NumPy kernel)."""
         t = self.task
-        views, strides, refresh = [], [], []
+        views, words, refresh = [], [], []
         for a, (arr, kind) in enumerate(zip(list(ins) + list(outs), t.kinds)):
             if arr.dtype != self.np_dtypes[a]:
                 return None
             if kind in ("sum", "total", "mean"):  # replaced by per-chunk buffers
                 views.append(arr)
-                strides.append(0)
+                words += (0, 0, 1, 0)
                 continue
             if a >= t.n_in and not arr.flags.c_contiguous:
                 return None
@@ -315,22 +337,35 @@ class RowKernel:
                 if not np.shares_memory(v, arr):
                     refresh.append((v, arr))
                 views.append(v)
-                strides.append(0)
+                words += (0, 0, 1, 0)
                 continue
             length = 1 if kind in ("stat", "index") else n
             if kind == "block":
                 length = _size(arr.shape[arr.ndim - t.row_dims:])
+            gather = t.gather[a] if a < t.n_in and t.gather else ()
+            m = gather[0] if gather else length
             v = arr.reshape(rows, length)  # a view where the layout allows it, else a copy
             item = v.itemsize
             if (length > 1 and v.strides[1] != item) or v.strides[0] % item:
                 v = np.ascontiguousarray(v)
-            if not np.shares_memory(v, arr):
-                if a >= t.n_in:
-                    return None
-                refresh.append((v, arr))
+            if np.shares_memory(v, arr):
+                views.append(v)
+                words += (v.strides[0] // item if rows > 1 else 0, 0, 1, m)
+                continue
+            if a >= t.n_in:
+                return None
+            if gather:  # read in place, each row gathered by the kernel if need be
+                k = t.row_dims
+                lead = row_layout.leading(arr.shape, arr.strides, k, item)
+                sub = row_layout.sub_rows(arr.shape, arr.strides, k, item)
+                if lead is not None and sub is not None:
+                    views.append(arr)
+                    words += (*lead, sub)
+                    continue
+            refresh.append((v, arr))
             views.append(v)
-            strides.append(v.strides[0] // item if rows > 1 else 0)
-        return views, strides, refresh
+            words += (v.strides[0] // item if rows > 1 else 0, 0, 1, m)
+        return views, words, refresh
 
 
 def tasks_of(plan, skip: dict, in_metas, out_metas, min_elements: int = 1) -> dict:
