@@ -6,9 +6,8 @@ block per row), outside any graph, fastest of 200 calls (20 with ``--quick``) af
 
 Cases: the benchmark GPT's attention (batch 16, 4 heads, T 64, head dim 32), causal and not,
 float32 (and float64 causal), forward and backward. The generated kernels run on
-``ops/parallel``'s intra-op threads as in a graph. Graphs use only the causal forward's
-form by default (``ACTORFLOW_GRAPH_CODEGEN_ATTENTION``); this script switches both on for
-itself.
+C pool's threads as in a graph. Graphs use both forms unless
+``ACTORFLOW_GRAPH_CODEGEN_ATTENTION=0``; this script switches them on for itself.
 """
 from __future__ import annotations
 

@@ -5,13 +5,14 @@ One "row" is one (batch, head) block: q (L, E) is the row (``row_dims=2``), k (S
 probs (L, S) and out (L, Ev) are ``"block"`` arrays, and the sizes reach the C as ``$L``,
 ``$S``, ``$E``, ``$Ev``. Covered: float32 and float64 (float16 / bfloat16, masks, a gradient
 arriving at the probabilities, the mask's gradient and partial ``needs`` run the NumPy kernel),
-``scale``, ``is_causal`` (top-left aligned: query i sees keys j <= i). Which calls use them
-(``ACTORFLOW_GRAPH_CODEGEN_ATTENTION``): by default the causal forward only, measured up to
-1.2x faster than its NumPy kernel at the benchmark GPT's shapes and about 0.6 ms a step faster
-inside its graph; the backward and the non-causal forward measured no faster (the NumPy
-kernels' batched BLAS products are hard to beat with plain C on 64 x 64 x 32 blocks, and in
-the graph q, k, v are strided views the row kernel copies first), so they need ``=1``; ``=0``
-uses neither.
+``scale``, ``is_causal`` (top-left aligned: query i sees keys j <= i). Every call they cover
+uses them unless ``ACTORFLOW_GRAPH_CODEGEN_ATTENTION=0``. Measured on the 2-core AVX2 EPYC at
+the benchmark GPT's shapes (``benchmarks/attention_codegen.py``): forward 2.2x (causal) and
+1.7x faster than the NumPy kernel, backward 2.3x and 1.4x; in the GPT's graph, where q, k, v
+are head views the kernel reads in place (``compiler/codegen/row_layout.py``), the step went
+from 129 to 121 ms with the backward on. (Session 16 had kept the backward and the
+non-causal forward off: on the AVX-512 machine, with q, k, v copied in Python each call, they
+measured no faster than the NumPy kernels' batched BLAS.)
 
 The products are written to vectorise: k (and, backward, v) is transposed into scratch once per
 block so the score loop runs over contiguous keys, and the sums are taken with ``fma`` in an
@@ -33,8 +34,7 @@ from actorflow.ops.attention import sdpa, sdpa_grad
 from actorflow.ops.registry import CRow
 from actorflow.settings import env_flag
 
-# 1: both forms for every call they cover; 0: none; unset: the causal forward only, the one
-# measured faster than its NumPy kernel at the benchmark GPT's shapes (docs/benchmarks.md)
+# 0: neither form (the NumPy kernels); unset or 1: both, for every call they cover
 ENV = "ACTORFLOW_GRAPH_CODEGEN_ATTENTION"
 
 # |value| below which the bounds of a block's products count as safe from overflow
@@ -208,9 +208,9 @@ def _body(template: str, causal: bool) -> str:
 
 
 def _forward_row(attrs: dict, n_inputs: int) -> CRow | None:
-    """The forward for q, k, v without a mask: out and probs of one (batch, head) block (a
-    causal call unless ``ACTORFLOW_GRAPH_CODEGEN_ATTENTION=0``, any with ``=1``)."""
-    if n_inputs != 3 or not env_flag(ENV, bool(attrs["is_causal"])):
+    """The forward for q, k, v without a mask: out and probs of one (batch, head) block
+    (unless ``ACTORFLOW_GRAPH_CODEGEN_ATTENTION=0``)."""
+    if n_inputs != 3 or not env_flag(ENV, True):
         return None
     return CRow(_body(_FORWARD, bool(attrs["is_causal"])), ("row", "block", "block", "block",
                                                              "block"),
@@ -220,8 +220,8 @@ def _forward_row(attrs: dict, n_inputs: int) -> CRow | None:
 
 def _backward_row(attrs: dict, n_inputs: int) -> CRow | None:
     """dq, dk, dv of one block from dout, q, k, v, probs, out (no dprobs, no mask gradient,
-    every gradient wanted; only with ``ACTORFLOW_GRAPH_CODEGEN_ATTENTION=1``)."""
-    if not env_flag(ENV, False) or n_inputs != 6 or attrs.get("has_dprobs") \
+    every gradient wanted; unless ``ACTORFLOW_GRAPH_CODEGEN_ATTENTION=0``)."""
+    if not env_flag(ENV, True) or n_inputs != 6 or attrs.get("has_dprobs") \
             or attrs.get("mask_shape") is not None or not all(attrs["needs"]):
         return None
     return CRow(_body(_BACKWARD, False), ("row",) + ("block",) * 8,

@@ -201,12 +201,14 @@ def test_calls_without_a_form_have_no_kernel(monkeypatch):
     causal = dict(a, is_causal=True)
     fwd = [(qs, f32)] * 3, [(qs, f32), (ps, f32)]
     assert rows.row_task(FWD, a, *fwd) is not None
-    monkeypatch.delenv(attention_rows.ENV)  # by default: the causal forward only
-    assert rows.row_task(FWD, a, *fwd) is None
+    monkeypatch.delenv(attention_rows.ENV)  # by default: both forms
+    assert rows.row_task(FWD, a, *fwd) is not None
     assert rows.row_task(FWD, causal, *fwd) is not None
-    assert rows.row_task(BWD, g, ins, [(qs, f32)] * 3) is None
+    assert rows.row_task(BWD, g, ins, [(qs, f32)] * 3) is not None
     monkeypatch.setenv(attention_rows.ENV, "0")
     assert rows.row_task(FWD, causal, *fwd) is None
+    assert rows.row_task(FWD, a, *fwd) is None
+    assert rows.row_task(BWD, g, ins, [(qs, f32)] * 3) is None
     monkeypatch.setenv(attention_rows.ENV, "1")
     assert rows.row_task(FWD, a, [(qs, f32)] * 3 + [((3, 3), dt.bool_)],
                          [(qs, f32), (ps, f32)]) is None  # a mask

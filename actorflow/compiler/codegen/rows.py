@@ -9,8 +9,10 @@ elements); every array of the call is seen as rows: ``"row"`` arrays hold ``n`` 
 dims per row (sizes filled into the body from ``CRow.dims``), ``"scalar"`` inputs one value for
 all rows, ``"sum"`` outputs ``n`` values summed over all rows, ``"total"`` / ``"mean"`` outputs
 one value summed over all rows (a mean then divided by the ``pre`` pass's total). The C
-function's arguments: ``p``, the inputs' then the outputs' data pointers; ``rs``, each array's
-row stride in elements (0 for arrays shared by all rows); ``[start, stop)``, the rows to
+function's arguments: ``p``, the inputs' then the outputs' data pointers; ``rs``, four numbers
+per array saying where its rows start (``row_layout.py``: one stride, or two for a view
+whose leading dims don't collapse, and the stride of a row's sub-rows; 0 for arrays shared
+by all rows); ``[start, stop)``, the rows to
 compute (a chunk: a call's chunks run on the C pool's threads, ``pool.py``, in one ``ctypes``
 call without the GIL, or on ``ops/parallel``'s helpers where the pool library is missing);
 ``pre_total``. Inside a row every array is unit-stride. A ``"sum"`` output is accumulated per
@@ -21,11 +23,14 @@ A form with a ``pre`` part first runs it over all rows on the calling thread; a 
 refuses makes the call run the op's NumPy kernel on its untouched inputs (which raises the
 op's error). Where the generated loop can't take a call (an input of another dtype than
 compiled, an output that is not C-contiguous, an empty array), that call runs the NumPy
-kernel too. An input whose rows are not unit-stride is copied to a contiguous one first.
-What a call works out besides the values (views, strides, chunks, per-chunk buffers, the C
-pointer arrays) is kept for the next call on the same array objects (``_Call``: a graph's
-registers are the same every step), where only the copied inputs are copied again: a
-1024 x 128 layer norm's Python side 17 -> 3 us.
+kernel too. A "row" or "block" input of several sub-rows (``row_dims`` >= 2) whose layout
+``row_layout`` can address is read in place, the kernel gathering each row that needs it into
+a per-chunk buffer; any other input whose rows are not unit-stride is copied to a contiguous
+one first. What a call works out besides the values (views, strides, chunks, per-chunk
+buffers, the C pointer arrays) is kept for the next call on the same array objects, or on new
+objects of the same memory and layout (``_Call``: a graph's registers are the same every step,
+its views made anew each act), where only the copied inputs are copied again: a 1024 x 128
+layer norm's Python side 17 -> 3 us.
 """
 from __future__ import annotations
 
