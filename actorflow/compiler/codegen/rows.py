@@ -206,6 +206,7 @@ class RowKernel:
         self.in_place = list(task.in_place)
         self.prepared: dict = {}  # ids of a call's arrays -> (those arrays, their _Call)
         self.by_layout: dict = {}  # the arrays' addresses and layouts -> their _Call
+        self.last_layout: tuple = ((), ())  # the arrays of the last such lookup, their key
 
     @classmethod
     def from_library(cls, lib, symbol: str, task: RowTask, numpy_kernel) -> "RowKernel":
@@ -272,7 +273,12 @@ class RowKernel:
         still theirs: the views it keeps read what the new arrays would."""
         if not all(isinstance(a, np.ndarray) for a in both):  # a NumPy scalar: no memory
             return self._prepare(ins, outs)
-        key = tuple((a.ctypes.data, a.shape, a.strides, a.dtype) for a in both)
+        # an array's address costs microseconds: the parts of arrays the last call had too
+        # (most registers; only the views are new objects) are taken from its key
+        last, last_key = self.last_layout
+        key = tuple(last_key[i] if i < len(last) and a is last[i] else
+                    (a.ctypes.data, a.shape, a.strides, a.dtype) for i, a in enumerate(both))
+        self.last_layout = (tuple(both), key)
         call = self.by_layout.get(key)
         if call is None or call.threads != threads():
             call = self._prepare(ins, outs)
