@@ -41,10 +41,12 @@ def _(ins, outs, attrs):
     if not arrays:
         outs[0][...] = 0.0
         return
-    if p == math.inf:
-        total = max(float(np.max(np.abs(a))) for a in arrays)
-    elif p == -math.inf:
-        total = min(float(np.min(np.abs(a))) for a in arrays)
+    if p == math.inf or p == -math.inf:
+        # np.max / np.min propagate NaN within a tensor; across tensors a NaN anywhere gives
+        # NaN too (Python's max / min would keep or drop it by the tensors' order)
+        ext = [float(np.max(np.abs(a)) if p > 0 else np.min(np.abs(a))) for a in arrays]
+        total = math.nan if any(math.isnan(v) for v in ext) else (max(ext) if p > 0
+                                                                  else min(ext))
     elif p == 0:
         total = float(sum(bool(np.any(a != 0)) for a in arrays))
     elif p == 1:
