@@ -251,3 +251,34 @@ def test_a_gradient_read_after_its_clip_keeps_the_clip(monkeypatch):
     assert mtu.attrs["grad_scale_params"] == [m for m in range(len(clips)) if m != 1]
     pos = {o.name: i for i, o in enumerate(out.ops)}
     assert pos["observer"] < pos[mtu.name] and pos[observed.name] < pos["observer"]
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the inf input makes NaNs on purpose
+@pytest.mark.parametrize("acc", [1, 2])
+@pytest.mark.parametrize("codegen_on", [False, True], ids=["numpy", "codegen"])
+def test_grad_scaler_and_accumulation_with_the_fold_on_and_off(monkeypatch, codegen_on, acc):
+    # float16 AMP's GradScaler unscales the gradients before the clip and skips a non-finite
+    # step's updates (their skip flag, which the clipping update passes on): with the fold on
+    # and off the same bits, the inf step skipped in both
+    from tests.passes.test_training import data, mlp, train_graph as scaler_graph
+
+    _codegen(monkeypatch, codegen_on)
+    x, y = data()
+    bad = x.numpy().copy()
+    bad[0, 0] = np.inf
+    batches = [x, x * 0.5, flow.tensor(bad), x * 2.0]
+    runs = []
+    for disable in ((), ("fuse_clip_grad",)):
+        m = mlp()
+        opt = flow.optim.SGD([{"params": list(m.parameters()), "clip_grad_max_norm": 0.05,
+                               "clip_grad_norm_type": 2.0}], lr=0.1, momentum=0.9)
+        g = scaler_graph(m, opt, amp=flow.float16, acc=acc, disable=disable)
+        losses = [g(b, y).numpy().copy() for b in batches]
+        kinds = [o.op_type for o in g.full_job.ops]
+        assert ("clip_grad_by_norm" in kinds) == bool(disable)
+        runs.append((losses, [p.numpy().copy() for p in m.parameters()],
+                     g._grad_scaler.state_dict()))
+    (l1, p1, s1), (l2, p2, s2) = runs
+    assert all(np.array_equal(a, b, equal_nan=True) for a, b in zip(l1, l2))
+    assert all(np.array_equal(a, b) for a, b in zip(p1, p2))
+    assert s1 == s2 and s1["scale"] == 2.0 ** 15  # the inf step was skipped, in both
