@@ -193,3 +193,18 @@ def test_clipping_update_equals_clip_then_update(dtype, norm):
     for m in range(len(shapes)):
         i = 1 + 3 * m
         assert np.array_equal(again[i], ref[i], equal_nan=True)
+
+
+def test_a_call_on_new_views_of_the_same_memory_reuses_its_preparation():
+    f32 = dt.float32
+    (kern,) = reduce.reduce_kernels_for(
+        [("grad_norm", {"norm_type": 1.0}, [((6,), f32), ((2, 3), f32)], [((), f32)])])
+    a, b = np.arange(6, dtype=np.float32), -np.ones((2, 3), np.float32)
+    out = np.zeros((), np.float32)
+    kern([a, b], [out], {"norm_type": 1.0})
+    first = kern._last
+    kern([a.view(), b.reshape(2, 3)], [out], {"norm_type": 1.0})  # a graph's new views
+    assert kern._last is first and float(out) == 21.0
+    c = a.copy() * 2  # other memory: prepared anew
+    kern([c, b], [out], {"norm_type": 1.0})
+    assert kern._last is not first and float(out) == 36.0

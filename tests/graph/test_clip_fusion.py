@@ -167,7 +167,7 @@ def test_job_and_plan_show_the_fused_update(monkeypatch):
     assert kernels[tasks[norm.name].task_id].calls == STEPS
     # the Job and the Plan are data: the fused op survives JSON
     assert type(job).from_json(job.to_json()) == job
-    assert "clip_grad_by_norm" in g.plan.to_dot() or mtu.name in g.plan.to_dot()
+    assert f"C {tasks[mtu.name].generated}: clip_grad_by_norm momentum_update" in g.plan.to_dot()
 
 
 @pytest.mark.parametrize("disable", [("fuse_clip_grad",), ("fuse_model_update",)])

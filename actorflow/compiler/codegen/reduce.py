@@ -175,9 +175,12 @@ def source_of(found: dict) -> tuple:
 
 class _Call(NamedTuple):
     """What a call on given arrays keeps for the next call on the same ones (a graph's
-    registers are the same arrays every step): chunks, partials, the C pointer arrays."""
+    registers are the same arrays every step; new views of the same memory and sizes match
+    too): chunks, partials, the C pointer arrays. ``held`` keeps the arrays (so their memory)
+    alive while ``key``, their addresses and sizes, stands for them."""
 
     held: tuple
+    key: tuple
     threads: int
     n: int
     chunks: list
@@ -213,8 +216,8 @@ class ReduceKernel:
             self.numpy_kernel(ins, outs, attrs)
             return
         call = self._last
-        if call is None or call.threads != threads() or len(call.held) != len(ins) or any(
-                a is not b for a, b in zip(call.held, ins)):
+        if call is None or call.threads != threads() or len(call.held) != len(ins) or (
+                any(a is not b for a, b in zip(call.held, ins)) and call.key != _key(ins)):
             call = self._last = self._prepare(ins)
         self.calls += 1
         if call.n == 0:
@@ -242,7 +245,11 @@ class ReduceKernel:
                                              part[c].ctypes.data)
                 for c in range(len(chunks))]
         tables = pool.tables_of(ptrs, chunks) if len(chunks) > 1 else None
-        return _Call(tuple(ins), threads(), n, chunks, part, off, ptrs, tables)
+        return _Call(tuple(ins), _key(ins), threads(), n, chunks, part, off, ptrs, tables)
+
+
+def _key(arrays: list) -> tuple:
+    return tuple((a.ctypes.data, a.size) for a in arrays)
 
 
 def kernel(lib, symbol: str, task: ReduceTask, op_type: str) -> ReduceKernel:
