@@ -11,6 +11,19 @@ spans of ``multi_tensor_update`` and single update ops) and the whole step (fast
 ``graph_profile.step_time``). A second table times the update kernel alone, outside any graph
 (``multi_tensor_update``'s NumPy kernel against the generated one on the model's parameter
 shapes, fastest of 20 calls), which is less exposed to load from elsewhere.
+
+``--clip``: the clipped update step instead (SGD momentum, one param group with
+``clip_grad_max_norm=1e-3``, ``clip_grad_norm_type=2.0``: every step clips, as a NumPy
+clip of a coefficient of 1 writes nothing): per model the graph with generation
+off, with generation on but ``disable_pass("fuse_clip_grad")`` (the generated ``grad_norm``,
+then one NumPy ``clip_grad_by_norm`` per gradient, then the generated update) and with
+generation on (the generated ``grad_norm`` and ONE generated update loop scaling each
+gradient as it loads it); rows: the time per step of the clipping and update tasks
+(``grad_norm``, ``clip_grad_by_norm``, the updates) and the whole step. Run on a tree without
+``fuse_clip_grad`` (the code before it) the second variant is left out and the third is the
+code before. A second table times the kernels alone on the model's parameter shapes:
+``grad_norm`` NumPy against generated, and ``clip_grad_by_norm`` per gradient plus the
+generated update against the generated clipping update.
 """
 from __future__ import annotations
 
@@ -35,8 +48,9 @@ OPTIMIZERS = {"SGD momentum": lambda ps: flow.optim.SGD(ps, lr=0.01, momentum=0.
               "AdamW": lambda ps: flow.optim.AdamW(ps, lr=1e-3, weight_decay=0.01)}
 
 
-def graph_step(build, make_opt, codegen: bool):
-    """A compiled graph step of a fresh copy of the model (generation on or off)."""
+def graph_step(build, make_opt, codegen: bool, disable: tuple = ()):
+    """A compiled graph step of a fresh copy of the model (generation on or off; the passes
+    in ``disable`` off)."""
     model, loss_fn, x, y = build()
     opt = make_opt(model.parameters())
 
@@ -45,6 +59,8 @@ def graph_step(build, make_opt, codegen: bool):
             super().__init__()
             self.model = model
             self.add_optimizer(opt)
+            for name in disable:
+                self.config.disable_pass(name)
 
         def build(self, a, b):
             loss = loss_fn(self.model, a, b)
@@ -103,12 +119,123 @@ def kernel_alone(shapes: list, op_name: str, attrs: dict) -> tuple:
     return tuple(out)
 
 
+CLIP_OPS = ("grad_norm", "clip_grad_by_norm")
+
+
+def _clipped_ms(times: dict) -> float:
+    return _update_ms(times) + 1e3 * sum(times[n][1] for n in CLIP_OPS if n in times)
+
+
+def _clip_opt(ps):
+    return flow.optim.SGD([{"params": list(ps), "clip_grad_max_norm": 1e-3,
+                            "clip_grad_norm_type": 2.0}], lr=0.01, momentum=0.9)
+
+
+def _has_fold() -> bool:
+    from actorflow.passes import PASSES
+    return any(name == "fuse_clip_grad" for name, _, _ in PASSES)
+
+
+def clip_kernels_alone(shapes: list) -> tuple:
+    """(grad_norm NumPy ms, generated ms, clips + generated update ms, generated clipping
+    update ms) over float32 params of ``shapes`` (fastest of 20 calls; the unfused pair runs
+    on a fresh copy of the gradients each call, outside the timing, as clipping writes them)."""
+    from actorflow.compiler.codegen import reduce
+
+    rng = np.random.default_rng(0)
+    grads = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    metas = [(g.shape, dt.float32) for g in grads]
+    gen_norm = reduce.reduce_kernels_for([("grad_norm", {"norm_type": 2.0}, metas,
+                                           [((), dt.float32)])])[0]
+    norm_np = registry.get("grad_norm").kernel_cpu
+    out = np.zeros((), np.float32)
+    res = []
+    for k in (norm_np, gen_norm):
+        best = float("inf")
+        for _ in range(20):
+            t0 = time.perf_counter()
+            k(grads, [out], {"norm_type": 2.0})
+            best = min(best, time.perf_counter() - t0)
+        res.append(best * 1e3)
+    ins = [np.array(1e-3)]
+    for s, g in zip(shapes, grads):
+        ins += [rng.standard_normal(s).astype(np.float32), g.copy(), np.zeros(s, np.float32)]
+    norm = np.array(float(out) * 2, np.float32)  # a coefficient below 1: the clip scales
+    plain = {"update": "momentum_update", "update_attrs": {"momentum": 0.9}, "arity": 3}
+    fused = {**plain, "grad_scale": "clip_grad_by_norm", "grad_scale_inputs": 1,
+             "grad_scale_attrs": {"max_norm": float(out)},
+             "grad_scale_params": list(range(len(shapes)))}
+    f32 = [(a.shape, dt.float32 if a.dtype == np.float32 else dt.float64) for a in ins]
+    gen_plain, gen_fused = update.kernels_for([
+        ("multi_tensor_update", plain, f32), ("multi_tensor_update", fused,
+                                              f32 + [((), dt.float32)])])
+    clip = registry.get("clip_grad_by_norm").kernel_cpu
+    for variant in ("unfused", "fused"):
+        best = float("inf")
+        for _ in range(20):
+            for i, g in enumerate(grads):
+                np.copyto(ins[2 + 3 * i], g)
+            t0 = time.perf_counter()
+            if variant == "unfused":
+                for i in range(len(shapes)):
+                    clip([ins[2 + 3 * i], norm], [], {"max_norm": float(out)})
+                gen_plain(ins, [], plain)
+            else:
+                gen_fused(ins + [norm], [], fused)
+            best = min(best, time.perf_counter() - t0)
+        res.append(best * 1e3)
+    return tuple(res)
+
+
+def clip_main(steps: int, rounds: int) -> None:
+    """The ``--clip`` tables (see the module docstring)."""
+    fold = _has_fold()
+    rows = []
+    for key in ("mlp", "gpt"):
+        name, build = MODELS[key]
+        n_params = sum(p.numel() for p in build()[0].parameters())
+        variants = [("codegen off", graph_step(build, _clip_opt, False))]
+        if fold:
+            variants.append(("codegen on, fuse_clip_grad off",
+                             graph_step(build, _clip_opt, True, ("fuse_clip_grad",))))
+        variants.append(("codegen on" if fold else "codegen on (before fuse_clip_grad)",
+                         graph_step(build, _clip_opt, True)))
+        for _ in range(3):
+            for _, step in variants:
+                step().item()
+        best = {v: [float("inf"), float("inf")] for v, _ in variants}
+        for _ in range(rounds):  # the variants take turns: load from elsewhere hits all alike
+            for v, step in variants:
+                best[v][0] = min(best[v][0], step_time(step, steps, 1))
+                best[v][1] = min(best[v][1], _clipped_ms(kernel_times(step, steps, True)))
+        for v, _ in variants:
+            rows.append((f"{key} ({n_params / 1e6:.2f} M params)", v, f"{best[v][1]:.3f}",
+                         f"{best[v][0] * 1e3:.2f}"))
+    print(table(rows, ["model", "graph", "clip + update ms / step", "step ms"]))
+    print()
+    if not fold:
+        return
+    rows = []
+    for key in ("mlp", "gpt"):
+        shapes = [tuple(p.shape) for p in MODELS[key][1]()[0].parameters()]
+        n_np, n_gen, u_unfused, u_fused = clip_kernels_alone(shapes)
+        rows.append((key, f"{n_np:.3f}", f"{n_gen:.3f}", f"{n_np / n_gen:.2f}x",
+                     f"{u_unfused:.3f}", f"{u_fused:.3f}", f"{u_unfused / u_fused:.2f}x"))
+    print(table(rows, ["model", "grad_norm NumPy ms", "generated", "speed-up",
+                       "clips + update ms", "clipping update", "speed-up"]))
+
+
 def main(argv=None) -> None:
     p = quick_parser(__doc__.split("\n\n")[0])
     p.add_argument("--kernels-only", action="store_true", help="only the kernel-alone table")
+    p.add_argument("--clip", action="store_true",
+                   help="the clipped update step (grad_norm, clip, update) instead")
     args = p.parse_args(argv)
     steps, rounds = (3, 3) if args.quick else (10, 5)
     print(versions())
+    if args.clip:
+        clip_main(steps, rounds)
+        return
     rows = []
     for key in ([] if args.kernels_only else ("mlp", "gpt")):
         name, build = MODELS[key]

@@ -137,6 +137,15 @@ class TaskProto:
                          d.get("generated", ""))
 
 
+
+def _held_ops(task) -> list:
+    """The ops a task's kernel computes, for its DOT label: a program's ``ops``; a
+    multi-tensor update's ``grad_scale`` op (a fused clip) and ``update`` op; else its own."""
+    if task.attrs.get("ops"):
+        return list(task.attrs["ops"])
+    held = [task.attrs[k] for k in ("grad_scale", "update") if task.attrs.get(k)]
+    return held or [task.op_type]
+
 class Plan:
     """A compiled Job: tasks, regst descs and the memory plan (see the module docstring)."""
 
@@ -214,7 +223,7 @@ class Plan:
                 label = (f"{t.op_name}\\n{t.kind} #{idx}\\nrank {w['rank']} {w['device']} "
                          f"{w['stream']}")
                 if t.generated:  # a generated kernel: the ops it holds
-                    label += f"\\nC {t.generated}: {' '.join(t.attrs.get('ops', [t.op_type]))}"
+                    label += f"\\nC {t.generated}: {' '.join(_held_ops(t))}"
                 lines.append(f'    t{t.task_id} [label="{_esc(label)}"];')
             lines.append("  }")
         for r in self.regst_descs.values():

@@ -10,6 +10,7 @@ import numpy as np
 
 from actorflow.framework import dtype as dt
 from actorflow.ops.boxing import B, Sig
+from actorflow.ops.reduce_form import ReduceForm
 from actorflow.ops.registry import Meta, fail, register
 
 
@@ -41,10 +42,12 @@ def _(ins, outs, attrs):
     if not arrays:
         outs[0][...] = 0.0
         return
-    if p == math.inf:
-        total = max(float(np.max(np.abs(a))) for a in arrays)
-    elif p == -math.inf:
-        total = min(float(np.min(np.abs(a))) for a in arrays)
+    if p == math.inf or p == -math.inf:
+        # np.max / np.min propagate NaN within a tensor; across tensors a NaN anywhere gives
+        # NaN too (Python's max / min would keep or drop it by the tensors' order)
+        ext = [float(np.max(np.abs(a)) if p > 0 else np.min(np.abs(a))) for a in arrays]
+        total = math.nan if any(math.isnan(v) for v in ext) else (max(ext) if p > 0
+                                                                  else min(ext))
     elif p == 0:
         total = float(sum(bool(np.any(a != 0)) for a in arrays))
     elif p == 1:
@@ -56,6 +59,45 @@ def _(ins, outs, attrs):
             s = sum(float(np.sum(np.power(np.abs(a, dtype=np.float64), p))) for a in arrays)
             total = float(np.power(s, 1.0 / p))
     outs[0][...] = total
+
+
+# The same norms in generated C (ops/reduce_form.py), in the NumPy kernel's types: p = 2 sums
+# each tensor's squares in its computing type (np.dot: float for float32 and the half types,
+# double for float64), p = 1 sums |x| in double, inf / -inf take the extreme |x| with a flag
+# that any element was NaN; the tensors' values are then combined in double, as the kernel's
+# Python does. AF_ISNAN tests the bits (the generator's helper: a comparison x != x on a
+# converted half is narrowed to a call per element). Other norm types keep the NumPy kernel.
+_EXTREME_TOTAL = "t = (v != v || t != t) ? (double)NAN : (v {} t ? v : t);"
+_NORM_FORMS = {
+    2.0: ReduceForm((("s", "T", "0", "+"),), "s += x * x;", "s += s_b;", "(double)s", "0.0",
+                    "t += v;", "sqrt(t)"),
+    1.0: ReduceForm((("s", "double", "0", "+"),), "s += (double)fabs(x);", "s += s_b;", "s",
+                    "0.0", "t += v;", "t"),
+    math.inf: ReduceForm(
+        (("m", "T", "0", "max"), ("bad", "T", "0", "max")),
+        "const T a_ = fabs(x); m = a_ > m ? a_ : m; bad = AF_ISNAN(x) ? (T)1 : bad;",
+        "m = m_b > m ? m_b : m; bad = bad_b > bad ? bad_b : bad;",
+        "bad ? (double)NAN : (double)m", "0.0", _EXTREME_TOTAL.format(">"), "t"),
+    -math.inf: ReduceForm(
+        (("m", "T", "INFINITY", "min"), ("bad", "T", "0", "max")),
+        "const T a_ = fabs(x); m = a_ < m ? a_ : m; bad = AF_ISNAN(x) ? (T)1 : bad;",
+        "m = m_b < m ? m_b : m; bad = bad_b > bad ? bad_b : bad;",
+        "bad ? (double)NAN : (double)m", "INFINITY", _EXTREME_TOTAL.format("<"), "t"),
+}
+
+
+def _norm_c(attrs: dict) -> ReduceForm | None:
+    return _NORM_FORMS.get(float(attrs["norm_type"]))
+
+
+grad_norm.c_reduce = _norm_c  # one pass over all gradients in generated C (c_reduce)
+
+
+def clip_coefficient(total: float, max_norm: float) -> float:
+    """The factor ``clip_grad_by_norm`` scales a gradient by, given the total norm (a Python
+    float): ``min(max_norm / (total + 1e-6), 1)``, NaN for a NaN norm (the op's
+    ``grad_scale``: a fused update that clips takes it from the record)."""
+    return min(max_norm / (total + 1e-6), 1.0) if not math.isnan(total) else total
 
 
 clip_grad_by_norm = register(
@@ -84,10 +126,14 @@ def _(inputs, attrs):
 @clip_grad_by_norm.kernel("cpu")
 def _(ins, outs, attrs):
     g = ins[0]
-    total = float(ins[1].reshape(()))
-    coef = min(attrs["max_norm"] / (total + 1e-6), 1.0) if not math.isnan(total) else total
+    coef = clip_coefficient(float(ins[1].reshape(())), attrs["max_norm"])
     if coef != 1.0:
         g *= coef
+
+
+# the factor of the kernel above, for a multi_tensor_update that clips (registry: grad_scale)
+clip_grad_by_norm.grad_scale = lambda values, attrs: clip_coefficient(values[0],
+                                                                      attrs["max_norm"])
 
 
 clip_grad_by_value = register(

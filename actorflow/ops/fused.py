@@ -12,7 +12,12 @@ bits with or without fusion.
   input when the op is alias-safe (the registry trait ``alias_safe``), so ``matmul -> add bias
   -> relu`` computes the matmul into the output and adds the bias and applies relu in place.
 * ``multi_tensor_update`` applies one optimizer update op (same kind, same attrs, same learning
-  rate) to many parameters: inputs ``[lr, p0, g0, state0..., p1, g1, state1..., ...]``.
+  rate) to many parameters: inputs ``[lr, p0, g0, state0..., p1, g1, state1..., ...]``. With
+  attrs ``grad_scale`` (an op with the registry trait ``grad_scale``: ``clip_grad_by_norm``),
+  ``grad_scale_attrs``, ``grad_scale_inputs`` (its inputs after the gradient: the total norm)
+  and ``grad_scale_params`` (members), set by the ``fuse_clip_grad`` pass, it also takes that
+  op's place on those members' gradients: its other inputs come last, and each of those
+  gradients is scaled by that op's own kernel first.
 
 Program attrs: ``ops`` (op names), ``op_attrs`` (their attrs), ``args`` (per step, indices into
 ``inputs + step results``), ``shapes`` / ``dtypes`` (each step's result), ``exports`` (the steps
@@ -23,6 +28,8 @@ Fused ops have no gradient rule: the fusion passes run after autograd, and the f
 does not offer them, so nothing differentiates through them.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -169,12 +176,22 @@ for _name, _doc in (
 _LR = 2  # the learning rate's position in an update op's inputs: param, grad, lr, state...
 
 
+def scale_inputs(attrs: dict) -> int:
+    """How many inputs after the parameter blocks a ``multi_tensor_update`` with ``attrs``
+    has: those of its ``grad_scale`` op after the gradient (the total norm of a clip), or 0."""
+    return int(attrs["grad_scale_inputs"]) if "grad_scale" in attrs else 0
+
+
 def _multi_mutates(n_inputs: int, attrs: dict) -> tuple:
     arity = attrs["arity"]
     base = get(attrs["update"]).mutated_inputs(arity + 1, attrs["update_attrs"])
     # base layout: 0 param, 1 grad, 2 lr, 3.. state  ->  block layout: param, grad, state...
     local = [0 if j == 0 else j - 1 for j in base if j != 1 and j != _LR]
-    return tuple(1 + start + j for start in range(0, n_inputs - 1, arity) for j in local)
+    n_blocks = n_inputs - scale_inputs(attrs)
+    out = [1 + start + j for start in range(0, n_blocks - 1, arity) for j in local]
+    # the NumPy kernel scales those gradients in place, as the grad_scale op did
+    out += [1 + m * arity + 1 for m in attrs.get("grad_scale_params", ())]
+    return tuple(sorted(out))
 
 
 multi_tensor_update = register(
@@ -182,27 +199,52 @@ multi_tensor_update = register(
     doc="One optimizer update op applied to many parameters: inputs [lr, p0, g0, state0..., "
         "p1, g1, state1..., ...]; attrs: update (the update op), update_attrs (its attrs), arity "
         "(inputs per parameter: param, grad, then the update op's inputs after lr). Writes "
-        "every parameter and state in place, in order, with the update op's kernel.")
+        "every parameter and state in place, in order, with the update op's kernel. With "
+        "grad_scale (an op with that trait, e.g. clip_grad_by_norm), grad_scale_attrs, "
+        "grad_scale_inputs and grad_scale_params (member indices): that op's inputs after the "
+        "gradient come last, and those members' gradients are scaled by it first.")
 
 
 def _blocks(ins: list, attrs: dict) -> list:
     """The update op's own input list for each parameter."""
     arity = attrs["arity"]
     lr = ins[0]
+    stop = len(ins) - scale_inputs(attrs)
     return [[ins[i], ins[i + 1], lr] + list(ins[i + 2:i + arity])  # lr at _LR
-            for i in range(1, len(ins), arity)]
+            for i in range(1, stop, arity)]
 
 
 def _check_layout(n_inputs: int, attrs: dict) -> None:
     arity = attrs["arity"]
-    if arity < 2 or n_inputs < 1 + arity or (n_inputs - 1) % arity:
+    extra = scale_inputs(attrs)
+    n = n_inputs - extra
+    if arity < 2 or n < 1 + arity or (n - 1) % arity:
         fail("multi_tensor_update", f"{n_inputs} inputs do not form lr plus blocks of {arity} "
-             f"(param, grad, state...)")
+             f"(param, grad, state...) plus {extra} inputs of its grad_scale op")
+    members = (n - 1) // arity
+    if any(not 0 <= m < members for m in attrs.get("grad_scale_params", ())):
+        fail("multi_tensor_update", f"grad_scale_params {attrs['grad_scale_params']} name "
+             f"parameters outside the {members} it updates")
+
+
+def scale_gradients(ins: list, attrs: dict) -> None:
+    """Scale the gradients ``attrs["grad_scale_params"]`` names in place with the
+    ``grad_scale`` op's own kernel (on each gradient and the op's other inputs, last in
+    ``ins``), so the bits are its."""
+    kernel = get(attrs["grad_scale"]).kernel_cpu
+    extra, arity = scale_inputs(attrs), attrs["arity"]
+    rest = list(ins[len(ins) - extra:])
+    for m in attrs["grad_scale_params"]:
+        kernel([ins[1 + m * arity + 1]] + rest, [], attrs["grad_scale_attrs"])
 
 
 @multi_tensor_update.infer
 def _(inputs, attrs):
     _check_layout(len(inputs), attrs)
+    for t in inputs[len(inputs) - scale_inputs(attrs):]:
+        if math.prod(t._shape) != 1:
+            fail("multi_tensor_update", f"the inputs of its grad_scale op {attrs['grad_scale']} "
+                 f"after the gradient must have one element", t._shape)
     base = get(attrs["update"])
     for i, block in enumerate(_blocks(inputs, attrs)):
         try:
@@ -222,6 +264,8 @@ _MERGE_MAX = 1 << 13  # parameters up to this many elements are merged (per-call
 def _(ins, outs, attrs):
     op = get(attrs["update"])
     base_attrs = attrs["update_attrs"]
+    if "grad_scale" in attrs:
+        scale_gradients(ins, attrs)
     blocks = _blocks(ins, attrs)
     if op.elementwise and not base_attrs.get("skip_if"):  # no norms (LAMB has): merge params
         blocks = _run_merged(op, blocks, base_attrs)
@@ -323,4 +367,4 @@ def _run_merged(op, blocks: list, attrs: dict) -> list:
     return rest
 
 
-__all__ = ["program_attrs", "buffer_plan"]
+__all__ = ["program_attrs", "buffer_plan", "scale_inputs", "scale_gradients"]

@@ -105,6 +105,15 @@ the compiler - reads them from the record; nothing keeps its own list of op name
     stays the reference; a test checks the two agree.
   * ``c_update`` (optimizer update ops): ``c_update(attrs) -> UpdateForm | None``, how the
     update computes one element in C (``ops/update_form.py``), beside its NumPy kernel.
+  * ``grad_scale`` (ops that scale a gradient in place by a factor: ``clip_grad_by_norm``):
+    ``grad_scale(values, attrs) -> float``, the factor the op multiplies its input 0 by (in
+    the input's dtype, as NumPy's ``g *= factor``), from the values of its other inputs (each
+    one element, as Python floats) and its attrs; the op does nothing else. A
+    ``multi_tensor_update`` may do this scaling for its members' gradients (the
+    ``fuse_clip_grad`` pass; its generated loop multiplies each gradient element it loads).
+  * ``c_reduce`` (ops reducing every element of all their inputs to one 0-d value: the
+    gradient norm of clipping): ``c_reduce(attrs) -> ReduceForm | None``, the reduction's
+    accumulators and per-element C (``ops/reduce_form.py``), beside its NumPy kernel.
 """
 from __future__ import annotations
 
@@ -158,7 +167,7 @@ class Op:
                  "random", "optional_outputs", "elementwise", "alias_safe", "activation",
                  "bias_act_epilogue", "bias_input", "add_to_output", "optimizer_update", "amp",
                  "is_identity", "kernel_cpu", "collective", "transfer", "c_expr", "c_row",
-                 "c_update")
+                 "c_update", "c_reduce", "grad_scale")
 
     def __init__(self, name: str, *, doc: str = "", mutates: tuple = (),
                  mutates_fn: Callable | None = None,
@@ -170,7 +179,8 @@ class Op:
                  amp: str = "follow", is_identity: Callable | None = None,
                  collective: bool = False, transfer: bool = False,
                  c_expr: str | Callable | None = None, c_row=None,
-                 c_update: Callable | None = None):
+                 c_update: Callable | None = None, c_reduce: Callable | None = None,
+                 grad_scale: Callable | None = None):
         if amp not in AMP_CLASSES:
             raise ValueError(f"op {name!r}: amp must be one of {AMP_CLASSES}, got {amp!r}")
         if alias_safe and not elementwise:
@@ -209,6 +219,8 @@ class Op:
         self.c_expr = c_expr
         self.c_row = c_row
         self.c_update = c_update
+        self.c_reduce = c_reduce
+        self.grad_scale = grad_scale
 
     def mutated_inputs(self, n_inputs: int, attrs: dict) -> tuple:
         """Indices of the inputs one call with ``n_inputs`` inputs and ``attrs`` writes in
@@ -258,6 +270,10 @@ class Op:
             out.append("c_row")
         if self.c_update is not None:
             out.append("c_update")
+        if self.c_reduce is not None:
+            out.append("c_reduce")
+        if self.grad_scale is not None:
+            out.append("grad_scale")
         if self.view_fn is not None:
             out.append("view")
         if self.amp != "follow":

@@ -32,6 +32,7 @@ PASSES = [
     ("fuse_add_to_output", "actorflow.passes.fuse_matmul", "make_fuse_add_to_output_pass"),
     ("fuse_elementwise", "actorflow.passes.fuse_elementwise", "make_fuse_elementwise_pass"),
     ("fuse_model_update", "actorflow.passes.fuse_update", "make_fuse_model_update_pass"),
+    ("fuse_clip_grad", "actorflow.passes.fuse_clip_grad", "make_fuse_clip_grad_pass"),
     ("dead_op_elimination", "actorflow.passes.dce", "make_dead_op_elimination_pass"),
 ]
 

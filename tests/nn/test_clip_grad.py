@@ -119,3 +119,13 @@ def test_clipped_norm_is_at_most_max_norm(values, max_norm, norm_type):
         np.testing.assert_array_equal(p.grad.numpy(), g)
     else:
         np.testing.assert_allclose(p.grad.numpy(), g * max_norm / (total + 1e-6), rtol=1e-12)
+
+
+@pytest.mark.parametrize("norm_type", [math.inf, -math.inf, 2.0, 1.0])
+@pytest.mark.parametrize("where", [0, 1])
+def test_nan_in_any_gradient_gives_a_nan_norm(norm_type, where):
+    # a NaN in the first or a later gradient: the norm is NaN either way (as PyTorch's)
+    grads = [np.array([1.0, -2.0], np.float32), np.array([0.5], np.float32)]
+    grads[where] = np.array([np.nan, 3.0], np.float32)
+    total = clip_grad_norm_(_params(grads), 1.0, norm_type)
+    assert math.isnan(total.item())

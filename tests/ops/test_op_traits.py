@@ -161,6 +161,7 @@ ALLOWED = {
     "fuse_elementwise.py": {"fused_elementwise"},
     "fuse_matmul.py": {"fused_matmul_bias_act", "fused_add_to_output", "add"},
     "fuse_update.py": {"multi_tensor_update"},
+    "fuse_clip_grad.py": {"multi_tensor_update"},
 }
 
 # where a string naming an op classifies ops: compared with (``op_type == "x"``, ``in (...)``),

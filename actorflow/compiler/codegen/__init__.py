@@ -15,7 +15,10 @@ its gradient, softmax, gelu, reductions over the last axis, cross_entropy and it
 say how they compute one row (``c_row``): ``rows.py`` gives each such task a generated row
 loop (its C: ``row_source.py``). Optimizer update tasks (``multi_tensor_update`` or a
 single update op) get one loop over all their parameters' flat buffers from their update op's
-``c_update`` form (``update.py``), in the same translation unit.
+``c_update`` form (``update.py``), in the same translation unit; a ``multi_tensor_update``
+that clips (``clip_max_norm``, the ``fuse_clip_grad`` pass) scales each gradient there. Ops
+reducing all elements of several inputs to one value (``grad_norm``) get one pass over them
+from their ``c_reduce`` form (``reduce.py``).
 
 Control: generation is on by default; ``ACTORFLOW_GRAPH_CODEGEN=0`` turns it off
 (``CompileOptions.codegen``). Results: arithmetic, comparisons, selections and relu are the
@@ -32,7 +35,7 @@ from __future__ import annotations
 
 import shutil
 
-from actorflow.compiler.codegen import emit, pool, rows, update
+from actorflow.compiler.codegen import emit, pool, reduce, rows, update
 from actorflow.compiler.codegen.build import (CACHE_VAR, FLAGS, CodegenWarning, build, compiler,
                                               stats)
 from actorflow.compiler.codegen.kernels import GeneratedKernel, unaliased
@@ -106,14 +109,18 @@ def generate(plan) -> None:
     # row kernels (ops with a c_row: normalisations, softmax, gelu...): rows.py
     row_found = rows.tasks_of(plan, found, _in_metas, _out_metas, min_elements)
     updates = _updates(plan, min_elements)  # optimizer updates (codegen/update.py)
+    # reductions of all elements of several inputs (grad_norm's c_reduce): reduce.py
+    reduced = reduce.tasks_of(plan, {**found, **row_found, **updates}, _in_metas, _out_metas,
+                              min_elements)
     report = {"status": "none", "flags": list(FLAGS), "tasks": {}}
     plan.codegen = report
-    if not found and not row_found and not updates:
+    if not found and not row_found and not updates and not reduced:
         return
     source, symbols = source_of(found)
     row_source, row_symbols = rows.source_of(row_found)
     usource, usymbols = update.source_of(updates)
-    lib = build(source + "\n" + row_source + "\n" + usource)
+    rsource, rsymbols = reduce.source_of(reduced)
+    lib = build(source + "\n" + row_source + "\n" + usource + "\n" + rsource)
     if lib is None:
         report["status"] = "fallback"
         return
@@ -134,8 +141,15 @@ def generate(plan) -> None:
             u = updates[t.task_id]
             kernels[t.task_id] = update.kernel(lib, usymbols[t.task_id], u, t.op_type)
             t.generated = usymbols[t.task_id]
-            report["tasks"][t.op_name] = {"symbol": t.generated, "ops": [u.op.name],
+            report["tasks"][t.op_name] = {"symbol": t.generated, "ops": update.ops_of(u),
                                           "numpy_prefix": []}
+            continue
+        if t.task_id in reduced:
+            kernels[t.task_id] = reduce.kernel(lib, rsymbols[t.task_id], reduced[t.task_id],
+                                               t.op_type)
+            t.generated = rsymbols[t.task_id]
+            report["tasks"][t.op_name] = {"symbol": t.generated, "ops": [t.op_type],
+                                          "numpy_prefix": [], "reduce": True}
             continue
         sym = symbols.get(t.task_id)
         if sym is None:

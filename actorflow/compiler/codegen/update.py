@@ -18,6 +18,15 @@ are independent and every array of a call must be disjoint from the others (chec
 chunks never race and the result is the NumPy kernel's, in any order. float32 and float64
 parameters with C-contiguous arrays of the parameter's shape and dtype; any other call (a
 view, a parameter listed twice, a skipped step) runs the NumPy kernel.
+
+A ``multi_tensor_update`` that scales gradients (attrs ``grad_scale``...: the
+``fuse_clip_grad`` pass folded ``clip_grad_by_norm`` into it; the scale op's other inputs, the
+total norm, come last) gets one more scalar per parameter, last in ``k``: the factor the scale
+op's record computes (its ``grad_scale`` trait, from those inputs' values: the clip
+coefficient ``min(max_norm / (norm + 1e-6), 1)``), 1 for a member it does not scale. The loop
+loads ``g = g_[j] * c`` with ``c`` converted to ``T`` first, as NumPy's ``g *= coef`` converts
+it, so the update sees the bits the scaled gradient would hold (a factor of 1 changes no bit);
+the gradient's memory is not written.
 """
 from __future__ import annotations
 
@@ -30,6 +39,7 @@ from actorflow.compiler.codegen import pool
 from actorflow.compiler.codegen.build import build
 from actorflow.compiler.codegen.emit import PRELUDE, unique_functions
 from actorflow.ops import registry
+from actorflow.ops.fused import scale_inputs
 from actorflow.ops.parallel import parallel_for, split, threads
 
 PARALLEL_MIN = 1 << 15   # elements; below it one thread is faster than handing out chunks
@@ -41,22 +51,35 @@ _ARGTYPES = (ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p,
 
 class UpdateTask(NamedTuple):
     """What one task's generated update needs: the update op, its attrs and form, the
-    parameters' dtype name, and whether the task is a ``multi_tensor_update`` (``arity``
-    inputs per parameter) or the update op itself (arity 0)."""
+    parameters' dtype name, whether the task is a ``multi_tensor_update`` (``arity``
+    inputs per parameter) or the update op itself (arity 0), and for one that scales
+    gradients its ``grad_scale`` op (else None), that op's attrs, the members it scales and
+    how many of the task's inputs, last, are that op's."""
 
     op: object
     attrs: dict
     form: object
     dtype: str
     arity: int
+    scale_op: object = None
+    scale_attrs: dict | None = None
+    scale_params: tuple = ()
+    scale_inputs: int = 0
 
 
 def task_of(op_type: str, attrs: dict, in_metas: list) -> UpdateTask | None:
     """The UpdateTask of a task calling ``op_type`` with ``attrs`` on inputs of
     ``(shape, dtype)``, or None when no generated update computes it."""
+    scale: tuple = ()
     if op_type == "multi_tensor_update":
         op, uattrs, arity = registry.get(attrs["update"]), attrs["update_attrs"], attrs["arity"]
-        params = [in_metas[i] for i in range(1, len(in_metas), arity)]
+        params = [in_metas[i] for i in range(1, len(in_metas) - scale_inputs(attrs), arity)]
+        if "grad_scale" in attrs:
+            sop = registry.get(attrs["grad_scale"])
+            if sop.grad_scale is None:
+                return None
+            scale = (sop, dict(attrs["grad_scale_attrs"]), tuple(attrs["grad_scale_params"]),
+                     scale_inputs(attrs))
     else:
         op = registry.get(op_type)
         uattrs, arity = attrs, 0
@@ -69,25 +92,36 @@ def task_of(op_type: str, attrs: dict, in_metas: list) -> UpdateTask | None:
     names = {d.name for _, d in params}
     if len(names) != 1 or next(iter(names)) not in _C_TYPES:
         return None
-    return UpdateTask(op, dict(uattrs), form, next(iter(names)), arity)
+    return UpdateTask(op, dict(uattrs), form, next(iter(names)), arity, *scale)
+
+
+def ops_of(task: UpdateTask) -> list:
+    """The ops a generated update computes (for the Plan's codegen report)."""
+    return ([task.scale_op.name] if task.scale_op is not None else []) + [task.op.name]
 
 
 def elements(task: UpdateTask, in_metas: list) -> int:
     """How many parameter elements ``task`` updates, from its inputs' ``(shape, dtype)``."""
-    params = in_metas[1::task.arity] if task.arity else in_metas[:1]
+    if task.arity:
+        params = in_metas[1:len(in_metas) - task.scale_inputs:task.arity]
+    else:
+        params = in_metas[:1]
     return sum(int(np.prod(shape, dtype=np.int64)) for shape, _ in params)
 
 
-def emit(name: str, form, dtype: str) -> str:
-    """The C source of the update kernel ``name`` for ``form`` on ``dtype`` parameters."""
+def emit(name: str, form, dtype: str, scaled: bool = False) -> str:
+    """The C source of the update kernel ``name`` for ``form`` on ``dtype`` parameters;
+    ``scaled``: the gradient is multiplied by one more per-parameter scalar (a clip factor)."""
     t = _C_TYPES[dtype]
     states = [f"s{i}" for i in range(form.n_state)]
     arrays = ["p", "g", *states]
     params = ", ".join(f"{'const ' if a == 'g' else ''}{t} *restrict {a}_" for a in arrays)
-    consts = "".join(f"    const T {n} = (T)k[{i}];\n" for i, n in enumerate(form.names))
-    loads = " ".join(f"T {a} = {a}_[j];" for a in arrays)
+    names = list(form.names) + (["gscale_"] if scaled else [])
+    consts = "".join(f"    const T {n} = (T)k[{i}];\n" for i, n in enumerate(names))
+    loads = " ".join(f"T {a} = {a}_[j]{' * gscale_' if scaled and a == 'g' else ''};"
+                     for a in arrays)
     stores = " ".join(f"{a}_[j] = {a};" for a in form.writes)
-    na, nk = len(arrays), len(form.names)
+    na, nk = len(arrays), len(names)
     calls = ", ".join(f"({t} *)ptr[i * {na} + {j}]" for j in range(na))
     return (f"#define T {t}\n"
             f"static __attribute__((noinline, optimize(\"tree-vectorize\"))) void {name}_run("
@@ -109,7 +143,8 @@ def source_of(found: dict) -> tuple:
     """``(C source, key -> symbol)`` for the UpdateTasks ``found`` (identical kernels share
     one function); the source goes into the Plan's translation unit after ``emit.PRELUDE``."""
     parts, symbols = unique_functions(
-        {key: emit("KERNEL", u.form, u.dtype) for key, u in found.items()}, "af_u")
+        {key: emit("KERNEL", u.form, u.dtype, u.scale_op is not None)
+         for key, u in found.items()}, "af_u")
     return "\n".join(parts), symbols
 
 
@@ -134,8 +169,9 @@ class UpdateKernel:
         arity = self.task.arity
         if not arity:
             return [list(ins)]
+        stop = len(ins) - self.task.scale_inputs
         return [[ins[i], ins[i + 1], ins[0], *ins[i + 2:i + arity]]
-                for i in range(1, len(ins), arity)]
+                for i in range(1, stop, arity)]
 
     def __call__(self, ins: list, outs: list, attrs: dict) -> None:
         task, form = self.task, self.task.form
@@ -159,14 +195,20 @@ class UpdateKernel:
             return
         ptrs, off, total, _held = layout
         lr = float(blocks[0][_LR])
-        k = np.empty((len(blocks), len(form.names)), np.float64)
+        nk = len(form.names)
+        clip = task.scale_op is not None
+        k = np.empty((len(blocks), nk + clip), np.float64)
         for i, b in enumerate(blocks):
             t = None
             if form.has_step:
                 step = b[3]
                 step[...] += 1
                 t = int(step.reshape(()))
-            k[i] = form.scalars(float(b[_LR]) if task.arity == 0 else lr, t, task.attrs)
+            k[i, :nk] = form.scalars(float(b[_LR]) if task.arity == 0 else lr, t, task.attrs)
+        if clip:  # the scale op's factor (a clip coefficient) for its members, 1 elsewhere
+            values = [float(a.reshape(())) for a in ins[len(ins) - task.scale_inputs:]]
+            k[:, nk] = 1.0
+            k[list(task.scale_params), nk] = task.scale_op.grad_scale(values, task.scale_attrs)
         if total == 0:
             return
         self.calls += 1

@@ -6,7 +6,8 @@ it lives here, above ``optim``, and ``nn.Graph`` hands it to ``build_pipeline``.
 The optimizer's own ``_update`` emits the ops (the very ops eager ``step()`` runs), through a
 builder appending to the Job; its state tensors and each param group's learning rate become
 variables. Param groups with ``clip_grad_max_norm`` / ``clip_grad_norm_type`` get the clipping
-ops (the ones ``clip_grad_norm_`` uses) before their updates.
+ops (the ones ``clip_grad_norm_`` uses) before their updates; the ``fuse_clip_grad`` pass later
+folds each ``clip_grad_by_norm`` nothing else observes into the update reading its gradient.
 
 With float16 AMP (``config.enable_amp(dtype=flow.float16)``, AMP pass on) a dynamic GradScaler
 works as PyTorch's ``GradScaler`` with its defaults: the seed gradient of ``backward()`` is
