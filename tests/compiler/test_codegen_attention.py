@@ -135,7 +135,7 @@ def test_empty_arrays_run_the_numpy_kernel():
 
 
 def _call_of(kern):
-    (_, call), = kern.prepared.values()
+    call, = kern.prepared.values()
     return call
 
 

@@ -87,7 +87,7 @@ def test_generated_grad_norm_equals_numpy_kernel(kernels, d, p, threads):
             arrays = _arrays(np.random.default_rng(seed), shapes, d, special)
             _check(kern, arrays, d, p)
             if case >= 4 and threads > 1:
-                assert len(kern._last.chunks) > 1  # the call was split into chunks
+                assert len(kern.prepared.get(arrays).chunks) > 1  # the call was split into chunks
     finally:
         parallel.set_threads(old)
 
@@ -202,9 +202,10 @@ def test_a_call_on_new_views_of_the_same_memory_reuses_its_preparation():
     a, b = np.arange(6, dtype=np.float32), -np.ones((2, 3), np.float32)
     out = np.zeros((), np.float32)
     kern([a, b], [out], {"norm_type": 1.0})
-    first = kern._last
-    kern([a.view(), b.reshape(2, 3)], [out], {"norm_type": 1.0})  # a graph's new views
-    assert kern._last is first and float(out) == 21.0
+    first, = kern.prepared.values()
+    new = [a.view(), b.reshape(2, 3)]  # a graph's new views
+    kern(new, [out], {"norm_type": 1.0})
+    assert kern.prepared.get(new) is first and float(out) == 21.0
     c = a.copy() * 2  # other memory: prepared anew
     kern([c, b], [out], {"norm_type": 1.0})
-    assert kern._last is not first and float(out) == 36.0
+    assert kern.prepared.get([c, b]) is not first and float(out) == 36.0

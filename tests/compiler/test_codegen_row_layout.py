@@ -81,8 +81,33 @@ def test_layer_norm_over_two_dims_of_a_permuted_view(dtype, threads):
                 registry.get("layer_norm").kernel_cpu([x], ref, attrs)
                 for g, r in zip(got, ref):
                     _close(g, r, A * B, f"layer_norm {perm}, call {step}")
-            (_, call), = kern.prepared.values()
+            call, = kern.prepared.values()
             assert bool(call.refresh) == copied
             assert kern.calls == 2
     finally:
         parallel.set_threads(before)
+
+
+def test_attention_without_batch_dims_gathers_column_slices(monkeypatch):
+    """q and k as column slices of wider matrices, no batch dims (one row: the whole block):
+    gathered in C, with scratch sized by the blocks, not by the arrays' last dims."""
+    from actorflow.ops import attention_rows
+    monkeypatch.setenv(attention_rows.ENV, "1")
+    L, S, E = 64, 48, 32
+    rng = np.random.default_rng(2)
+    q = rng.standard_normal((L, 2 * E)).astype(np.float32)[:, :E]
+    k = rng.standard_normal((S, 2 * E)).astype(np.float32)[:, E:]
+    v = rng.standard_normal((S, E)).astype(np.float32)
+    attrs = {"scale": 0.3, "is_causal": True}
+    f = dt.float32
+    kern, = rows.row_kernels_for([("scaled_dot_product_attention", attrs,
+                                   [((L, E), f), ((S, E), f), ((S, E), f)],
+                                   [((L, E), f), ((L, S), f)])])
+    got = [np.empty((L, E), np.float32), np.empty((L, S), np.float32)]
+    kern([q, k, v], got, attrs)
+    ref = [np.empty_like(g) for g in got]
+    registry.get("scaled_dot_product_attention").kernel_cpu([q, k, v], ref, attrs)
+    for g, r in zip(got, ref):
+        _close(g, r, S + 2 * E, "attention of column slices")
+    call, = kern.prepared.values()
+    assert kern.calls == 1 and not call.refresh

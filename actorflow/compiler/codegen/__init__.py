@@ -16,7 +16,8 @@ say how they compute one row (``c_row``): ``rows.py`` gives each such task a gen
 loop (its C: ``row_source.py``). Optimizer update tasks (``multi_tensor_update`` or a
 single update op) get one loop over all their parameters' flat buffers from their update op's
 ``c_update`` form (``update.py``), in the same translation unit; a ``multi_tensor_update``
-that clips (``clip_max_norm``, the ``fuse_clip_grad`` pass) scales each gradient there. Ops
+that clips (attrs ``grad_scale``..., set by the ``fuse_clip_grad`` pass) scales each
+gradient there. Ops
 reducing all elements of several inputs to one value (``grad_norm``) get one pass over them
 from their ``c_reduce`` form (``reduce.py``).
 

@@ -5,7 +5,8 @@ A call runs the region's prefix steps with their NumPy kernels (into the buffers
 program would use), then the generated loop through ``ctypes`` (which releases the GIL while
 it runs). Layouts are collapsed once per distinct set of input strides and cached (a Plan's
 registers keep their layout, so every iteration after the first hits the cache), and a call
-on the very arrays of an earlier one (a Plan's registers) reuses its pointer array too. A
+on the arrays of an earlier one (a Plan's registers, or new views of their memory:
+``prepared.py``) reuses its pointer array too. A
 loop of at least ``PARALLEL_WORK`` work units (elements times a rough per-element cost: a
 memory-bound add needs a million elements to gain from a second thread, a loop of libm calls
 far fewer; never under ``PARALLEL_MIN`` elements) is split into chunks run in one ``ctypes`` call
@@ -23,6 +24,7 @@ import re
 import numpy as np
 
 from actorflow.compiler.codegen import emit, pool
+from actorflow.compiler.codegen.prepared import PreparedCalls
 from actorflow.compiler.codegen.region import Region, numpy_buffers
 from actorflow.ops import registry
 from actorflow.ops.parallel import parallel_for, split, threads
@@ -58,9 +60,9 @@ class GeneratedKernel:
                         tuple(prog["shapes"][s]), prog["dtypes"][s].np) for s in region.prefix]
         self.buffers = numpy_buffers(region) if region.prefix else []
         self.layouts: dict = {}
-        # ids of a call's arrays -> (the arrays, their pointers, layout): a Plan's registers
-        # are the same arrays every iteration
-        self.prepared: dict = {}
+        # a call's arrays -> (their pointers, layout) (prepared.py): a Plan's registers are
+        # the same arrays every iteration
+        self.prepared = PreparedCalls()
         self.calls = 0
         self.in_place = in_place_pairs(region)
         # elements from which a call is split over threads
@@ -83,10 +85,9 @@ class GeneratedKernel:
         arrays = [vals[i] for i in r.operands]
         stored = [outs[j] for j, _, _ in r.stores]
         both = arrays + stored
-        ids = tuple(map(id, both))
-        hit = self.prepared.get(ids)
-        if hit is not None and all(x is y for x, y in zip(hit[0], both)):
-            _, ptrs, layout = hit  # the registers of an earlier call: nothing to work out
+        hit = self.prepared.get(both)
+        if hit is not None:
+            ptrs, layout = hit  # the registers of an earlier call: nothing to work out
         else:
             key = tuple((a.shape, a.strides, a.dtype) for a in arrays)
             layout = self.layouts.get(key)
@@ -96,10 +97,7 @@ class GeneratedKernel:
                 self._numpy(ins, outs, attrs, vals)
                 return
             ptrs = (ctypes.c_void_p * len(both))(*[a.ctypes.data for a in both])
-            if len(self.prepared) >= 8:  # new arrays each call (a NumPy prefix's buffers)
-                self.prepared.clear()
-            # holding the arrays keeps their ids from naming other arrays later
-            self.prepared[ids] = (tuple(both), ptrs, layout)
+            self.prepared.put(both, (ptrs, layout))
         sh, st, nd, total, fast = layout
         if total == 0:
             return

@@ -34,6 +34,7 @@ import numpy as np
 
 from actorflow.compiler.codegen import emit, pool
 from actorflow.compiler.codegen.build import build
+from actorflow.compiler.codegen.prepared import PreparedCalls
 from actorflow.ops import registry
 from actorflow.ops.parallel import parallel_for, split, threads
 
@@ -174,13 +175,10 @@ def source_of(found: dict) -> tuple:
 
 
 class _Call(NamedTuple):
-    """What a call on given arrays keeps for the next call on the same ones (a graph's
-    registers are the same arrays every step; new views of the same memory and sizes match
-    too): chunks, partials, the C pointer arrays. ``held`` keeps the arrays (so their memory)
-    alive while ``key``, their addresses and sizes, stands for them."""
+    """What a call on given arrays keeps for the next call on the same ones (``prepared.py``:
+    a graph's registers are the same arrays every step, its views new objects of the same
+    memory): chunks, partials, the C pointer arrays."""
 
-    held: tuple
-    key: tuple
     threads: int
     n: int
     chunks: list
@@ -208,17 +206,17 @@ class ReduceKernel:
         self.numpy_kernel = numpy_kernel
         self.k = len(task.form.accs)
         self.calls = 0
-        self._last: _Call | None = None
+        self.prepared = PreparedCalls()  # a call's arrays -> its _Call (prepared.py)
 
     def __call__(self, ins: list, outs: list, attrs: dict) -> None:
         want = self.task.np_dtype
         if not all(a.dtype == want and a.flags.c_contiguous for a in ins):
             self.numpy_kernel(ins, outs, attrs)
             return
-        call = self._last
-        if call is None or call.threads != threads() or len(call.held) != len(ins) or (
-                any(a is not b for a, b in zip(call.held, ins)) and call.key != _key(ins)):
-            call = self._last = self._prepare(ins)
+        call = self.prepared.get(ins)
+        if call is None or call.threads != threads():
+            call = self._prepare(ins)
+            self.prepared.put(ins, call)
         self.calls += 1
         if call.n == 0:
             outs[0][...] = 0.0  # no elements: the NumPy kernel's 0
@@ -245,11 +243,7 @@ class ReduceKernel:
                                              part[c].ctypes.data)
                 for c in range(len(chunks))]
         tables = pool.tables_of(ptrs, chunks) if len(chunks) > 1 else None
-        return _Call(tuple(ins), _key(ins), threads(), n, chunks, part, off, ptrs, tables)
-
-
-def _key(arrays: list) -> tuple:
-    return tuple((a.ctypes.data, a.size) for a in arrays)
+        return _Call(threads(), n, chunks, part, off, ptrs, tables)
 
 
 def kernel(lib, symbol: str, task: ReduceTask, op_type: str) -> ReduceKernel:

@@ -19,6 +19,11 @@ such layout are copied by ``rows.py`` to contiguous ones before the call, as bef
 from __future__ import annotations
 
 ROW_WORDS = 4  # int64 numbers per array in the row kernels' ``rs``
+# the C side: where row r of array a starts (row_source.py's prelude)
+ROW_MACRO = (f"#define AF_ROW(rs, a, r) ((rs)[{ROW_WORDS} * (a) + 2] == 1 ? "
+             f"(r) * (rs)[{ROW_WORDS} * (a)] : \\\n"
+             f"    ((r) / (rs)[{ROW_WORDS} * (a) + 2]) * (rs)[{ROW_WORDS} * (a)] + "
+             f"((r) % (rs)[{ROW_WORDS} * (a) + 2]) * (rs)[{ROW_WORDS} * (a) + 1])\n")
 
 
 def _collapse(dims: list) -> list:
@@ -73,4 +78,4 @@ def sub_rows(shape: tuple, strides: tuple, k: int, item: int) -> int | None:
     return None
 
 
-__all__ = ["ROW_WORDS", "leading", "sub_rows"]
+__all__ = ["ROW_WORDS", "ROW_MACRO", "leading", "sub_rows"]

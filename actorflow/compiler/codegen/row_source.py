@@ -21,6 +21,7 @@ it to its chunk's double accumulator); ``S<k>(i)`` is element ``i`` of the chunk
 from __future__ import annotations
 
 from actorflow.compiler.codegen import emit
+from actorflow.compiler.codegen.row_layout import ROW_MACRO
 from actorflow.compiler.codegen.row_layout import ROW_WORDS as W
 
 # integer dtypes an "index" array may have: storage C type
@@ -66,9 +67,7 @@ static inline float af_expf(float x) {
 }
 #define af_exp(v) _Generic((v), float: af_expf, default: exp)(v)
 /* where row r of array a starts (row_layout.py: outer, inner, count, sub per array) */
-#define AF_ROW(rs, a, r) ((rs)[4 * (a) + 2] == 1 ? (r) * (rs)[4 * (a)] : \
-    ((r) / (rs)[4 * (a) + 2]) * (rs)[4 * (a)] + ((r) % (rs)[4 * (a) + 2]) * (rs)[4 * (a) + 1])
-"""
+""" + ROW_MACRO
 
 
 def _pointers_and_macros(task, ct: str, outputs: bool) -> tuple:

@@ -43,6 +43,7 @@ import numpy as np
 from actorflow.compiler.codegen import emit, pool, row_layout
 from actorflow.compiler.codegen.build import build
 from actorflow.compiler.codegen.kernels import unaliased
+from actorflow.compiler.codegen.prepared import PreparedCalls
 from actorflow.compiler.codegen.row_source import (INDEX_TYPES, ROW_PRELUDE, TOTALS,
                                                    emit_row_kernel)
 from actorflow.ops import registry
@@ -84,7 +85,6 @@ class _Call:
     inputs read through copies (``refresh``) are copied again. ``numpy``: such calls run the
     NumPy kernel."""
 
-    held: tuple
     threads: int          # the intra-op threads its chunks were cut for
     numpy: bool = False
     views: list = None
@@ -204,9 +204,7 @@ class RowKernel:
         self.calls = 0
         self.refused = 0  # calls the pre pass handed to the NumPy kernel
         self.in_place = list(task.in_place)
-        self.prepared: dict = {}  # ids of a call's arrays -> (those arrays, their _Call)
-        self.by_layout: dict = {}  # the arrays' addresses and layouts -> their _Call
-        self.last_layout: tuple = ((), ())  # the arrays of the last such lookup, their key
+        self.prepared = PreparedCalls()  # a call's arrays -> its _Call (prepared.py)
 
     @classmethod
     def from_library(cls, lib, symbol: str, task: RowTask, numpy_kernel) -> "RowKernel":
@@ -216,17 +214,10 @@ class RowKernel:
 
     def __call__(self, ins: list, outs: list, attrs: dict) -> None:
         both = list(ins) + list(outs)
-        ids = tuple(map(id, both))
-        hit = self.prepared.get(ids)
-        if hit is not None and all(x is y for x, y in zip(hit[0], both)) \
-                and hit[1].threads == threads():
-            call = hit[1]
-        else:
-            call = self._prepared_for(ins, outs, both)
-            if len(self.prepared) >= 8:
-                self.prepared.clear()
-            # holding the arrays keeps their ids from naming others
-            self.prepared[ids] = (tuple(both), call)
+        call = self.prepared.get(both)
+        if call is None or call.threads != threads():
+            call = self._prepare(ins, outs)
+            self.prepared.put(both, call)
         if call.numpy:
             self.numpy_kernel(unaliased(ins, outs), outs, attrs)
             return
@@ -266,38 +257,16 @@ class RowKernel:
                     total = total / np.float64(pre_total)
             np.copyto(outs[j], total, casting="unsafe")
 
-    def _prepared_for(self, ins: list, outs: list, both: list) -> "_Call":
-        """The _Call of arrays that are new objects: that of an earlier call on arrays of the
-        same memory and layout (a graph's views are made anew each act, over the same
-        registers), else a new one. The _Call holds the earlier arrays, so that memory is
-        still theirs: the views it keeps read what the new arrays would."""
-        if not all(isinstance(a, np.ndarray) for a in both):  # a NumPy scalar: no memory
-            return self._prepare(ins, outs)
-        # an array's address costs microseconds: the parts of arrays the last call had too
-        # (most registers; only the views are new objects) are taken from its key
-        last, last_key = self.last_layout
-        key = tuple(last_key[i] if i < len(last) and a is last[i] else
-                    (a.ctypes.data, a.shape, a.strides, a.dtype) for i, a in enumerate(both))
-        self.last_layout = (tuple(both), key)
-        call = self.by_layout.get(key)
-        if call is None or call.threads != threads():
-            call = self._prepare(ins, outs)
-            if len(self.by_layout) >= 8:
-                self.by_layout.clear()
-            self.by_layout[key] = call
-        return call
-
     def _prepare(self, ins: list, outs: list) -> "_Call":
         """What a call on these arrays needs besides their values: views, strides, chunks,
         per-chunk buffers and pointer arrays (kept for the next call on the same arrays)."""
         t = self.task
-        held = tuple(ins) + tuple(outs)
         x0 = ins[t.rows_of]
         k = t.row_dims
         n, rows = _size(x0.shape[x0.ndim - k:]), _size(x0.shape[:x0.ndim - k])
         arrays = self._views(ins, outs, n, rows)
         if arrays is None or n == 0 or rows == 0:
-            return _Call(held, threads(), numpy=True)
+            return _Call(threads(), numpy=True)
         views, words, refresh = arrays
         out_kinds = t.kinds[t.n_in:]
         sums = [j for j, kind in enumerate(out_kinds) if kind == "sum"]
@@ -308,8 +277,9 @@ class RowKernel:
             chunks = split(rows, max(1, (PARALLEL_MIN // 2) // n))
         partial = np.zeros((len(sums), len(chunks), n), self.acc) if sums else None
         acc = np.zeros((len(totals), len(chunks)), np.float64) if totals else None
-        longest = max([n] + [_size(v.shape[v.ndim - t.row_dims:]) if v.ndim > 2 else v.shape[1]
-                             for v, kind in zip(views, t.kinds) if kind == "block"])
+        longest = max([n] + [_size(a.shape[a.ndim - t.row_dims:])
+                             for a, kind in zip(list(ins) + list(outs), t.kinds)
+                             if kind == "block"])
         scratch = np.empty((len(chunks), t.scratch, longest), self.acc) if t.scratch else None
         # per chunk, a buffer for each input the kernel may gather (row_layout.py)
         gathers = [np.empty((len(chunks), g[0] * g[1]), self.np_dtypes[a])
@@ -323,7 +293,7 @@ class RowKernel:
             for s, j in enumerate(totals):
                 ps[t.n_in + j] = acc[s, c:].ctypes.data
             ptrs.append((ctypes.c_void_p * len(ps))(*ps))
-        return _Call(held, threads(), False, views, refresh, (ctypes.c_void_p * len(base))(*base),
+        return _Call(threads(), False, views, refresh, (ctypes.c_void_p * len(base))(*base),
                      (ctypes.c_int64 * len(words))(*words), n, rows, chunks, sums, totals,
                      partial, acc, (scratch, gathers), ptrs,
                      pool.tables_of(ptrs, chunks) if len(chunks) > 1 else None)
