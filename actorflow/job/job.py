@@ -81,11 +81,17 @@ class OpConf:
 
     def copy(self, **changes) -> "OpConf":
         """A shallow copy with some fields replaced."""
-        fields = dict(name=self.name, op_type=self.op_type, inputs=list(self.inputs),
-                      attrs=dict(self.attrs), outputs=list(self.outputs), scope=self.scope,
-                      ctrl_inputs=list(self.ctrl_inputs), tags=dict(self.tags))
-        fields.update(changes)
-        return OpConf(**fields)
+        c = OpConf(self.name, self.op_type, list(self.inputs), dict(self.attrs),
+                   list(self.outputs), self.scope, list(self.ctrl_inputs), dict(self.tags))
+        for k, v in changes.items():
+            if k not in _OPCONF_FIELDS:
+                raise TypeError(f"OpConf.copy() got an unexpected field {k!r}")
+            setattr(c, k, v)
+        return c
+
+
+_OPCONF_FIELDS = frozenset(("name", "op_type", "inputs", "attrs", "outputs", "scope",
+                            "ctrl_inputs", "tags"))
 
 
 def unique_name(base: str, names: set) -> str:
@@ -98,10 +104,20 @@ def unique_name(base: str, names: set) -> str:
     return name
 
 
+_SPLIT_MEMO: dict = {}  # blob name -> (op name, index): passes and checks split each often
+_SPLIT_MEMO_MAX = 1 << 16
+
+
 def split_blob(blob: str) -> tuple:
     """``"op/1"`` -> ``("op", 1)``."""
-    name, _, idx = blob.rpartition("/")
-    return name, int(idx)
+    hit = _SPLIT_MEMO.get(blob)
+    if hit is None:
+        name, _, idx = blob.rpartition("/")
+        hit = (name, int(idx))
+        if len(_SPLIT_MEMO) >= _SPLIT_MEMO_MAX:
+            _SPLIT_MEMO.clear()
+        _SPLIT_MEMO[blob] = hit
+    return hit
 
 
 class Job:

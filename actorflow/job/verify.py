@@ -79,6 +79,8 @@ def topological_order(job: Job) -> list:
     stored order wins, so an already valid order is returned unchanged."""
     import heapq
 
+    if _in_order(job.ops):  # the common case (a verified Job): one cheap pass
+        return list(job.ops)
     position = {o.name: i for i, o in enumerate(job.ops)}
     deps: dict = {}
     users: dict = {}
@@ -105,3 +107,17 @@ def topological_order(job: Job) -> list:
         stuck = [n for n, d in deps.items() if d > 0]
         raise JobError(f"job {job.name}: cycle among ops {stuck[:5]}")
     return out
+
+
+def _in_order(ops: list) -> bool:
+    """Whether every op's producers and control inputs come before it in ``ops``."""
+    seen: set = set()
+    for o in ops:
+        for b in o.inputs:
+            if split_blob(b)[0] not in seen:
+                return False
+        for c in o.ctrl_inputs:
+            if c not in seen:
+                return False
+        seen.add(o.name)
+    return True

@@ -32,10 +32,19 @@ def _same_conf(x: OpConf, y: OpConf) -> bool:
 
 
 def _same_values(d: dict, e: dict) -> bool:
+    try:
+        # dict equality tries identity first: the values a copy shares compare at C speed
+        if d == e:
+            return True
+    except (ValueError, TypeError):  # an array value: its == gives an array, not a bool
+        pass
     if d.keys() != e.keys():
         return False
-    return all(v is e[k] or attr_codec.encode(v) == attr_codec.encode(e[k])
-               for k, v in d.items())
+    for k, v in d.items():
+        w = e[k]
+        if v is not w and attr_codec.encode(v) != attr_codec.encode(w):
+            return False
+    return True
 
 
 def _to_recheck(job: Job, diff: dict) -> set:
@@ -49,16 +58,19 @@ def _to_recheck(job: Job, diff: dict) -> set:
     return recheck
 
 
-def run_passes(job: Job, passes: list, verify: bool = True) -> tuple:
+def run_passes(job: Job, passes: list, verify: bool = True,
+               input_verified: bool = False) -> tuple:
     """Apply ``passes`` (a list of ``(name, fn)``) to ``job``; returns ``(job, log)`` where
     ``log`` has one entry per pass: name, seconds, added / removed / changed op names and a
-    one-line summary. A pass that breaks the Job raises JobError naming the pass.
+    one-line summary. A pass that breaks the Job raises JobError naming the pass. ``job``
+    itself is never changed (each pass gets a copy).
 
-    The first pass's result is verified in full; after that, names, inputs and control inputs
-    are checked in full and shapes/dtypes (inference) for the ops the pass added or changed and
-    their readers, since every other op was verified with the same inputs before."""
+    The first pass's result is verified in full unless ``input_verified`` says ``job`` was;
+    after that, names, inputs and control inputs are checked in full and shapes/dtypes
+    (inference) for the ops the pass added or changed and their readers, since every other op
+    was verified with the same inputs before."""
     log = []
-    checked = False  # whether ``job`` (the input of the next pass) has been verified in full
+    checked = input_verified  # whether ``job`` (the next pass's input) has been verified
     for name, fn in passes:
         before = job
         t0 = time.perf_counter()

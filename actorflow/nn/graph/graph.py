@@ -342,7 +342,7 @@ class Graph:
         t1 = time.perf_counter()
         ctx = PassContext(self, b)
         passes = build_pipeline(self.config, ctx, {"optimizer": make_optimizer_pass})
-        full_job, log = run_passes(forward_job.copy(), passes)
+        full_job, log = run_passes(forward_job, passes, input_verified=True)
         if self.config.straighten_mode is not None:  # the compiler reads it (compile_job)
             full_job.train["straighten"] = self.config.straighten_mode in (
                 "MemoryFirst", "OverlapCpuGpu", "DelayShortGpu")
