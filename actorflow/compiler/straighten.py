@@ -7,7 +7,8 @@ By the dependency graph alone it may act as late as the end of the backward pass
 register it reads lives that long and the memory plan (``compiler/memory.py``) can give their
 bytes to no later register. Straightening gives each leaf a control edge to the next backward
 op after it in the Job's topological order that is not a leaf, of the same stage and
-placement: that op now waits for the leaf, so the leaf's inputs die early.
+placement and not a view op (a view folded into its readers has no task to wait): that op
+now waits for the leaf, so the leaf's inputs die early.
 
 Chaining (``chain``, with one compute lane): the memory plan may put register B over A only
 when the dependency graph proves A's readers act before B's producer; ops on independent
@@ -129,7 +130,9 @@ def straighten(job: Job) -> int:
             continue
         where = _where(conf, stages)
         for nxt in order[i + 1:]:
-            if backward(nxt) and nxt.name not in leaf and _where(nxt, stages) == where:
+            # not a view: a folded view has no task, and its control inputs would be lost
+            if (backward(nxt) and nxt.name not in leaf and _where(nxt, stages) == where
+                    and not registry.get(nxt.op_type).view_fn):
                 if conf.name not in nxt.ctrl_inputs and not any(
                         split_blob(b)[0] == conf.name for b in nxt.inputs):
                     by_name[nxt.name].ctrl_inputs.append(conf.name)

@@ -279,3 +279,33 @@ def gelu_grad_c_row(attrs: dict, n_inputs: int):
     return CRow(f"for (int64_t i = 0; i < n; i++) {{\n const $T x_ = X1(i); $T d;\n"
                 f"{_per_type(*forms)}\n Y0(i, d * X0(i));\n}}", ("row",) * (n_inputs + 1),
                 in_place=tuple((0, a) for a in range(n_inputs)))
+
+
+_ROW_GELU_WITH_GRAD = {
+    # gelu's row form and gelu_grad's without a saved Phi(x), sharing Phi(x): the same values
+    "none": (f"const float s = x * x; {_horner_neg_p()} q = af_exp(q * x) + 1.0f;"
+             f" y = x / q; const float c = 1.0f / q;"
+             f" float e = (x * -0.5f) * x + {_f(_LN_INV_SQRT_2PI)}; e = af_exp(e) * x + c; d = e;",
+             "const double c = 0.5 * (1.0 + erf(x * 0.70710678118654752440)); y = x * c;"
+             f" d = c + x * exp(-0.5 * x * x) * {_INV_SQRT_2PI!r};"),
+    "tanh": (f"const float w = x * x; float e = w * {_f(_TANH_B)} + {_f(_TANH_A)};"
+             f" e = af_exp(e * x); y = x / (e + 1.0f); const float sg = 1.0f / (e + 1.0f);"
+             f" e = 1.0f / (1.0f / e + 1.0f);"
+             f" const float u = (w * {_f(_TANH_D)} + {_f(_TANH_G)}) * x;"
+             f" d = (e * u + 1.0f) * sg;",
+             f"y = x * (0.5 * (1.0 + tanh({_SQRT_2_OVER_PI!r} * (x + {GELU_C!r} * x * x * x))));"
+             f" const double x2 = x * x, t = tanh({_SQRT_2_OVER_PI!r} * x * (1.0 + "
+             f"{GELU_C!r} * x2)); d = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * "
+             f"{_SQRT_2_OVER_PI!r} * (1 + 3 * {GELU_C!r} * x2);"),
+}
+
+
+def gelu_with_grad_c_row(attrs: dict, n_inputs: int):
+    """gelu_with_grad's row form: inputs (dout, x), outputs (gelu(x), dout * gelu'(x)), each
+    computed as gelu's and gelu_grad's row forms compute it (without a saved Phi(x))."""
+    forms = _ROW_GELU_WITH_GRAD.get(attrs.get("approximate"))
+    if forms is None or n_inputs != 2:
+        return None
+    return CRow(f"for (int64_t i = 0; i < n; i++) {{\n const $T x_ = X1(i); $T y, d;\n"
+                f"{_per_type(*forms)}\n Y0(i, y); Y1(i, d * X0(i));\n}}", ("row",) * 4,
+                in_place=((0, 1), (1, 0)))

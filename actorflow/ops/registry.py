@@ -114,6 +114,11 @@ the compiler - reads them from the record; nothing keeps its own list of op name
   * ``c_reduce`` (ops reducing every element of all their inputs to one 0-d value: the
     gradient norm of clipping): ``c_reduce(attrs) -> ReduceForm | None``, the reduction's
     accumulators and per-element C (``ops/reduce_form.py``), beside its NumPy kernel.
+  * ``recompute_grad`` (activations): ``(grad op, fused op)``, their records. Where the graph
+    compiler recomputes the op's output for the backward (``compiler/codegen/recompute.py``),
+    a grad op call reading the same input (inputs ``(dout, x)``, the activation's attrs) may
+    become one call of the fused op: inputs ``(dout, x)``, outputs (the recomputed value, the
+    gradient), the same values as the two ops' own kernels give.
 """
 from __future__ import annotations
 
@@ -167,7 +172,7 @@ class Op:
                  "random", "optional_outputs", "elementwise", "alias_safe", "activation",
                  "bias_act_epilogue", "bias_input", "add_to_output", "optimizer_update", "amp",
                  "is_identity", "kernel_cpu", "collective", "transfer", "c_expr", "c_row",
-                 "c_update", "c_reduce", "grad_scale")
+                 "c_update", "c_reduce", "grad_scale", "recompute_grad")
 
     def __init__(self, name: str, *, doc: str = "", mutates: tuple = (),
                  mutates_fn: Callable | None = None,
@@ -180,7 +185,7 @@ class Op:
                  collective: bool = False, transfer: bool = False,
                  c_expr: str | Callable | None = None, c_row=None,
                  c_update: Callable | None = None, c_reduce: Callable | None = None,
-                 grad_scale: Callable | None = None):
+                 grad_scale: Callable | None = None, recompute_grad: tuple | None = None):
         if amp not in AMP_CLASSES:
             raise ValueError(f"op {name!r}: amp must be one of {AMP_CLASSES}, got {amp!r}")
         if alias_safe and not elementwise:
@@ -221,6 +226,7 @@ class Op:
         self.c_update = c_update
         self.c_reduce = c_reduce
         self.grad_scale = grad_scale
+        self.recompute_grad = recompute_grad
 
     def mutated_inputs(self, n_inputs: int, attrs: dict) -> tuple:
         """Indices of the inputs one call with ``n_inputs`` inputs and ``attrs`` writes in
@@ -274,6 +280,9 @@ class Op:
             out.append("c_reduce")
         if self.grad_scale is not None:
             out.append("grad_scale")
+        if self.recompute_grad is not None:
+            out.append(f"recompute_grad=({self.recompute_grad[0].name}, "
+                       f"{self.recompute_grad[1].name})")
         if self.view_fn is not None:
             out.append("view")
         if self.amp != "follow":

@@ -46,6 +46,8 @@ def _row_calls(shape, npd, rng):
         ("gelu", {"approximate": "tanh", "save_cdf": False}, [x], [shape]),
         ("gelu_grad", {"approximate": "none"}, [g, x, y], [shape]),
         ("gelu_grad", {"approximate": "tanh"}, [g, x], [shape]),
+        ("gelu_with_grad", {"approximate": "none"}, [g, x], [shape, shape]),
+        ("gelu_with_grad", {"approximate": "tanh"}, [g, x], [shape, shape]),
         ("softmax", {"dim": -1}, [x], [shape]),
         ("log_softmax", {"dim": -1}, [x], [shape]),
         ("softmax_grad", {"dim": -1}, [g, y], [shape]),
@@ -169,13 +171,68 @@ def test_generation_recomputes_gelu_instead_of_keeping_its_values(monkeypatch):
     unchanged."""
     monkeypatch.setenv(codegen.ENV, "1")
     g, _ = _train(1)
-    tasks = [t for t in g.plan.tasks if t.op_type in ("gelu", "gelu_grad")]
+    tasks = [t for t in g.plan.tasks if t.op_type in ("gelu", "gelu_grad", "gelu_with_grad")]
     clones = [t for t in tasks if t.op_name.endswith("-recompute")]
     assert len(clones) == 2 and all(t.generated for t in tasks)
-    assert all(len(t.input_blobs) == 2 for t in tasks if t.op_type == "gelu_grad")
+    # each clone computes its gelu's gradient too (rewrite 3 of codegen/recompute.py)
+    assert {t.op_type for t in clones} == {"gelu_with_grad"}
+    assert not any(t.op_type == "gelu_grad" for t in g.plan.tasks)
+    assert all(len(t.input_blobs) == 2 for t in clones)
     job_gelus = [o for o in g.full_job.ops if o.op_type == "gelu"]
     assert len(job_gelus) == 2 and all(len(o.outputs) == 2 for o in job_gelus)
     for t in tasks:
         if t.op_type == "gelu":
             out = g.plan.regst_descs[t.produced_regsts["out"]]
             assert len(out.blobs) == 1  # y only
+
+
+def _train_squared_gelu(steps: int = 3):
+    """A graph whose backward reads gelu's output h before gelu's gradient input exists: a
+    layer norm's gradient reads its input h, and gelu_grad's dout is that gradient."""
+    flow.manual_seed(0)
+    model = nn.Sequential(nn.Linear(12, 24), nn.LayerNorm(24), nn.Linear(24, 3))
+    opt = flow.optim.SGD(model.parameters(), lr=0.05)
+    rng = np.random.default_rng(1)
+    x = flow.tensor(rng.standard_normal((16, 12)).astype(np.float32))
+
+    class Train(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+            self.add_optimizer(opt)
+
+        def build(self, a):
+            h = F.gelu(self.model[0](a))
+            loss = (self.model[2](self.model[1](h)) ** 2).mean()
+            loss.backward()
+            return loss
+
+    g = Train()
+    return g, [float(g(x).numpy()) for _ in range(steps)]
+
+
+def test_a_recomputed_gelu_read_before_its_gradient_input_exists_stays_apart(monkeypatch):
+    """The fused gelu_with_grad would have to run before h's backward readers and after the
+    gradient those readers produce: no place for it, so the clone and gelu_grad stay two
+    tasks, and the graph trains to the losses without generation."""
+    monkeypatch.setenv(codegen.ENV, "1")
+    g, on = _train_squared_gelu()
+    types = [t.op_type for t in g.plan.tasks]
+    clones = [t for t in g.plan.tasks if t.op_name.endswith("-recompute")]
+    assert [t.op_type for t in clones] == ["gelu"] and "gelu_grad" in types
+    assert "gelu_with_grad" not in types
+    monkeypatch.setenv(codegen.ENV, "0")
+    _, off = _train_squared_gelu()
+    np.testing.assert_allclose(on, off, rtol=1e-5)
+
+
+def test_gelu_with_grad_trains_to_the_losses_without_generation(monkeypatch):
+    """The rewrite's graph (tests above: both gelus fused with their gradients) against the
+    NumPy kernels, 1e-5 relative as the module docstring says."""
+    monkeypatch.setenv(codegen.ENV, "1")
+    g, on = _train(4)
+    assert sum(t.op_type == "gelu_with_grad" for t in g.plan.tasks) == 2
+    monkeypatch.setenv(codegen.ENV, "0")
+    g2, off = _train(4)
+    assert not any(t.op_type == "gelu_with_grad" for t in g2.plan.tasks)
+    np.testing.assert_allclose(on, off, rtol=1e-5)

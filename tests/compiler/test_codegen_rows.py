@@ -26,8 +26,8 @@ from actorflow.ops import registry
 pytestmark = pytest.mark.timeout(300)
 
 # the ops whose row form (c_row) this module checks against the NumPy kernel
-ROW_OPS = ("layer_norm", "layer_norm_grad", "gelu", "gelu_grad", "softmax", "softmax_grad",
-           "log_softmax", "log_softmax_grad", "sum", "mean")
+ROW_OPS = ("layer_norm", "layer_norm_grad", "gelu", "gelu_grad", "gelu_with_grad", "softmax",
+           "softmax_grad", "log_softmax", "log_softmax_grad", "sum", "mean")
 
 DTYPES = {"float32": dt.float32, "float64": dt.float64, "float16": dt.float16}
 
@@ -282,7 +282,7 @@ def test_graph_trains_to_the_same_losses_with_row_kernels(monkeypatch):
     g, on = _train_ln()
     row_tasks = [v for v in g.plan.codegen["tasks"].values() if v.get("rows")]
     assert {t["ops"][0] for t in row_tasks} >= {"layer_norm", "layer_norm_grad", "gelu",
-                                                "gelu_grad"}
+                                                "gelu_with_grad"}
     ran = [k for k in codegen.kernels_of(g.plan).values() if isinstance(k, rows.RowKernel)]
     assert ran and all(k.calls == 5 for k in ran), "the actors should call the row kernels"
     monkeypatch.setenv(codegen.ENV, "0")
@@ -313,6 +313,29 @@ def test_gelu_and_grad_rows_match_numpy(dtype, approximate, save, shape):
     gins = [dout, x] + ([ref[1]] if save else [])
     got, ref, _ = _run_both("gelu_grad", {"approximate": approximate}, gins, [shape], dtype)
     _close(got[0], ref[0], ULPS, "gelu_grad")
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("shape", [(1, 1), (5, 33), (2, 3, 700)])
+def test_gelu_with_grad_row_matches_numpy_and_the_separate_row_kernels(dtype, approximate, shape):
+    """gelu_with_grad (the compiler's recomputed gelu and its gradient in one call): within
+    ULPS of its NumPy kernel, and the very bits of gelu's and gelu_grad's own row kernels."""
+    rng = np.random.default_rng(shape[-1] + 1)
+    npd = DTYPES[dtype].np
+    x = (rng.standard_normal(shape) * 3).astype(npd)
+    flat = x.reshape(-1)
+    flat[:len(SPECIAL)] = np.array(SPECIAL[:flat.size], np.float64).astype(npd)
+    dout = rng.standard_normal(shape).astype(npd)
+    dout.reshape(-1)[-1:] = np.inf
+    attrs = {"approximate": approximate}
+    got, ref, _ = _run_both("gelu_with_grad", attrs, [dout, x], [shape, shape], dtype)
+    for name, g, r in zip(("y", "dx"), got, ref):
+        _close(g, r, ULPS, f"gelu_with_grad {name}")
+    y, _, _ = _run_both("gelu", {**attrs, "save_cdf": False}, [x], [shape], dtype)
+    dx, _, _ = _run_both("gelu_grad", attrs, [dout, x], [shape], dtype)
+    np.testing.assert_array_equal(got[0], y[0])
+    np.testing.assert_array_equal(got[1], dx[0])
 
 
 def test_generated_exp_is_within_an_ulp_and_keeps_nan_inf():

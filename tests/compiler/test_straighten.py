@@ -109,6 +109,26 @@ def test_config_mode_is_checked():
         nn.Graph().config.enable_straighten_algorithm("Fastest")
 
 
+def test_leaf_edges_skip_view_ops():
+    """A view folded into its readers has no task: an edge to it would be lost, so a leaf's
+    edge goes to the next backward op that is not a view (with generation's rewrites, reshape
+    views of gelu's gradient come right after weight-gradient leaves)."""
+    from actorflow.ops import registry
+
+    def view(c) -> bool:
+        return c.op_type in registry.all_ops() and registry.get(c.op_type).view_fn is not None
+
+    from actorflow.compiler.codegen import recompute
+
+    g, _ = _train()
+    job = recompute(g.full_job.copy())  # as compile_job: gelu's gradient moves before a leaf
+    before = {c.name: list(c.ctrl_inputs) for c in job.ops}
+    assert straighten(job) > 0
+    gained = [c for c in job.ops if c.ctrl_inputs != before[c.name]]
+    assert gained and not any(view(c) for c in gained)
+    assert any(view(c) and c.tags.get("phase") == "backward" for c in job.ops)  # the case
+
+
 def test_chain_orders_every_kernel_pair_and_never_views():
     from actorflow.compiler.straighten import _plain, _reaches, chain
     from actorflow.ops import registry

@@ -19,6 +19,14 @@ rewrites a copy of the Job:
    forward value then dies after its forward readers. The clone runs the same kernel on the
    same input: the same bits.
 
+3. **A recomputed activation and its gradient in one op.** Where the clone's op has a
+   ``recompute_grad`` trait ``(grad op, fused op)`` (gelu: gelu_grad, gelu_with_grad) and a
+   backward call of the grad op reads ``(dout, x)`` with x the clone's input and attrs the
+   clone also has, the two become one call of the fused op in the clone's place (its name, outputs:
+   the clone's, then the grad's), where every input and control input of both is produced
+   before the first reader of either: one generated loop computes what the two computed
+   apart (gelu's Phi(x) once), with the same values.
+
 The Job a Graph shows (``full_job``) is not changed; the Plan shows the result (the clones'
 tasks are named ``<op>-recompute``). ``graph.register_memory()`` compares the register
 memory with and without generation.
@@ -33,7 +41,9 @@ from actorflow.ops import registry
 def recompute(job: Job) -> Job:
     """``job`` (changed in place and returned) with the rewrites of the module docstring."""
     _drop_recomputable_outputs(job)
-    _recompute_activations(job)
+    clones = _recompute_activations(job)
+    if clones:
+        _fuse_with_grads(job, clones)
     return job
 
 
@@ -78,10 +88,11 @@ def _has_c_form(op, conf) -> bool:
     return op.c_expr is not None and op.c_form(conf.attrs) is not None
 
 
-def _recompute_activations(job: Job) -> None:
+def _recompute_activations(job: Job) -> list:
+    """Insert the clones of rewrite 2; returns them."""
     backward = [o for o in job.ops if o.tags.get("phase") == "backward"]
     if not backward:
-        return
+        return []
     read_in_backward = {b for o in backward for b in o.inputs}
     position = {o.name: i for i, o in enumerate(job.ops)}
     producer = {o.name: o for o in job.ops}
@@ -123,6 +134,75 @@ def _recompute_activations(job: Job) -> None:
             ops.extend(insert_before.get(o.name, ()))
             ops.append(o)
         job.ops = ops
+    return [c for _, c, _ in clones]
+
+
+def _fuse_with_grads(job: Job, clones: list) -> None:
+    """Rewrite 3 of the module docstring."""
+    position = {o.name: i for i, o in enumerate(job.ops)}
+    by_name = {o.name: o for o in job.ops}
+    readers: dict = {}  # op name -> names of the ops reading its outputs or waiting on it
+    for o in job.ops:
+        for p in {split_blob(b)[0] for b in o.inputs} | set(o.ctrl_inputs):
+            readers.setdefault(p, set()).add(o.name)
+    removed: dict = {}  # grad op name -> (fused op name, its output index for the gradient)
+    for clone in clones:
+        pair = registry.get(clone.op_type).recompute_grad
+        if pair is None:
+            continue
+        grad_type, fused_type = pair[0].name, pair[1].name
+        x = clone.inputs[0]
+        grads = [r for r in (by_name[n] for n in readers.get(split_blob(x)[0], ()))
+                 if r.op_type == grad_type and len(r.inputs) == 2 and r.inputs[1] == x
+                 and all(clone.attrs.get(k) == v for k, v in r.attrs.items())
+                 and r.tags.get("phase") == "backward"
+                 and r.name not in removed]
+        for grad in sorted(grads, key=lambda r: position[r.name]):
+            deps = {split_blob(b)[0] for b in clone.inputs + grad.inputs}
+            deps |= set(clone.ctrl_inputs) | set(grad.ctrl_inputs)
+            users = readers.get(clone.name, set()) | readers.get(grad.name, set())
+            if not users or max(position[d] for d in deps) >= min(position[u] for u in users):
+                continue  # no place after what both wait for and before what reads either
+            clone.op_type, clone.attrs = fused_type, dict(grad.attrs)
+            clone.inputs = list(grad.inputs)
+            clone.outputs = [clone.outputs[0], grad.outputs[0]]
+            clone.ctrl_inputs = sorted(d for d in deps - {split_blob(b)[0] for b in grad.inputs}
+                                       if d != clone.name)
+            clone.tags = {**clone.tags, "grad_of": grad.name}
+            removed[grad.name] = clone.name
+            break
+    if not removed:
+        return
+    ops = []
+    for o in job.ops:
+        if o.name in removed:
+            continue
+        o.inputs = [f"{removed[n]}/1" if n in removed else b
+                    for b, n in ((b, split_blob(b)[0]) for b in o.inputs)]
+        o.ctrl_inputs = list(dict.fromkeys(removed.get(c, c) for c in o.ctrl_inputs))
+        ops.append(o)
+    job.ops = ops
+    _place_before_readers(job, set(removed.values()))
+
+
+def _place_before_readers(job: Job, moved: set) -> None:
+    """Move each op of ``moved`` just before its first reader (it now reads what the grad op
+    read, produced before that reader, but possibly after the op's old place)."""
+    first_reader: dict = {}
+    for o in job.ops:
+        for p in {split_blob(b)[0] for b in o.inputs} | set(o.ctrl_inputs):
+            if p in moved and p not in first_reader:
+                first_reader[p] = o.name
+    keep = [o for o in job.ops if o.name not in moved]
+    ahead: dict = {}
+    for o in job.ops:
+        if o.name in moved:
+            ahead.setdefault(first_reader[o.name], []).append(o)
+    ops = []
+    for o in keep:
+        ops.extend(ahead.get(o.name, ()))
+        ops.append(o)
+    job.ops = ops
 
 
 __all__ = ["recompute"]
