@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from operator import itemgetter
 
 import numpy as np
 
@@ -26,6 +27,9 @@ from actorflow.runtime.message import ACK, EORD, REGST, START
 from actorflow.runtime.regst import make_regsts
 from actorflow.errors import KernelError, RemoteRankError, UnboundVariableError, kernel_failure
 from actorflow.tensor import unsynced_array
+
+
+_head = itemgetter(0)  # a queue's first register
 
 
 class ActorError(RuntimeError):
@@ -217,6 +221,12 @@ class LightKernelActor(KernelActor):
     a single register. Same protocol as ``Actor``; message handling, readiness, the kernel call,
     sending and acking are inlined into one method."""
 
+    def init(self) -> None:
+        super().init()
+        # per consumed regst desc, in kernel order: its inbox and how to ack its producer
+        self.in_queues = [self.inbox[rid] for rid in self.in_rids]
+        self.in_acks = [(self.inbox[rid], self.producer_puts[rid]) for rid in self.in_rids]
+
     def process(self, msg) -> bool:
         kind = msg[0]
         if kind == REGST:
@@ -225,14 +235,21 @@ class LightKernelActor(KernelActor):
             if not q:
                 self.n_ready += 1
             q.append(regst)
-        elif kind == ACK:
-            self.on_ack(msg[3])
+        elif kind == ACK:  # Actor.on_ack, inlined
+            regst = msg[3]
+            key = id(regst)
+            left = self.reading[key] - 1
+            self.total_reading -= 1
+            if left:
+                self.reading[key] = left
+            else:
+                del self.reading[key]
+                self.free.append(regst)
         elif kind == EORD:
             self.eord_left -= 1
         free = self.free
         while self.n_ready == self.n_in and free:
-            inbox, in_rids = self.inbox, self.in_rids
-            ins = [inbox[rid][0] for rid in in_rids]
+            ins = list(map(_head, self.in_queues))
             out = free.popleft()
             first = ins[0]
             out.piece, out.micro = first.piece, first.micro
@@ -251,13 +268,11 @@ class LightKernelActor(KernelActor):
                     put((REGST, me, c, out))
             else:
                 free.append(out)
-            acks = self.producer_puts
-            for rid in in_rids:
-                q = inbox[rid]
+            for q, ack in self.in_acks:
                 r = q.popleft()
                 if not q:
                     self.n_ready -= 1
-                acks[rid]((ACK, me, r.producer, r))
+                ack((ACK, me, r.producer, r))
         if self.eord_left == 0 or self.eord_sent:
             return self.try_leave()
         return False
