@@ -121,6 +121,7 @@ _BACKWARD = """const int64_t L = $L, S = $S, E = $E, EV = $Ev;
 const $T scale = $scale;
 $T *vt = &S0(0), *ks = &S1(0), *dva = &S2(0), *dka = &S3(0);
 $T *ds = &S4(0), *dq = &S8(0), *g = &S12(0);  /* ds: S4..S7, dq: S8..S11, g: S12..S15 */
+$T *qt = &S16(0);  /* the tile's q rows times scale: S16..S19 */
 $T ado = 0, av = 0, ao = 0, aq = 0, ak = 0;
 int bad = 0;
 """ + _scan("X0", "L * EV", "ado") + _scan("X5", "L * EV", "ao") + _scan("X3", "S * EV", "av") \
@@ -140,8 +141,12 @@ for (int64_t i0 = 0; i0 < L; i0 += 4) {
     const int64_t nr = L - i0 < 4 ? L - i0 : 4;
     const int64_t jc = (i0 + nr + 15) & ~(int64_t)15;  /* whole vectors: zeros add zeros */
     const int64_t jt = skip ? (jc < S ? jc : S) : S;
+    /* the tile's dout rows and scaled q rows, zero past its last row, so that the products
+       below need no test of the row count (a zero row adds exact zeros) */
     for (int64_t c = 0; c < 4 * EV; c++) g[c] = 0;
     for (int64_t c = 0; c < nr * EV; c++) g[c] = X0(i0 * EV + c);
+    for (int64_t e = 0; e < 4 * E; e++) qt[e] = 0;
+    for (int64_t e = 0; e < nr * E; e++) qt[e] = X1(i0 * E + e) * scale;
     #pragma omp simd
     for (int64_t j = 0; j < jt; j++) {  /* dP = dO V^T, the sums over c in registers */
         $T a0 = 0, a1 = 0, a2 = 0, a3 = 0;
@@ -152,6 +157,8 @@ for (int64_t i0 = 0; i0 < L; i0 += 4) {
         }
         d0[j] = a0; d1[j] = a1; d2[j] = a2; d3[j] = a3;
     }
+    for (int64_t r = nr; r < 4; r++)  /* rows past the tile: 0, also where v is not finite */
+        for (int64_t j = 0; j < jt; j++) ds[r * S + j] = 0;
     $T p[4] = {0, 0, 0, 0};
     for (int64_t r = 0; r < nr; r++) {  /* dS = P (dP - rowsum(dO O)) */
         const int64_t i = i0 + r;
@@ -167,19 +174,15 @@ for (int64_t i0 = 0; i0 < L; i0 += 4) {
         #pragma omp simd
         for (int64_t c = 0; c < EV; c++) {
             $T a = dva[j * EV + c];
-            a = fma(p[0], X0(i0 * EV + c), a);
-            if (nr > 1) a = fma(p[1], X0((i0 + 1) * EV + c), a);
-            if (nr > 2) a = fma(p[2], X0((i0 + 2) * EV + c), a);
-            if (nr > 3) a = fma(p[3], X0((i0 + 3) * EV + c), a);
+            a = fma(p[0], g[c], a); a = fma(p[1], g[EV + c], a);
+            a = fma(p[2], g[2 * EV + c], a); a = fma(p[3], g[3 * EV + c], a);
             dva[j * EV + c] = a;
         }
         #pragma omp simd
         for (int64_t e = 0; e < E; e++) {
             $T a = dka[j * E + e];
-            a = fma(t0, X1(i0 * E + e) * scale, a);
-            if (nr > 1) a = fma(t1, X1((i0 + 1) * E + e) * scale, a);
-            if (nr > 2) a = fma(t2, X1((i0 + 2) * E + e) * scale, a);
-            if (nr > 3) a = fma(t3, X1((i0 + 3) * E + e) * scale, a);
+            a = fma(t0, qt[e], a); a = fma(t1, qt[E + e], a);
+            a = fma(t2, qt[2 * E + e], a); a = fma(t3, qt[3 * E + e], a);
             dka[j * E + e] = a;
         }
     }
@@ -225,7 +228,7 @@ def _backward_row(attrs: dict, n_inputs: int) -> CRow | None:
             or attrs.get("mask_shape") is not None or not all(attrs["needs"]):
         return None
     return CRow(_body(_BACKWARD, False), ("row",) + ("block",) * 8,
-                row_dims=2, scratch=16, floats=_FLOATS,
+                row_dims=2, scratch=20, floats=_FLOATS,
                 dims=(("L", 0, -2), ("Ev", 0, -1), ("E", 1, -1), ("S", 2, -2)))
 
 
