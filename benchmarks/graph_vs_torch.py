@@ -26,7 +26,8 @@ seconds, cold: inductor's on-disk caches and actorflow's kernel cache
 (``ACTORFLOW_KERNEL_CACHE``, unless set) go to fresh temporary folders (else a second run reads
 the compiled kernels back and shows a fraction of the time); a second nn.Graph of the model
 shows the first call with the kernels already built (warm); the second call's time shows any
-recompilation. Where
+recompilation. With ``--model all`` each model is measured in a child process of its own
+(after a torch.compile, the same process' next nn.Graph first call took twice as long). Where
 PyTorch is missing or torch.compile fails (e.g. no C compiler) the table says why.
 """
 from __future__ import annotations
@@ -264,6 +265,7 @@ def main(argv=None) -> None:
     p = quick_parser(__doc__.split("\n\n")[0])
     p.add_argument("--model", choices=[*MODELS, "all"], default="all")
     p.add_argument("--only-blocking", choices=list(MODELS), help=argparse.SUPPRESS)
+    p.add_argument("--no-header", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.only_blocking:
         only_blocking(args.only_blocking, args.quick)
@@ -285,11 +287,20 @@ def main(argv=None) -> None:
 
 
 def run(args) -> None:
-    """The report of the chosen models."""
-    print(versions() + (f"torch threads {torch.get_num_threads()}\n"
-                        if torch is not None else ""))
-    for key in (MODELS if args.model == "all" else [args.model]):
-        print(report(key, args.quick), flush=True)
+    """The report of the chosen models; with ``--model all`` each model runs in a child process
+    of its own, so that one model's torch.compile (its caches, threads and heap) does not weigh
+    on the next model's first call and steps."""
+    if not args.no_header:
+        print(versions() + (f"torch threads {torch.get_num_threads()}\n"
+                            if torch is not None else ""), flush=True)
+    if args.model != "all":
+        print(report(args.model, args.quick), flush=True)
+        return
+    for key in MODELS:
+        cmd = [sys.executable, __file__, "--model", key, "--no-header"]
+        r = subprocess.run(cmd + (["--quick"] if args.quick else []), timeout=3600)
+        if r.returncode != 0:
+            print(f"## {MODELS[key][0]}\n\nfailed: exit {r.returncode}\n", flush=True)
 
 
 if __name__ == "__main__":
