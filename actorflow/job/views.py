@@ -19,10 +19,10 @@ when no in-place write can tell the two apart, which this module proves from the
 
 ``alias_views(job, order)`` returns the names of the ops to alias and the extra control edges
 ``(reader op, writer op)`` the compiler adds to the Plan. ``foldable_views`` picks the aliased
-views that need no task at all: every reader is a kernel task (or another folded view) and no op
-waits for them through a control edge, so each reader applies the view steps to the base
-register it consumes directly (``TaskProto.input_views``) - one act and two messages fewer per
-view, and the base register is acked only once the reader has run.
+views that need no task at all: every reader is a kernel task (or another folded view), no op
+waits for them through a control edge and they wait for none, so each reader applies the view
+steps to the base register it consumes directly (``TaskProto.input_views``) - one act and two
+messages fewer per view, and the base register is acked only once the reader has run.
 """
 from __future__ import annotations
 
@@ -193,7 +193,9 @@ def foldable_views(order: list, aliased: set) -> set:
         waited.update(o.ctrl_inputs)
     folded: set = set()
     for o in reversed(order):
-        if o.name not in aliased or o.name in waited:
+        # a view that waits for ops (control inputs) keeps its task: folded, the wait would
+        # be lost; one that others wait for keeps it too (they need a task to wait for)
+        if o.name not in aliased or o.name in waited or o.ctrl_inputs:
             continue
         rs = readers.get(o.name, ())
         if rs and all(r.name in folded or (r.name not in aliased and not is_system_op(r.op_type))

@@ -154,6 +154,23 @@ def test_views_waited_for_or_read_by_other_than_kernels_keep_their_task():
     assert plan.task_by_op("r").input_views == {}
 
 
+def test_a_view_that_waits_for_an_op_keeps_its_task_and_the_wait():
+    """Folded into its reader, a view's control inputs would be lost (the reader would not
+    wait for what the view waited for): such a view keeps its task, and its edge."""
+    job = job_of(
+        var("w", 4, 6),
+        op("s", "relu", ["w/0"], {}, d(4, 6)),
+        op("t", "transpose", ["w/0"], {"perm": (1, 0)}, d(6, 4), ctrl=["s"]),
+        op("r", "relu", ["t/0"], {}, d(6, 4)),
+        op("out", "output", ["r/0"], {"index": 0, "path": "r"}, d(6, 4)),
+        op("out2", "output", ["s/0"], {"index": 1, "path": "s"}, d(4, 6)))
+    plan = compile_job(job)
+    t = plan.task_by_op("t")
+    assert t.kind == "view" and plan.task_by_op("r").input_views == {}
+    s_out = plan.task_by_op("s").produced_regsts["out"]
+    assert s_out in t.consumed_regsts.get("in_ctrl", [])
+
+
 @pytest.mark.parametrize("reader_ctrl", [(), ("a",)])
 def test_plans_round_trip_through_json(reader_ctrl):
     from actorflow.compiler import Plan
