@@ -145,7 +145,7 @@ def _fuse_with_grads(job: Job, clones: list) -> None:
     for o in job.ops:
         for p in {split_blob(b)[0] for b in o.inputs} | set(o.ctrl_inputs):
             readers.setdefault(p, set()).add(o.name)
-    removed: dict = {}  # grad op name -> (fused op name, its output index for the gradient)
+    removed: dict = {}  # grad op name -> the fused op (the clone's name) whose output 1 it was
     for clone in clones:
         pair = registry.get(clone.op_type).recompute_grad
         if pair is None:
