@@ -15,8 +15,10 @@ from actorflow.ops.boxing import Sig, elementwise_rule
 from actorflow.ops.gelu_f32 import gelu_with_grad_c_row
 from actorflow.ops.registry import Meta, fail, get, register
 
+# Not marked ``elementwise``: that trait lets the fusion passes make the op a step of a fused
+# program, and a program step has one output (this op never reaches those passes anyway).
 gelu_with_grad = register(
-    "gelu_with_grad", elementwise=True,
+    "gelu_with_grad",
     doc="(gelu(x), dout * gelu'(x)) from inputs (dout, x): a recomputed gelu and its gradient "
         "in one kernel (the graph compiler's rewrite of gelu_grad; attr approximate).")
 
