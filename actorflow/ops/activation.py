@@ -21,6 +21,7 @@ from actorflow.ops.clamp import clamp_into
 from actorflow.ops.elementwise import (_integral_only, _ufunc, refuse_bool, unary)
 from actorflow.ops.gelu_f32 import (AS_A, AS_P, GELU_C, gelu_c_row, gelu_f32, gelu_grad_c_row,
                                     gelu_grad_f32)
+from actorflow.ops.gelu_with_grad import gelu_with_grad
 from actorflow.ops.registry import Meta, fail, register
 
 _LN2 = math.log(2.0)
@@ -437,6 +438,8 @@ gelu.kernel("cpu")(_gelu_kernel)
 gelu.grad(_gelu_grad)
 gelu.c_row = gelu_c_row  # one row in generated C (ops/registry.py: c_row)
 gelu_grad.c_row = gelu_grad_c_row
+# a recomputed gelu and its gradient in one generated loop (compiler/codegen/recompute.py)
+gelu.recompute_grad = (gelu_grad, gelu_with_grad)
 
 
 def _silu_grad(ctx, g):  # s (1 + x (1 - s)), s = sigmoid(x)

@@ -2,15 +2,15 @@
 
 No user calls it: the graph compiler puts it in place of gelu's gradient when it recomputes
 gelu's output for the backward (``compiler/codegen/recompute.py``, gelu's ``recompute_grad``
-trait), so that one generated loop computes Phi(x) once for both values, where the recomputed
-gelu and gelu_grad each computed it. Its NumPy kernel runs gelu's and gelu_grad's.
+trait, set in ``ops/activation.py``), so that one generated loop computes Phi(x) once for
+both values, where the recomputed gelu and gelu_grad each computed it. Its NumPy kernel runs
+gelu's and gelu_grad's.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from actorflow.framework import dtype as dt
-from actorflow.ops import activation
 from actorflow.ops.boxing import Sig, elementwise_rule
 from actorflow.ops.gelu_f32 import gelu_with_grad_c_row
 from actorflow.ops.registry import Meta, fail, get, register
@@ -56,4 +56,3 @@ def _(ins, outs, attrs):
 
 
 gelu_with_grad.c_row = gelu_with_grad_c_row
-activation.gelu.recompute_grad = (activation.gelu_grad, gelu_with_grad)

@@ -235,16 +235,8 @@ class LightKernelActor(KernelActor):
             if not q:
                 self.n_ready += 1
             q.append(regst)
-        elif kind == ACK:  # Actor.on_ack, inlined
-            regst = msg[3]
-            key = id(regst)
-            left = self.reading[key] - 1
-            self.total_reading -= 1
-            if left:
-                self.reading[key] = left
-            else:
-                del self.reading[key]
-                self.free.append(regst)
+        elif kind == ACK:
+            self.on_ack(msg[3])
         elif kind == EORD:
             self.eord_left -= 1
         free = self.free

@@ -186,7 +186,7 @@ def test_generation_recomputes_gelu_instead_of_keeping_its_values(monkeypatch):
             assert len(out.blobs) == 1  # y only
 
 
-def _train_squared_gelu(steps: int = 3):
+def _train_gelu_into_layer_norm(steps: int = 3):
     """A graph whose backward reads gelu's output h before gelu's gradient input exists: a
     layer norm's gradient reads its input h, and gelu_grad's dout is that gradient."""
     flow.manual_seed(0)
@@ -216,13 +216,13 @@ def test_a_recomputed_gelu_read_before_its_gradient_input_exists_stays_apart(mon
     gradient those readers produce: no place for it, so the clone and gelu_grad stay two
     tasks, and the graph trains to the losses without generation."""
     monkeypatch.setenv(codegen.ENV, "1")
-    g, on = _train_squared_gelu()
+    g, on = _train_gelu_into_layer_norm()
     types = [t.op_type for t in g.plan.tasks]
     clones = [t for t in g.plan.tasks if t.op_name.endswith("-recompute")]
     assert [t.op_type for t in clones] == ["gelu"] and "gelu_grad" in types
     assert "gelu_with_grad" not in types
     monkeypatch.setenv(codegen.ENV, "0")
-    _, off = _train_squared_gelu()
+    _, off = _train_gelu_into_layer_norm()
     np.testing.assert_allclose(on, off, rtol=1e-5)
 
 

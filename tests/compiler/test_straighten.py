@@ -113,12 +113,11 @@ def test_leaf_edges_skip_view_ops():
     """A view folded into its readers has no task: an edge to it would be lost, so a leaf's
     edge goes to the next backward op that is not a view (with generation's rewrites, reshape
     views of gelu's gradient come right after weight-gradient leaves)."""
+    from actorflow.compiler.codegen import recompute
     from actorflow.ops import registry
 
     def view(c) -> bool:
         return c.op_type in registry.all_ops() and registry.get(c.op_type).view_fn is not None
-
-    from actorflow.compiler.codegen import recompute
 
     g, _ = _train()
     job = recompute(g.full_job.copy())  # as compile_job: gelu's gradient moves before a leaf
