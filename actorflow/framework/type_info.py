@@ -3,12 +3,20 @@ PyTorch's and OneFlow's: ``bits``, ``max``, ``min``, and for floats ``eps``, ``t
 ``smallest_normal``, ``resolution``), read from NumPy / ml_dtypes."""
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 
 from actorflow.framework import dtype as dt
 
 __all__ = ["finfo", "iinfo"]
+
+
+def numpy_finfo(nd: np.dtype):
+    """NumPy's finfo for ``nd``, ml_dtypes' for bfloat16 (NumPy does not know it)."""
+    if nd.name == "bfloat16":
+        import ml_dtypes
+
+        return ml_dtypes.finfo(nd)
+    return np.finfo(nd)
 
 
 class finfo:  # noqa: N801  (PyTorch's name)
@@ -18,7 +26,7 @@ class finfo:  # noqa: N801  (PyTorch's name)
         d = dt.get_default_dtype() if type is None else type
         if not isinstance(d, dt.dtype) or not (d.is_floating_point or d.is_complex):
             raise TypeError(f"finfo: expects a floating point dtype, got {d}")
-        info = ml_dtypes.finfo(d.np) if d.is_floating_point else np.finfo(d.np)
+        info = numpy_finfo(d.np)
         self.dtype = d.name
         self.bits = int(info.bits)
         self.eps = float(info.eps)

@@ -92,7 +92,8 @@ def copy_reshaped(x: np.ndarray, out: np.ndarray) -> None:
 
 
 _BLAS_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
-HALF_DTYPES = frozenset((np.dtype(np.float16), np.dtype(dt.bfloat16.np)))  # hashed: ~25 ns
+HALF_DTYPES = {np.dtype(np.float16)}  # hashed: ~25 ns; bfloat16's joins once it is loaded
+dt.on_numpy_type_loaded(lambda d: HALF_DTYPES.add(d.np))
 
 
 def acc_dtype(d: np.dtype) -> np.dtype:

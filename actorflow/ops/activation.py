@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import math
 
-import ml_dtypes
 import numpy as np
 
 from actorflow.framework import dtype as dt
-from actorflow.ops._common import F, autograd
+from actorflow.framework.type_info import numpy_finfo
+from actorflow.ops._common import F, HALF_DTYPES, autograd
 from actorflow.ops.boxing import Sig, elementwise_rule
 from actorflow.ops.clamp import clamp_into
 from actorflow.ops.elementwise import (_integral_only, _ufunc, refuse_bool, unary)
@@ -144,7 +144,7 @@ abs_op = unary("abs", _ufunc(np.abs), float_only=False,
 def _sign_kernel(x, out, attrs):
     if x.dtype == np.bool_:  # NumPy has no bool loop; the sign of a bool is itself (PyTorch)
         np.copyto(out, x, casting="unsafe")
-    elif x.dtype.kind == "f" or x.dtype == ml_dtypes.bfloat16:
+    elif x.dtype.kind == "f" or x.dtype in HALF_DTYPES:
         # PyTorch's (x > 0) - (x < 0): 0 for NaN (NumPy keeps NaN) and +0 for -0
         neg = np.less(x, 0)  # read before out is written: out may be x (alias-safe)
         np.copyto(out, np.greater(x, 0), casting="unsafe")
@@ -185,7 +185,7 @@ def _nan_to_num(x, out, attrs):
     np.copyto(out, x)
     if out.dtype.kind in "biu":
         return
-    info = ml_dtypes.finfo(out.dtype)
+    info = numpy_finfo(out.dtype)
     pos, neg = attrs.get("posinf"), attrs.get("neginf")
     np.copyto(out, np.asarray(attrs.get("nan", 0.0)), casting="unsafe", where=np.isnan(x))
     np.copyto(out, np.asarray(info.max if pos is None else pos), casting="unsafe",
