@@ -163,18 +163,42 @@ class Actor:
 
 def view_step(op_type: str, attrs: dict, index: int, shape: tuple):
     """``array -> array``: output ``index`` of view op ``op_type`` applied to an array (a reshape
-    whose input has other strides than the compiler followed copies, as in eager mode)."""
-    if op_type == "reshape":
-        def step(a):
-            try:
-                return a.reshape(shape, copy=False)
-            except ValueError:
-                return a.reshape(shape)
-        return step
-    from actorflow.ops import registry
+    whose input has other strides than the compiler followed copies, as in eager mode).
 
-    fn = registry.get(op_type).view_fn
-    return lambda a: fn([a], attrs)[index]
+    A register's arrays are the same objects every step, so the step returns the view it made
+    for the same array last time: a generated kernel then finds its prepared call by the ids of
+    its arrays (codegen/prepared.py) instead of by their addresses and layouts. Copies are made
+    anew each time (they hold the values of one act)."""
+    if op_type == "reshape":
+        def view(a):
+            try:
+                return a.reshape(shape, copy=False), True
+            except ValueError:
+                return a.reshape(shape), False
+    else:
+        from actorflow.ops import registry
+
+        fn = registry.get(op_type).view_fn
+
+        def view(a):
+            return fn([a], attrs)[index], True
+    made: dict = {}  # id of a viewed array -> (that array, its view)
+
+    def step(a):
+        hit = made.get(id(a))
+        if hit is not None and hit[0] is a:
+            return hit[1]
+        v, is_view = view(a)
+        if is_view:
+            if len(made) >= _VIEWS_KEPT:
+                made.clear()
+            made[id(a)] = (a, v)
+        return v
+    return step
+
+
+# views a view step keeps (the registers it reads: one or two, a few more after boxing)
+_VIEWS_KEPT = 8
 
 
 class KernelActor(Actor):

@@ -205,3 +205,24 @@ def test_views_returned_as_outputs_are_the_callers_copies(fold):
     for o, k, e in zip(first, keep, want):
         assert np.array_equal(o.numpy(), e) and np.array_equal(k, e)
     assert {"transpose", "split", "getitem", "reshape"} <= _view_tasks(g)
+
+
+def test_a_folded_view_step_gives_the_same_view_for_the_same_register_array():
+    # generated kernels find their prepared calls by the ids of their arrays: a folded view of
+    # the same register array must be the same object each act; a reshape that has to copy
+    # (other strides than planned) copies anew, with the values of this act
+    from actorflow.runtime.actors import view_step
+
+    a, b = np.arange(12.0).reshape(3, 4), np.arange(12.0).reshape(3, 4) + 100
+    t = view_step("transpose", {"perm": (1, 0)}, 0, (4, 3))
+    first = t(a)
+    assert np.shares_memory(first, a) and first.shape == (4, 3)
+    assert t(a) is first and t(b) is not first and t(b) is t(b) and t(a) is first
+    r = view_step("reshape", {}, 0, (12,))
+    assert r(a) is r(a)
+    at = a.T  # (4, 3) with other strides: reshape copies
+    r2 = view_step("reshape", {}, 0, (12,))
+    c1 = r2(at)
+    at[0, 0] = -5.0
+    c2 = r2(at)
+    assert c1 is not c2 and not np.shares_memory(c2, a) and c2[0] == -5.0 and c1[0] == 0.0
