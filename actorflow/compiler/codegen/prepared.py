@@ -13,6 +13,8 @@ emptied when full.
 """
 from __future__ import annotations
 
+from operator import is_
+
 import numpy as np
 
 LIMIT = 8
@@ -33,7 +35,7 @@ class PreparedCalls:
         and layout), or None."""
         ids = tuple(map(id, arrays))
         hit = self.by_ids.get(ids)
-        if hit is not None and all(x is y for x, y in zip(hit[0], arrays)):
+        if hit is not None and all(map(is_, hit[0], arrays)):
             return hit[1]
         key = self._key(arrays)
         hit = self.by_layout.get(key) if key is not None else None
