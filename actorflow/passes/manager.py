@@ -61,6 +61,10 @@ def _to_recheck(job: Job, diff: dict) -> set:
     return recheck
 
 
+def _same_order(a: Job, b: Job) -> bool:
+    return len(a.ops) == len(b.ops) and all(x.name == y.name for x, y in zip(a.ops, b.ops))
+
+
 def run_passes(job: Job, passes: list, verify: bool = True,
                input_verified: bool = False) -> tuple:
     """Apply ``passes`` (a list of ``(name, fn)``) to ``job``; returns ``(job, log)`` where
@@ -71,7 +75,8 @@ def run_passes(job: Job, passes: list, verify: bool = True,
     The first pass's result is verified in full unless ``input_verified`` says ``job`` was;
     after that, names, inputs and control inputs are checked in full and shapes/dtypes
     (inference) for the ops the pass added or changed and their readers, since every other op
-    was verified with the same inputs before."""
+    was verified with the same inputs before. A pass that changed nothing (the same ops, confs
+    and order) is not verified again."""
     log = []
     checked = input_verified  # whether ``job`` (the next pass's input) has been verified
     for name, fn in passes:
@@ -81,7 +86,10 @@ def run_passes(job: Job, passes: list, verify: bool = True,
         if not isinstance(job, Job):
             raise TypeError(f"pass {name} returned {type(job).__name__}, not a Job")
         d = diff_jobs(before, job)
-        if verify:
+        # the same ops, confs and order as a verified input need no check
+        unchanged = checked and not (d["added"] or d["removed"] or d["changed"]) \
+            and _same_order(before, job)
+        if verify and not unchanged:
             try:
                 verify_job(job, _to_recheck(job, d) if checked else None)
             except JobError as e:

@@ -1,6 +1,6 @@
 """The pass manager verifies the Job after every pass: the first pass's result in full, later
-ones incrementally (inference for the ops a pass added or changed and their readers), and its
-diff reports added / removed / changed ops."""
+ones incrementally (inference for the ops a pass added or changed and their readers), a pass
+that changed nothing not at all, and its diff reports added / removed / changed ops."""
 from __future__ import annotations
 
 import numpy as np
@@ -67,6 +67,25 @@ def test_structure_is_checked_in_full_after_every_pass():
 
     with pytest.raises(JobError, match=r"after pass drop: .*no earlier op produces"):
         run_passes(traced_job(), [("noop", identity), ("drop", drop_relu)])
+
+
+@pytest.mark.timeout(10)
+def test_a_pass_that_only_reorders_ops_is_checked_and_one_that_changes_nothing_is_not(
+        monkeypatch):
+    def reverse(job):
+        job.ops = job.ops[::-1]
+        return job
+
+    with pytest.raises(JobError, match=r"after pass reverse: .*no earlier op produces"):
+        run_passes(traced_job(), [("noop", identity), ("reverse", reverse)])
+    import actorflow.passes.manager as manager
+
+    calls = []
+    real = manager.verify_job
+    monkeypatch.setattr(manager, "verify_job", lambda job, recheck=None: (
+        calls.append(recheck), real(job, recheck)))
+    run_passes(traced_job(), [("first", identity), ("noop", identity), ("noop2", identity)])
+    assert calls == [None]  # the first pass's result, in full; nothing after
 
 
 @pytest.mark.timeout(10)
