@@ -87,18 +87,22 @@ for (int64_t i0 = 0; i0 < L; i0 += 4) {
         const int64_t i = i0 + r;
         $T *sr = s + r * S;
         const int64_t jn = causal ? (i + 1 < S ? i + 1 : S) : S;
+        /* the softmax runs over the keys up to jn when the masked scores are finite (their
+           -inf gives exactly 0 and never the maximum, as key 0 is unmasked); else over all */
+        const int64_t js = full ? jt : (jn < jt ? jn : jt);
         for (int64_t j = jn; j < jt; j++) sr[j] += -($T)INFINITY;
         $T m = -($T)INFINITY;
         int nan = 0;
         #pragma omp simd reduction(max:m) reduction(|:nan)
-        for (int64_t j = 0; j < jt; j++) { m = sr[j] > m ? sr[j] : m; nan |= sr[j] != sr[j]; }
+        for (int64_t j = 0; j < js; j++) { m = sr[j] > m ? sr[j] : m; nan |= sr[j] != sr[j]; }
         if (nan) m = ($T)NAN;
         $T tot = 0;
         #pragma omp simd reduction(+:tot)
-        for (int64_t j = 0; j < jt; j++) { sr[j] = af_exp(sr[j] - m); tot += sr[j]; }
+        for (int64_t j = 0; j < js; j++) { sr[j] = af_exp(sr[j] - m); tot += sr[j]; }
+        for (int64_t j = js; j < jt; j++) sr[j] = 0;
         const $T rc = ($T)1 / tot;
-        for (int64_t j = 0; j < jt; j++) { sr[j] *= rc; Y1(i * S + j, sr[j]); }
-        for (int64_t j = jt; j < S; j++) Y1(i * S + j, 0);
+        for (int64_t j = 0; j < js; j++) { sr[j] *= rc; Y1(i * S + j, sr[j]); }
+        for (int64_t j = js; j < S; j++) Y1(i * S + j, 0);
     }
     const int64_t jv = vfin ? jt : S;
     for (int64_t j = jt; j < jv; j++) { s0[j] = 0; s1[j] = 0; s2[j] = 0; s3[j] = 0; }
