@@ -28,6 +28,7 @@ PASSES = [
     ("constant_folding", "actorflow.passes.constant_folding", "make_constant_folding_pass"),
     ("identity_elimination", "actorflow.passes.simplify", "make_identity_elimination_pass"),
     ("unread_outputs", "actorflow.passes.simplify", "make_unread_outputs_pass"),
+    ("cat_of_reshapes", "actorflow.passes.simplify", "make_cat_of_reshapes_pass"),
     ("fuse_matmul_bias_act", "actorflow.passes.fuse_matmul", "make_fuse_matmul_bias_act_pass"),
     ("fuse_add_to_output", "actorflow.passes.fuse_matmul", "make_fuse_add_to_output_pass"),
     ("fuse_elementwise", "actorflow.passes.fuse_elementwise", "make_fuse_elementwise_pass"),

@@ -162,6 +162,7 @@ ALLOWED = {
     "fuse_matmul.py": {"fused_matmul_bias_act", "fused_add_to_output", "add"},
     "fuse_update.py": {"multi_tensor_update"},
     "fuse_clip_grad.py": {"multi_tensor_update"},
+    "simplify.py": {"cat", "reshape"},  # cat_of_reshapes rewrites and emits exactly these
 }
 
 # where a string naming an op classifies ops: compared with (``op_type == "x"``, ``in (...)``),
