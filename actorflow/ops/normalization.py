@@ -475,6 +475,7 @@ $T var = sq / ($T)n - shift * shift;
 var = var < 0 ? ($T)0 : var;
 const $T inv = ($T)1 / sqrt(var + $eps);
 mean += shift;
+#pragma omp simd
 for (int64_t i = 0; i < n; i++) Y0(i, ((X0(i) - mean) * inv){scale}{shift});
 Y1(0, mean);
 Y2(0, inv);

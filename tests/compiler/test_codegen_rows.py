@@ -217,6 +217,27 @@ def test_empty_rows_run_the_numpy_kernel():
         assert kern.calls == 0
 
 
+def test_a_kernel_built_for_one_row_length_runs_numpy_for_another():
+    """A row kernel has its task's row length built in; a call whose rows are longer or
+    shorter gets the NumPy kernel's result, and the C function is never called on it."""
+    rng = np.random.default_rng(11)
+    d = dt.float32
+    attrs = _ln_attrs(1, (6, 8), False, False)
+    kern, = rows.row_kernels_for([("layer_norm", attrs, [((6, 8), d)],
+                                   [((6, 8), d), ((6, 1), d), ((6, 1), d)])])
+    assert kern.task.n == 8 and "const int64_t n = 8;" in rows.emit_row_kernel("k", kern.task)
+    for cols, calls in ((8, 1), (16, 1), (4, 1)):
+        x = rng.standard_normal((6, cols)).astype(np.float32)
+        got = [np.empty((6, cols), np.float32), np.empty((6, 1), np.float32),
+               np.empty((6, 1), np.float32)]
+        kern([x], got, attrs)
+        ref = [np.empty_like(g) for g in got]
+        registry.get("layer_norm").kernel_cpu([x], ref, attrs)
+        for g, r in zip(got, ref):
+            _close(g, r, cols, f"layer_norm over rows of {cols}")
+        assert kern.calls == calls
+
+
 def test_large_rows_split_over_threads_sum_like_one_thread():
     from actorflow.ops import parallel
     rng = np.random.default_rng(5)

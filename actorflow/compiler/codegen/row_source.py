@@ -131,17 +131,22 @@ def emit_row_kernel(name: str, task) -> str:
     ``pre`` part, ``name_pre`` (see the module docstring)."""
     ct = emit.value_type(task.dtypes[task.rows_of])
     attr = "__attribute__((optimize(\"tree-vectorize\")))"
+    # A task built for one row length has it as a constant (the caller checks each call's):
+    # its loops then have known trip counts, measured on the 2-core Zen 4 EPYC: layer_norm's
+    # row of 128 floats 60 -> 50 ns.
+    fixed = [f"    const int64_t n = {int(task.n)}; (void)n_arg;"] if task.n else []
+    n_param = "n_arg" if task.n else "n"
     lines = []
     if task.pre:
-        lines += [f"{attr} int64_t {name}_pre(char **p, const int64_t *rs, int64_t n, "
-                  "int64_t rows, double *total) {",
+        lines += [f"{attr} int64_t {name}_pre(char **p, const int64_t *rs, int64_t {n_param}, "
+                  "int64_t rows, double *total) {", *fixed,
                   "    double pre = 0;",
                   "    for (int64_t r = 0; r < rows; r++) {"]
         lines += _row_block(task, task.pre, ct, False,
                             (("REFUSE()", "return r"), ("PRE_ADD(v)", "(pre += (double)(v))")))
         lines += ["    }", "    *total = pre;", "    return -1;", "}"]
-    lines += [f"{attr} void {name}(char **p, const int64_t *rs, int64_t n, int64_t start, "
-              "int64_t stop, double pre_total) {",
+    lines += [f"{attr} void {name}(char **p, const int64_t *rs, int64_t {n_param}, "
+              "int64_t start, int64_t stop, double pre_total) {", *fixed,
               "    (void)pre_total;",
               "    for (int64_t r = start; r < stop; r++) {"]
     lines += _row_block(task, task.body, ct, True)

@@ -75,6 +75,7 @@ class RowTask:
     # per input: (sub-row length, sub-rows) where the kernel may gather a strided row into a
     # per-chunk buffer (row_layout.py), else ()
     gather: tuple = ()
+    n: int = 0            # the row length the kernel is built for (0: any, read at each call)
 
 
 @dataclass
@@ -160,7 +161,7 @@ def row_task(op_type: str, attrs: dict, in_metas: list, out_metas: list) -> RowT
     gather = tuple(_gather_of(shape, kind, k) if not pre else ()
                    for (shape, _), kind in zip(in_metas, form.kinds))
     return RowTask(op_type, tuple(form.kinds), [d for _, d in metas], n_in, k, body, pairs,
-                   form.rows_of, pre, max(0, int(form.scratch)), gather)
+                   form.rows_of, pre, max(0, int(form.scratch)), gather, n)
 
 
 def _gather_of(shape: tuple, kind: str, k: int) -> tuple:
@@ -265,7 +266,7 @@ class RowKernel:
         k = t.row_dims
         n, rows = _size(x0.shape[x0.ndim - k:]), _size(x0.shape[:x0.ndim - k])
         arrays = self._views(ins, outs, n, rows)
-        if arrays is None or n == 0 or rows == 0:
+        if arrays is None or n == 0 or rows == 0 or (t.n and n != t.n):
             return _Call(threads(), numpy=True)
         views, words, refresh = arrays
         out_kinds = t.kinds[t.n_in:]
